@@ -1,0 +1,249 @@
+"""The audit pipeline: split, attack, score, calibrate, certify.
+
+:func:`run_audit` attacks the calibration and test documents once. The resulting
+:class:`AuditResult` keeps, per document, the scores of its ranked candidates (non-decreasing), so
+certifying at any other confidence level recomputes one quantile and one count per document; the
+attack is never re-run.
+
+Calibration documents whose true identity is outside the pool get the score ``+inf`` by default
+(``miss_policy="infinite"``, conservative: the threshold then guards unconditional coverage);
+``miss_policy="exclude"`` calibrates on the documents whose truth is in the pool, which certifies
+coverage conditional on inclusion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from fractions import Fraction
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from .attackers.base import Attacker
+from .candidates import CandidateTable, Progress
+from .conformal import ALL, Calibration, calibrate, confidence_label, exact_fraction, set_sizes
+from .data import Documents, Registry
+from .errors import ConfigError
+from .knowledge import KnowledgeLevel
+from .scores import SCORES, get_score
+from .split import split_indices
+
+MISS_POLICIES = ("infinite", "exclude")
+DEFAULT_CONFIDENCES = (0.90, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """The declared threat configuration and protocol of one audit."""
+
+    knowledge: KnowledgeLevel
+    attacker: dict
+    score: str = "aps"
+    confidences: tuple = DEFAULT_CONFIDENCES
+    n_cal: int | None = None
+    n_test: int | None = None
+    seed: int = 0
+    group_column: str | None = None
+    top_k: int | None = None
+    miss_policy: str = "infinite"
+    flag_below: int = 11
+    leakage_threshold: float | None = None
+
+    def __post_init__(self):
+        get_score(self.score)
+        if not self.confidences:
+            raise ConfigError("at least one confidence level is needed")
+        for level in self.confidences:
+            confidence_label(level)
+            if not 0 < exact_fraction(level) < 1:
+                raise ConfigError(f"a confidence level must lie strictly between 0 and 1, found {level}")
+        if self.miss_policy not in MISS_POLICIES:
+            raise ConfigError(f"unknown miss_policy '{self.miss_policy}'; expected one of {', '.join(MISS_POLICIES)}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ConfigError(f"top-K must be at least 1, found {self.top_k}")
+        if self.flag_below < 1:
+            raise ConfigError(f"flag_below must be at least 1, found {self.flag_below}")
+        if self.leakage_threshold is not None and not 0 < self.leakage_threshold <= 1:
+            raise ConfigError(f"the leakage threshold must lie in (0, 1], found {self.leakage_threshold}")
+        if get_score(self.score).needs_weights and self.attacker.get("kind") == "rank":
+            raise ConfigError(f"score '{self.score}' needs candidate weights, but the attacker gives only ranks; "
+                              "use score 'rank'")
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["knowledge"] = self.knowledge.to_dict()
+        out["confidences"] = [confidence_label(c) for c in self.confidences]
+        return out
+
+    @property
+    def config_id(self) -> str:
+        """A short, stable hash of the declared configuration."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class ScoredSplit:
+    """One split (calibration or test), attacked and scored.
+
+    Attributes
+    ----------
+    table : CandidateTable with n rows
+    truth_ids : ndarray (n,)
+    groups : ndarray (n,) or None
+    sorted_scores : ndarray (n, K), each row non-decreasing
+    truth_positions : ndarray (n,), -1 where the truth is outside the pool
+    truth_scores : ndarray (n,), +inf where the truth is outside the pool
+    truth_ranks : ndarray (n,), tie-pessimistic rank of the truth (1 = top), 0 outside the pool
+    """
+
+    table: CandidateTable
+    truth_ids: np.ndarray
+    groups: np.ndarray | None
+    sorted_scores: np.ndarray = field(repr=False)
+    truth_positions: np.ndarray = field(repr=False)
+    truth_scores: np.ndarray = field(repr=False)
+    truth_ranks: np.ndarray = field(repr=False)
+
+    @classmethod
+    def build(cls, table: CandidateTable, truth_ids, groups, score: str) -> "ScoredSplit":
+        positions = table.truth_positions(truth_ids)
+        scores = get_score(score).sorted_scores(table.weights, table.pool_sizes)
+        ranks = SCORES["rank"].sorted_scores(table.weights, table.pool_sizes)
+        rows = np.arange(len(table))
+        hit = positions >= 0
+        truth_scores = np.where(hit, scores[rows, np.maximum(positions, 0)], np.inf) if len(table) else np.empty(0)
+        truth_ranks = np.where(hit, ranks[rows, np.maximum(positions, 0)], 0).astype(np.int64) if len(table) \
+            else np.empty(0, dtype=np.int64)
+        return cls(table, np.asarray(truth_ids, dtype=object), None if groups is None else np.asarray(groups, dtype=object),
+                   scores, positions, truth_scores, truth_ranks)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @property
+    def in_pool(self) -> np.ndarray:
+        return self.truth_positions >= 0
+
+    def calibration_scores(self, miss_policy: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """Scores (and strata) used for calibration under the miss policy."""
+        keep = self.in_pool if miss_policy == "exclude" else np.ones(len(self), dtype=bool)
+        return self.truth_scores[keep], None if self.groups is None else self.groups[keep]
+
+    def rows(self, index) -> "ScoredSplit":
+        index = np.asarray(index, dtype=int)
+        return ScoredSplit(self.table.rows(index), self.truth_ids[index],
+                           None if self.groups is None else self.groups[index], self.sorted_scores[index],
+                           self.truth_positions[index], self.truth_scores[index], self.truth_ranks[index])
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """Certified sets of the test documents at one confidence level."""
+
+    confidence: Fraction
+    q_hat: np.ndarray       # (n,) the threshold applied to each document (its stratum's)
+    set_sizes: np.ndarray   # (n,)
+    covered: np.ndarray     # (n,) bool: the truth is in the set
+    split: ScoredSplit = field(repr=False)
+
+    @property
+    def leakage(self) -> np.ndarray:
+        """Leakage proxy ``1 / max(1, |C|)``: not a re-identification probability."""
+        return 1.0 / np.maximum(1, self.set_sizes)
+
+    def members(self, row: int) -> np.ndarray:
+        """Identity ids in the certified set of test document ``row``, in ranked order."""
+        index = self.split.table.candidates[row, : self.set_sizes[row]]
+        return self.split.table.candidate_ids[index]
+
+
+def certify(split: ScoredSplit, calibration: Calibration, confidence) -> Certificate:
+    """Apply the calibrated thresholds to a scored split at one confidence level."""
+    strata = None if split.groups is None or set(calibration.strata) == {ALL} else split.groups
+    q_hat = calibration.thresholds_for(confidence, strata, len(split))
+    sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
+    covered = split.in_pool & (split.truth_positions < sizes)
+    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split)
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Everything an audit computed; certificates at any confidence level are derived from it."""
+
+    config: AuditConfig
+    calibration_split: ScoredSplit
+    test_split: ScoredSplit
+    calibration: Calibration
+    inputs: dict = field(default_factory=dict)
+
+    def calibrate_at(self, confidences) -> Calibration:
+        scores, strata = self.calibration_split.calibration_scores(self.config.miss_policy)
+        return calibrate(scores, confidences, strata if self.config.group_column else None)
+
+    def calibration_for(self, confidence) -> Calibration:
+        """The stored calibration when it holds ``confidence``, else a fresh one from the stored scores."""
+        if confidence_label(confidence) in self.calibration.q_hat_:
+            return self.calibration
+        return self.calibrate_at([confidence])
+
+    def certificate(self, confidence) -> Certificate:
+        """Certified test sets at ``confidence`` (any level: no re-attack, one quantile per stratum)."""
+        return certify(self.test_split, self.calibration_for(confidence), confidence)
+
+    def calibration_certificate(self, confidence) -> Certificate:
+        """The calibration documents' own sets (for the records; no guarantee applies to them)."""
+        return certify(self.calibration_split, self.calibration_for(confidence), confidence)
+
+
+def score_table(table: CandidateTable, truth_ids, groups, config: AuditConfig) -> ScoredSplit:
+    if config.top_k is not None:
+        table = table.truncate(config.top_k)
+    return ScoredSplit.build(table, truth_ids, groups, config.score)
+
+
+def attack_documents(documents: Documents, registry: Registry, attacker: Attacker, level: KnowledgeLevel,
+                     rows: np.ndarray | None = None, progress: Progress | None = None) -> CandidateTable:
+    """Run the attacker on the given document rows (all when ``None``)."""
+    frame = documents.frame if rows is None else documents.frame.iloc[rows]
+    return attacker.attack(frame["doc_id"].tolist(), frame["text"].tolist(), registry, level, progress)
+
+
+def document_groups(documents: Documents, config: AuditConfig) -> np.ndarray | None:
+    if not config.group_column:
+        return None
+    if "group" not in documents.frame.columns:
+        raise ConfigError(f"per-group calibration needs the column '{config.group_column}' in {documents.file}, "
+                          f"which has columns {list(documents.frame.columns)}")
+    return documents.frame["group"].to_numpy(dtype=object)
+
+
+def run_audit(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig,
+              progress: Progress | None = None, table: CandidateTable | None = None) -> AuditResult:
+    """Split, attack, score, calibrate.
+
+    Parameters
+    ----------
+    table : CandidateTable over all documents (in file order), optional
+        A precomputed attack (e.g. shared by several audits on matched splits); the attacker is
+        not called when it is given.
+    """
+    groups = document_groups(documents, config)
+    cal, test = split_indices(len(documents), config.n_cal, config.n_test, config.seed, groups)
+    if table is None:
+        selected = np.concatenate([cal, test])
+        attacked = attack_documents(documents, registry, attacker, config.knowledge, selected, progress)
+        cal_table, test_table = attacked.rows(np.arange(len(cal))), attacked.rows(np.arange(len(cal), len(selected)))
+    else:
+        cal_table, test_table = table.rows(cal), table.rows(test)
+    truth = documents.frame["identity_id"].to_numpy(dtype=object)
+    cal_split = score_table(cal_table, truth[cal], None if groups is None else groups[cal], config)
+    test_split = score_table(test_table, truth[test], None if groups is None else groups[test], config)
+    scores, strata = cal_split.calibration_scores(config.miss_policy)
+    calibration = calibrate(scores, config.confidences, strata)
+    inputs = {"documents": {"file": documents.file, "sha256": documents.sha256, "rows": len(documents)},
+              "registry": {"file": registry.file, "sha256": registry.sha256, "rows": len(registry)}}
+    return AuditResult(config, cal_split, test_split, calibration, inputs)

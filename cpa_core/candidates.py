@@ -1,0 +1,112 @@
+"""The attacker's output: for each document, its candidate pool ranked by decreasing weight.
+
+Every attacker produces a :class:`CandidateTable`; the calibration layer reads nothing else, so any
+attacker is interchangeable. Rows are padded to a common width with candidate ``-1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+PADDING = -1
+Progress = Callable[[int, int, str], None]  # (done, total, step description)
+
+
+def softmax_rows(similarities: np.ndarray, temperature: float) -> np.ndarray:
+    """Temperature softmax over each row, ``exp(s / T) / sum exp(s / T)`` (stable; ``-inf`` -> 0)."""
+    scaled = similarities / temperature
+    top = np.max(scaled, axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    weights = np.exp(scaled - top)
+    total = weights.sum(axis=1, keepdims=True)
+    return np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
+
+
+def top_candidates(values: np.ndarray, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and values of the ``k`` largest entries of each row, by decreasing value.
+
+    Ties are ordered by column index, so the result is deterministic. ``k=None`` keeps every column.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n, M)
+
+    Returns
+    -------
+    (indices, values), each of shape (n, min(k, M))
+    """
+    n, m = values.shape
+    if k is None or k >= m:
+        columns = np.broadcast_to(np.arange(m), (n, m))
+    else:
+        columns = np.argpartition(-values, k - 1, axis=1)[:, :k]
+    picked = np.take_along_axis(values, columns, axis=1)
+    order = np.lexsort((columns, -picked), axis=1)
+    return np.take_along_axis(columns, order, axis=1), np.take_along_axis(picked, order, axis=1)
+
+
+@dataclass(frozen=True)
+class CandidateTable:
+    """Ranked candidate pools of ``n`` documents.
+
+    Attributes
+    ----------
+    doc_ids : ndarray of shape (n,)
+    candidates : ndarray of shape (n, K), int
+        Index into ``candidate_ids`` of each ranked candidate; ``-1`` is padding.
+    weights : ndarray of shape (n, K), float
+        Non-increasing along each row. Probabilities (or pseudo-posteriors) when ``weight_kind`` is
+        ``"probability"``; minus the rank when the attacker gave only a ranking (``"rank"``).
+    pool_sizes : ndarray of shape (n,), int
+    candidate_ids : ndarray of shape (M,)
+        Identity ids the indices refer to (the registry's, plus any extra the attacker named).
+    queries : tuple of str, optional
+        The query string each document was attacked with.
+    weight_kind : str
+    """
+
+    doc_ids: np.ndarray
+    candidates: np.ndarray
+    weights: np.ndarray
+    pool_sizes: np.ndarray
+    candidate_ids: np.ndarray
+    queries: tuple[str, ...] | None = None
+    weight_kind: str = "probability"
+
+    def __len__(self) -> int:
+        return int(self.doc_ids.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.candidates.shape[1])
+
+    def rows(self, index: np.ndarray) -> "CandidateTable":
+        """The table restricted to the given rows (in that order)."""
+        index = np.asarray(index, dtype=int)
+        return replace(self, doc_ids=self.doc_ids[index], candidates=self.candidates[index],
+                       weights=self.weights[index], pool_sizes=self.pool_sizes[index],
+                       queries=None if self.queries is None else tuple(self.queries[i] for i in index))
+
+    def truncate(self, k: int) -> "CandidateTable":
+        """The top-``k`` shortlist of each pool, with probabilities renormalised over the shortlist."""
+        if k < 1:
+            raise ValueError(f"top-K must be at least 1, found {k}")
+        if k >= self.width:
+            return self
+        candidates = self.candidates[:, :k].copy()
+        weights = self.weights[:, :k].copy()
+        pool = np.minimum(self.pool_sizes, k)
+        if self.weight_kind == "probability":
+            total = weights.sum(axis=1, keepdims=True)
+            weights = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
+        return replace(self, candidates=candidates, weights=weights, pool_sizes=pool)
+
+    def truth_positions(self, identity_ids) -> np.ndarray:
+        """0-based position of each document's true identity in its ranked pool, ``-1`` if absent."""
+        index = {ident: i for i, ident in enumerate(self.candidate_ids.tolist())}
+        truth = np.array([index.get(ident, -2) for ident in identity_ids], dtype=np.int64)
+        hits = self.candidates == truth[:, None]
+        return np.where(hits.any(axis=1), hits.argmax(axis=1), -1)

@@ -1,0 +1,219 @@
+"""Split-conformal calibration: the only place the conformal quantile is computed.
+
+The threshold for miscoverage ``alpha`` over ``n`` calibration scores is the ``k``-th smallest
+score with ``k = ceil((n + 1) * (1 - alpha))``, computed in exact rational arithmetic. If
+``k > n`` the threshold is ``+inf`` (every set is the whole pool) and a ``CalibrationWarning``
+says how many calibration documents the level needs.
+
+A certified set is ``{y in pool : s(x, y) <= q_hat}``. Because every score in :mod:`cpa_core.scores`
+is non-decreasing along the attacker's ranking, a set is a prefix of the ranked pool and its size is
+a count over the document's sorted scores: re-thresholding at a new level is a search, not a re-sort.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from typing import Hashable, Iterable, Sequence
+
+import numpy as np
+
+from .errors import CalibrationWarning, ConfigError
+
+ALL = "__all__"  # the stratum key of a calibration without groups
+
+
+def exact_fraction(value: float | str | Fraction | Decimal) -> Fraction:
+    """The decimal number the user wrote, as an exact fraction.
+
+    Floats are read through their shortest representation (``0.3`` -> ``3/10``), not their binary
+    expansion (``0.299999999999999988...``), so that ``0.95`` means ninety-five hundredths.
+    """
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, bool):
+        raise ConfigError(f"expected a number, found {value!r}")
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(float(value)):
+            raise ConfigError(f"expected a finite number, found {value!r}")
+        return Fraction(repr(float(value)))
+    try:
+        return Fraction(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"expected a number, found {value!r}") from None
+
+
+def alpha_from_confidence(confidence: float | str | Fraction) -> Fraction:
+    """Miscoverage ``alpha = 1 - confidence``, exactly; the confidence must lie in (0, 1)."""
+    level = exact_fraction(confidence)
+    if not 0 < level < 1:
+        raise ConfigError(f"a confidence level must lie strictly between 0 and 1, found {confidence!r}")
+    return 1 - level
+
+
+def confidence_label(confidence: float | str | Fraction) -> str:
+    """A stable text key for a confidence level: ``0.95`` -> ``"0.95"``."""
+    level = exact_fraction(confidence)
+    denominator = level.denominator
+    for prime in (2, 5):
+        while denominator % prime == 0:
+            denominator //= prime
+    if denominator == 1:  # a terminating decimal: print it exactly
+        return format(Decimal(level.numerator) / Decimal(level.denominator), "f")
+    return repr(float(level))
+
+
+def threshold_rank(n: int, alpha: float | Fraction) -> int:
+    """``k = ceil((n + 1) * (1 - alpha))`` in exact arithmetic (may exceed ``n``)."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, found {n}")
+    a = exact_fraction(alpha)
+    if not 0 < a < 1:
+        raise ConfigError(f"alpha must lie strictly between 0 and 1, found {alpha!r}")
+    return math.ceil((n + 1) * (1 - a))
+
+
+def minimum_calibration_size(alpha: float | Fraction) -> int:
+    """The smallest ``n`` with a finite threshold: ``ceil(1/alpha - 1)``."""
+    a = exact_fraction(alpha)
+    return max(0, math.ceil(1 / a - 1))
+
+
+def conformal_threshold(calibration_scores: np.ndarray, alpha: float | Fraction) -> float:
+    """``q_hat``: the ``k``-th smallest calibration score, or ``+inf`` when ``k > n``.
+
+    Parameters
+    ----------
+    calibration_scores : ndarray of shape (n,)
+        Nonconformity scores of the true identities (``+inf`` for a truth outside the pool).
+    alpha : float or Fraction
+        Target miscoverage.
+    """
+    scores = np.asarray(calibration_scores, dtype=float)
+    n = scores.shape[0]
+    k = threshold_rank(n, alpha)
+    if k > n:
+        return math.inf
+    return float(np.partition(scores, k - 1)[k - 1])
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Thresholds per confidence level and stratum, learned from calibration scores.
+
+    ``q_hat_[label][stratum]`` is the threshold; ``n_[stratum]`` the calibration size;
+    ``sorted_scores_[stratum]`` the sorted calibration scores (for p-values).
+    """
+
+    confidences: tuple[Fraction, ...]
+    q_hat_: dict[str, dict[Hashable, float]]
+    n_: dict[Hashable, int]
+    sorted_scores_: dict[Hashable, np.ndarray] = field(repr=False)
+    warnings_: tuple[str, ...] = ()
+    warning_levels_: tuple[str, ...] = ()  # the confidence label of each warning
+
+    def warnings_for(self, confidence) -> list[str]:
+        label = confidence_label(confidence)
+        return [w for w, lv in zip(self.warnings_, self.warning_levels_) if lv == label]
+
+    @property
+    def strata(self) -> list[Hashable]:
+        return list(self.n_)
+
+    def thresholds_for(self, confidence, strata: Sequence[Hashable] | None, n_docs: int) -> np.ndarray:
+        """Per-document threshold for documents of the given strata (``None``: one stratum).
+
+        A stratum never seen during calibration has no data, hence ``+inf``.
+        """
+        table = self.q_hat_[confidence_label(confidence)]
+        if strata is None:
+            return np.full(n_docs, table[ALL])
+        return np.array([table.get(s, math.inf) for s in strata], dtype=float)
+
+    def q_hat(self, confidence, stratum: Hashable = ALL) -> float:
+        return self.q_hat_[confidence_label(confidence)].get(stratum, math.inf)
+
+
+def calibrate(calibration_scores: np.ndarray, confidences: Iterable,
+              strata: Sequence[Hashable] | None = None) -> Calibration:
+    """Learn ``q_hat`` for each confidence level, per stratum when ``strata`` is given (Mondrian).
+
+    Parameters
+    ----------
+    calibration_scores : ndarray of shape (n,)
+    confidences : iterable of confidence levels in (0, 1)
+    strata : sequence of length n, optional
+        Stratum of each calibration document; thresholds are computed within each stratum.
+    """
+    scores = np.asarray(calibration_scores, dtype=float)
+    if np.isnan(scores).any():
+        raise ConfigError("calibration scores contain NaN")
+    levels = tuple(exact_fraction(c) for c in confidences)
+    for level in levels:
+        alpha_from_confidence(level)
+    if strata is None:
+        groups = {ALL: scores}
+    else:
+        keys = np.asarray(list(strata), dtype=object)
+        if keys.shape[0] != scores.shape[0]:
+            raise ConfigError(f"{keys.shape[0]} strata given for {scores.shape[0]} calibration scores")
+        groups = {key: scores[keys == key] for key in dict.fromkeys(keys.tolist())}
+    q_hat: dict[str, dict[Hashable, float]] = {}
+    notes: list[str] = []
+    note_levels: list[str] = []
+    for level in levels:
+        alpha = 1 - level
+        row = {}
+        for key, values in groups.items():
+            row[key] = conformal_threshold(values, alpha)
+            if math.isinf(row[key]) and threshold_rank(values.shape[0], alpha) > values.shape[0]:
+                where = "" if key == ALL else f" in group '{key}'"
+                note = (f"calibration set too small for confidence {confidence_label(level)}{where}: "
+                        f"n = {values.shape[0]}, needs at least {minimum_calibration_size(alpha)}; "
+                        "the threshold is infinite and every set is the whole pool")
+                notes.append(note)
+                note_levels.append(confidence_label(level))
+                warnings.warn(note, CalibrationWarning, stacklevel=2)
+        q_hat[confidence_label(level)] = row
+    return Calibration(
+        confidences=levels,
+        q_hat_=q_hat,
+        n_={key: int(values.shape[0]) for key, values in groups.items()},
+        sorted_scores_={key: np.sort(values) for key, values in groups.items()},
+        warnings_=tuple(notes),
+        warning_levels_=tuple(note_levels),
+    )
+
+
+def set_sizes(sorted_scores: np.ndarray, pool_sizes: np.ndarray, q_hat: np.ndarray | float) -> np.ndarray:
+    """Size of each certified set ``{y : s(x, y) <= q_hat}``.
+
+    Parameters
+    ----------
+    sorted_scores : ndarray of shape (n, K)
+        Each row non-decreasing: the scores of a document's candidates in ranked order
+        (padding beyond the pool is ``+inf``).
+    pool_sizes : ndarray of shape (n,)
+        Number of real candidates in each row.
+    q_hat : float or ndarray of shape (n,)
+    """
+    q = np.asarray(q_hat, dtype=float)
+    if q.ndim == 0:
+        counts = np.count_nonzero(sorted_scores <= q, axis=1)
+    else:
+        counts = np.count_nonzero(sorted_scores <= q[:, None], axis=1)
+    return np.minimum(counts, pool_sizes)
+
+
+def p_values(sorted_calibration_scores: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Conformal p-value of each candidate: ``(1 + #{i : T_i >= s}) / (n + 1)``.
+
+    ``y`` is in the set at miscoverage ``alpha`` exactly when its p-value exceeds ``alpha``.
+    """
+    cal = np.asarray(sorted_calibration_scores, dtype=float)
+    n = cal.shape[0]
+    at_least = n - np.searchsorted(cal, np.asarray(scores, dtype=float), side="left")
+    return (1 + at_least) / (n + 1)

@@ -1,0 +1,82 @@
+"""Release policy: flag documents with too small a certified set, and the redaction worklist.
+
+A document is flagged when its set has fewer than ``k`` members (equivalently its leakage proxy
+exceeds ``1/k``), or when its leakage proxy exceeds an explicit threshold. An empty set (the attacker
+puts more mass on its top candidate than the threshold allows) counts as size 0: the highest risk.
+The worklist lists flagged documents smallest set first.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .audit import Certificate
+
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+WORKLIST_COLUMNS = ("doc_id", "group", "set_size", "leakage", "top_candidates", "top_weights", "driving_terms",
+                    "config_id", "confidence")
+
+TermExplainer = Callable[[str, Sequence[int]], list[str]]
+"""(query, registry rows of the top candidates) -> the terms that most drive the match."""
+
+
+def flag_mask(set_sizes: np.ndarray, flag_below: int, leakage_threshold: float | None = None) -> np.ndarray:
+    """Documents whose set is smaller than ``flag_below`` or whose leakage proxy exceeds the threshold."""
+    flagged = set_sizes < flag_below
+    if leakage_threshold is not None:
+        flagged |= 1.0 / np.maximum(1, set_sizes) > leakage_threshold
+    return flagged
+
+
+def worklist(cert: Certificate, flag_below: int, config_id: str, *, leakage_threshold: float | None = None,
+             explain: TermExplainer | None = None, n_candidates: int = 3, n_terms: int = 5) -> pd.DataFrame:
+    """The redaction worklist: flagged test documents, smallest set first (then by doc id)."""
+    split = cert.split
+    rows = np.flatnonzero(flag_mask(cert.set_sizes, flag_below, leakage_threshold))
+    rows = rows[np.lexsort((split.table.doc_ids[rows].astype(str), cert.set_sizes[rows]))]
+    records = []
+    for row in rows:
+        pool = min(n_candidates, int(split.table.pool_sizes[row]))
+        index = split.table.candidates[row, :pool]
+        terms = explain(split.table.queries[row], index.tolist()) if explain and split.table.queries else []
+        records.append({
+            "doc_id": split.table.doc_ids[row],
+            "group": None if split.groups is None else split.groups[row],
+            "set_size": int(cert.set_sizes[row]),
+            "leakage": float(cert.leakage[row]),
+            "top_candidates": [str(c) for c in split.table.candidate_ids[index]],
+            "top_weights": [round(float(w), 6) for w in split.table.weights[row, :pool]]
+            if split.table.weight_kind == "probability" else [],
+            "driving_terms": terms[:n_terms],
+            "config_id": config_id,
+            "confidence": float(cert.confidence),
+        })
+    return pd.DataFrame(records, columns=list(WORKLIST_COLUMNS))
+
+
+def neutralise_cell(value):
+    """Prefix text a spreadsheet would execute as a formula with an apostrophe."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def worklist_csv(frame: pd.DataFrame) -> str:
+    """CSV text of a worklist, lists joined by ``; `` and formula-like cells neutralised."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(frame.columns)
+    for record in frame.itertuples(index=False):
+        writer.writerow([neutralise_cell("; ".join(map(str, v)) if isinstance(v, list) else
+                                         ("" if v is None else v)) for v in record])
+    return buffer.getvalue()
+
+
+def worklist_json(frame: pd.DataFrame) -> str:
+    return json.dumps(frame.to_dict(orient="records"), indent=2, ensure_ascii=False, default=str)

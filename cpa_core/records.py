@@ -1,0 +1,127 @@
+"""Per-document records, the manifest and the audit's output folder.
+
+Records (JSONL, one object per document) hold the query, the top candidates with their weights and
+scores, the true identity's rank and score, and the certified set at each confidence level, so any
+result can be re-derived. The manifest holds the full declared configuration, the checksums of the
+inputs, the seed, the split sizes and the package versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import platform
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Iterator
+
+from .audit import AuditResult, Certificate, ScoredSplit
+from .conformal import confidence_label
+from .metrics import summarize
+from .policy import TermExplainer, worklist, worklist_csv, worklist_json
+
+RECORD_CANDIDATES = 20
+VERSIONED_PACKAGES = ("cpa-core", "numpy", "pandas", "scikit-learn", "scipy", "pyarrow", "sentence-transformers",
+                      "torch", "openai")
+
+
+def _number(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def package_versions() -> dict:
+    versions = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def iter_records(split: ScoredSplit, certificates: list[Certificate], split_name: str,
+                 n_candidates: int = RECORD_CANDIDATES) -> Iterator[dict]:
+    table = split.table
+    for row in range(len(split)):
+        pool = min(n_candidates, int(table.pool_sizes[row]))
+        index = table.candidates[row, :pool]
+        record = {
+            "doc_id": table.doc_ids[row],
+            "split": split_name,
+            "group": None if split.groups is None else split.groups[row],
+            "query": None if table.queries is None else table.queries[row],
+            "identity_id": split.truth_ids[row],
+            "in_pool": bool(split.in_pool[row]),
+            "true_rank": int(split.truth_ranks[row]) if split.in_pool[row] else None,
+            "true_score": _number(split.truth_scores[row]),
+            "pool_size": int(table.pool_sizes[row]),
+            "candidates": [
+                {"id": str(cid), "weight": float(w) if table.weight_kind == "probability" else None, "score": _number(s)}
+                for cid, w, s in zip(table.candidate_ids[index], table.weights[row, :pool], split.sorted_scores[row, :pool])
+            ],
+            "sets": {},
+        }
+        for cert in certificates:
+            record["sets"][confidence_label(cert.confidence)] = {
+                "q_hat": _number(cert.q_hat[row]),
+                "set_size": int(cert.set_sizes[row]),
+                "leakage": float(cert.leakage[row]),
+                "covered": bool(cert.covered[row]),
+                "set": [str(c) for c in cert.members(row)],
+            }
+        yield record
+
+
+def manifest(result: AuditResult) -> dict:
+    config = result.config
+    split_ids = {name: hashlib.sha256("\n".join(map(str, s.table.doc_ids)).encode()).hexdigest()
+                 for name, s in (("calibration", result.calibration_split), ("test", result.test_split))}
+    return {
+        "config_id": config.config_id,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config": config.to_dict(),
+        "inputs": result.inputs,
+        "knowledge_fields": list(config.knowledge.fields),
+        "attacker": config.attacker,
+        "score": config.score,
+        "confidences": [confidence_label(c) for c in config.confidences],
+        "seed": config.seed,
+        "split": {"n_cal": len(result.calibration_split), "n_test": len(result.test_split),
+                  "n_cal_used": sum(result.calibration.n_.values()),
+                  "n_cal_per_group": {str(k): v for k, v in result.calibration.n_.items()},
+                  "doc_ids_sha256": split_ids},
+        "warnings": list(result.calibration.warnings_),
+        "versions": package_versions(),
+    }
+
+
+def _write_jsonl(path: Path, records: Iterator[dict]) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+
+
+def write_audit(result: AuditResult, out_dir: str | Path, explain: TermExplainer | None = None) -> dict[str, Path]:
+    """Write summary.json, calibration.jsonl, test.jsonl, worklist.csv/json and manifest.json."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = result.config
+    levels = list(config.confidences)
+    paths = {name: out / name for name in ("summary.json", "calibration.jsonl", "test.jsonl", "worklist.csv",
+                                           "worklist.json", "manifest.json")}
+    paths["summary.json"].write_text(json.dumps(summarize(result), indent=2), encoding="utf-8")
+    _write_jsonl(paths["calibration.jsonl"], iter_records(
+        result.calibration_split, [result.calibration_certificate(c) for c in levels], "calibration"))
+    test_certificates = [result.certificate(c) for c in levels]
+    _write_jsonl(paths["test.jsonl"], iter_records(result.test_split, test_certificates, "test"))
+    # the worklist certifies at the highest confidence level: the most conservative sets
+    strictest = max(range(len(levels)), key=lambda i: levels[i])
+    work = worklist(test_certificates[strictest], config.flag_below, config.config_id,
+                    leakage_threshold=config.leakage_threshold, explain=explain)
+    paths["worklist.csv"].write_text(worklist_csv(work), encoding="utf-8")
+    paths["worklist.json"].write_text(worklist_json(work), encoding="utf-8")
+    paths["manifest.json"].write_text(json.dumps(manifest(result), indent=2, default=str), encoding="utf-8")
+    return paths

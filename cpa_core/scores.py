@@ -1,0 +1,99 @@
+"""Nonconformity scores, one small unit each, chosen by name.
+
+Every score maps a document's ranked candidate weights (sorted by decreasing weight) to the score of
+each candidate, and is non-decreasing along the ranking, with tied weights sharing one score. That is
+what makes a certified set a prefix of the ranking (see :mod:`cpa_core.conformal`).
+
+- ``aps`` (default): ``s(x, y) = sum of p(y'|x) over y' with p(y'|x) >= p(y|x)``, the mass to
+  accumulate from the top to include ``y`` (tied candidates enter together).
+- ``rank``: the number of candidates with ``p(y'|x) >= p(y|x)`` (1 = the unique top candidate); needs
+  only the ranking.
+- ``probability``: ``1 - p(y|x)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .errors import ConfigError
+
+
+def _tie_group_end(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Replace each entry by its value at the last position of its run of equal weights.
+
+    ``values`` must be increasing along each row, so the value at the end of a candidate's tie group
+    is the smallest end value at or after its position.
+    """
+    n, width = weights.shape
+    if width == 0:
+        return values
+    is_end = np.ones((n, width), dtype=bool)
+    is_end[:, :-1] = weights[:, :-1] != weights[:, 1:]
+    ends = np.where(is_end, values, np.inf)
+    return np.minimum.accumulate(ends[:, ::-1], axis=1)[:, ::-1]
+
+
+def _pad(scores: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray:
+    scores[np.arange(scores.shape[1])[None, :] >= pool_sizes[:, None]] = np.inf
+    return scores
+
+
+@dataclass(frozen=True)
+class Score:
+    """A nonconformity score: ``name``, whether it needs weights, and its computation."""
+
+    name: str
+    needs_weights: bool
+    _compute: Callable[[np.ndarray], np.ndarray]
+    description: str
+
+    def sorted_scores(self, weights: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray:
+        """Scores of the ranked candidates.
+
+        Parameters
+        ----------
+        weights : ndarray of shape (n, K)
+            Each row sorted by decreasing weight; entries beyond the row's pool size are padding.
+        pool_sizes : ndarray of shape (n,)
+
+        Returns
+        -------
+        ndarray of shape (n, K), non-decreasing along each row, ``+inf`` at padding.
+        """
+        w = np.where(np.arange(weights.shape[1])[None, :] < pool_sizes[:, None], weights, -np.inf)
+        return _pad(self._compute(w), pool_sizes)
+
+
+def _aps(weights: np.ndarray) -> np.ndarray:
+    cumulative = np.cumsum(np.where(np.isfinite(weights), weights, 0.0), axis=1)
+    # a zero-weight candidate adds no mass; keep the running sum strictly usable as increasing
+    return _tie_group_end(cumulative, weights)
+
+
+def _rank(weights: np.ndarray) -> np.ndarray:
+    positions = np.broadcast_to(np.arange(1, weights.shape[1] + 1, dtype=float), weights.shape)
+    return _tie_group_end(positions.copy(), weights)
+
+
+def _probability(weights: np.ndarray) -> np.ndarray:
+    return 1.0 - np.where(np.isfinite(weights), weights, 0.0)
+
+
+SCORES: dict[str, Score] = {
+    "aps": Score("aps", True, _aps, "probability mass accumulated from the top down to the candidate"),
+    "rank": Score("rank", False, _rank, "rank of the candidate in the attacker's list (ties share the worst rank)"),
+    "probability": Score("probability", True, _probability, "one minus the candidate's weight"),
+}
+
+
+def get_score(score: str | Score) -> Score:
+    """The score named ``score`` (``aps``, ``rank``, ``probability``), or ``score`` itself."""
+    if isinstance(score, Score):
+        return score
+    try:
+        return SCORES[score]
+    except KeyError:
+        raise ConfigError(f"unknown score '{score}'; expected one of {', '.join(SCORES)}") from None

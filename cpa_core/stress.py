@@ -1,0 +1,97 @@
+"""Stress tests of a configuration; each returns a table (one row per variant and confidence level).
+
+The attack runs once over all documents; variants re-split, re-truncate or re-score that one table,
+so every variant sees matched attacker output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .attackers.base import Attacker
+from .audit import AuditConfig, AuditResult, attack_documents, certify, run_audit
+from .conformal import calibrate
+from .candidates import CandidateTable, Progress
+from .data import Documents, Registry
+from .metrics import certificate_metrics
+
+COLUMNS = ["confidence", "coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size",
+           "mean_set_size", "mean_leakage", "empty_rate", "q_hat", "top1", "n_test"]
+
+
+def _rows(result: AuditResult, **variant) -> list[dict]:
+    rows = []
+    for level in result.config.confidences:
+        metrics = certificate_metrics(result.certificate(level))
+        metrics["n_cal"] = sum(result.calibration.n_.values())
+        rows.append({**variant, **{k: metrics[k] for k in COLUMNS + ["n_cal"]}})
+    return rows
+
+
+def full_attack(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig,
+                progress: Progress | None = None) -> CandidateTable:
+    """The attacker's table over every document (shared by the variants)."""
+    return attack_documents(documents, registry, attacker, config.knowledge, None, progress)
+
+
+def drift(calibrated: AuditResult, shifted: AuditResult) -> pd.DataFrame:
+    """Calibrate under configuration A, certify the test split of configuration B.
+
+    Coverage can fall below the target: A's threshold is only valid for A's score distribution.
+    The row ``own`` recalibrates on B for comparison.
+    """
+    rows = []
+    scores, _ = calibrated.calibration_split.calibration_scores(calibrated.config.miss_policy)
+    calibration = calibrate(scores, calibrated.config.confidences)  # pooled: B's strata need not match A's
+    for level in calibrated.config.confidences:
+        for label, cert in (("drift (calibrated on A)", certify(shifted.test_split, calibration, level)),
+                            ("own (recalibrated on B)", shifted.certificate(level))):
+            metrics = certificate_metrics(cert)
+            rows.append({"calibration": label, "calibrated_on": calibrated.config.config_id,
+                         "tested_on": shifted.config.config_id, **{k: metrics[k] for k in COLUMNS}})
+    return pd.DataFrame(rows)
+
+
+def topk_sweep(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable,
+               ks: Sequence[int]) -> pd.DataFrame:
+    """Miss rate, coverage and set size per top-K truncation of the pool."""
+    rows = []
+    for k in ks:
+        result = run_audit(documents, registry, None, replace(config, top_k=int(k)), table=table)
+        rows += _rows(result, top_k=int(k))
+    return pd.DataFrame(rows)
+
+
+def score_ablation(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable,
+                   scores: Sequence[str] = ("aps", "rank", "probability")) -> pd.DataFrame:
+    rows = []
+    for score in scores:
+        rows += _rows(run_audit(documents, registry, None, replace(config, score=score), table=table), score=score)
+    return pd.DataFrame(rows)
+
+
+def ncal_ablation(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable,
+                  n_cals: Sequence[int] = (50, 100, 150)) -> pd.DataFrame:
+    rows = []
+    for n_cal in n_cals:
+        result = run_audit(documents, registry, None, replace(config, n_cal=int(n_cal)), table=table)
+        rows += _rows(result, n_cal_declared=int(n_cal))
+    return pd.DataFrame(rows)
+
+
+def split_stability(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable,
+                    seeds: Sequence[int] = (0, 1, 2, 3, 4)) -> pd.DataFrame:
+    """Mean and standard deviation over seeds of coverage and set size, per confidence level."""
+    rows = []
+    for seed in seeds:
+        rows += _rows(run_audit(documents, registry, None, replace(config, seed=int(seed)), table=table), seed=int(seed))
+    frame = pd.DataFrame(rows)
+    stats = frame.groupby("confidence")[["coverage", "coverage_conditional", "median_set_size", "mean_set_size"]]
+    out = stats.agg(["mean", "std"])
+    out.columns = [f"{a}_{b}" for a, b in out.columns]
+    out["n_seeds"] = len(seeds)
+    return out.reset_index()
