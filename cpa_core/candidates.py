@@ -28,7 +28,8 @@ def softmax_rows(similarities: np.ndarray, temperature: float) -> np.ndarray:
 def top_candidates(values: np.ndarray, k: int | None) -> tuple[np.ndarray, np.ndarray]:
     """Indices and values of the ``k`` largest entries of each row, by decreasing value.
 
-    Ties are ordered by column index, so the result is deterministic. ``k=None`` keeps every column.
+    Tied entries come in an arbitrary (deterministic) order: every score gives tied candidates the
+    same value, so sets and metrics do not depend on it. ``k=None`` keeps every column.
 
     Parameters
     ----------
@@ -40,11 +41,11 @@ def top_candidates(values: np.ndarray, k: int | None) -> tuple[np.ndarray, np.nd
     """
     n, m = values.shape
     if k is None or k >= m:
-        columns = np.broadcast_to(np.arange(m), (n, m))
-    else:
-        columns = np.argpartition(-values, k - 1, axis=1)[:, :k]
+        order = np.argsort(-values, axis=1)
+        return order, np.take_along_axis(values, order, axis=1)
+    columns = np.sort(np.argpartition(-values, k - 1, axis=1)[:, :k], axis=1)
     picked = np.take_along_axis(values, columns, axis=1)
-    order = np.lexsort((columns, -picked), axis=1)
+    order = np.argsort(-picked, axis=1)
     return np.take_along_axis(columns, order, axis=1), np.take_along_axis(picked, order, axis=1)
 
 

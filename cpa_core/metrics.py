@@ -93,3 +93,23 @@ def summary_frame(summary: dict) -> pd.DataFrame:
         for group, metrics in entry.get("groups", {}).items():
             rows.append({"confidence": label, "group": group, **metrics})
     return pd.DataFrame(rows)
+
+
+CURVE_CONFIDENCES = tuple(round(0.50 + 0.01 * i, 2) for i in range(50)) + (0.995,)
+
+
+def confidence_curve(result: AuditResult, confidences=CURVE_CONFIDENCES) -> pd.DataFrame:
+    """Coverage and set sizes of the test split as the confidence level varies (no re-attack).
+
+    One row per confidence level with ``confidence``, ``alpha``, ``coverage``,
+    ``coverage_conditional``, ``median_set_size``, ``mean_set_size``, ``mean_leakage``, ``empty_rate``
+    and ``q_hat`` (``None`` when infinite or when it differs between groups).
+    """
+    columns = ["coverage", "coverage_conditional", "median_set_size", "mean_set_size", "mean_leakage",
+               "empty_rate", "q_hat"]
+    rows = []
+    for level in confidences:
+        metrics = certificate_metrics(result.certificate(level))
+        rows.append({"confidence": float(level), "alpha": round(1 - float(level), 10),
+                     **{k: metrics[k] for k in columns}})
+    return pd.DataFrame(rows, columns=["confidence", "alpha", *columns])

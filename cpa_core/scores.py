@@ -36,6 +36,11 @@ def _tie_group_end(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.minimum.accumulate(ends[:, ::-1], axis=1)[:, ::-1]
 
 
+SCORE_DECIMALS = 12
+"""Weights sums are rounded to this many decimals: masses equal in exact arithmetic (0.6 + 0.3 and
+0.5 + 0.4) must compare equal across documents. Rounding is monotone, so validity is unaffected."""
+
+
 def _pad(scores: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray:
     scores[np.arange(scores.shape[1])[None, :] >= pool_sizes[:, None]] = np.inf
     return scores
@@ -68,8 +73,7 @@ class Score:
 
 
 def _aps(weights: np.ndarray) -> np.ndarray:
-    cumulative = np.cumsum(np.where(np.isfinite(weights), weights, 0.0), axis=1)
-    # a zero-weight candidate adds no mass; keep the running sum strictly usable as increasing
+    cumulative = np.round(np.cumsum(np.where(np.isfinite(weights), weights, 0.0), axis=1), SCORE_DECIMALS)
     return _tie_group_end(cumulative, weights)
 
 
@@ -79,7 +83,7 @@ def _rank(weights: np.ndarray) -> np.ndarray:
 
 
 def _probability(weights: np.ndarray) -> np.ndarray:
-    return 1.0 - np.where(np.isfinite(weights), weights, 0.0)
+    return np.round(1.0 - np.where(np.isfinite(weights), weights, 0.0), SCORE_DECIMALS)
 
 
 SCORES: dict[str, Score] = {

@@ -1,0 +1,27 @@
+# Two entry points for a fresh machine: `make run` (dashboard on the sample data) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run audit test bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/cpa audit --documents sample_data/documents.csv --registry sample_data/registry.csv \
+		--config sample_data/audit.toml --out out/sample-audit
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) out test-artifacts .pytest_cache

@@ -1,0 +1,159 @@
+"""The threshold, the sets and p-values: hand-computed cases, brute force and properties."""
+
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cpa_core.conformal import (alpha_from_confidence, calibrate, confidence_label, conformal_threshold,
+                                minimum_calibration_size, p_values, set_sizes, threshold_rank)
+from cpa_core.errors import CalibrationWarning, ConfigError
+
+
+def test_threshold_rank_is_exact_where_floating_point_is_not():
+    # (99 + 1) * (1 - 0.45) is 55.000000000000014 in floating point, whose ceiling is 56.
+    assert math.ceil(100 * (1 - 0.45)) == 56
+    assert threshold_rank(99, 0.45) == 55
+    # 0.3 in binary is slightly below 3/10; read as written, (9 + 1) * 0.7 = 7 exactly.
+    assert threshold_rank(9, 0.3) == 7
+    assert threshold_rank(9, 0.1) == 9
+    assert threshold_rank(8, 0.1) == 9  # > n: infinite threshold
+    assert threshold_rank(19, Fraction(1, 20)) == 19
+
+
+def test_alpha_and_labels_read_decimals_as_written():
+    assert alpha_from_confidence(0.95) == Fraction(1, 20)
+    assert alpha_from_confidence("0.9") == Fraction(1, 10)
+    assert confidence_label(0.95) == "0.95"
+    assert confidence_label(0.9) == "0.9"
+    assert confidence_label(Fraction(1, 3)) == repr(1 / 3)
+    for bad in (0, 1, 1.5, -0.1, float("nan"), "x", True):
+        with pytest.raises(ConfigError):
+            alpha_from_confidence(bad)
+
+
+def test_threshold_hand_computed():
+    scores = np.array([0.1, 0.4, 0.2, 0.3, 0.5])
+    assert conformal_threshold(scores, 0.2) == 0.5   # k = ceil(6 * 0.8) = 5
+    assert conformal_threshold(scores, 0.5) == 0.3   # k = ceil(6 * 0.5) = 3
+    assert conformal_threshold(scores, 0.34) == 0.4  # k = ceil(6 * 0.66) = ceil(3.96) = 4
+    assert conformal_threshold(scores, 0.1) == math.inf  # k = ceil(5.4) = 6 > 5
+
+
+def test_threshold_with_tied_and_infinite_scores():
+    scores = np.array([0.3, 0.3, 0.3, np.inf, 0.1])
+    assert conformal_threshold(scores, 0.5) == 0.3   # k = 3 -> sorted [0.1, 0.3, 0.3, 0.3, inf][2]
+    assert conformal_threshold(scores, 0.2) == math.inf  # k = 5 -> the miss
+
+
+def test_empty_calibration_gives_infinite_threshold():
+    assert conformal_threshold(np.array([]), 0.5) == math.inf
+
+
+def _brute_force_rank(n: int, alpha: Fraction) -> int:
+    """The smallest k with k >= (n + 1)(1 - alpha), found by counting up in integers."""
+    k = 0
+    while k * alpha.denominator < (n + 1) * (alpha.denominator - alpha.numerator):
+        k += 1
+    return k
+
+
+def test_threshold_rank_brute_force_all_n_up_to_300():
+    alphas = [Fraction(i, 1000) for i in range(1, 1000, 7)] + [Fraction(45, 100), Fraction(1, 3), Fraction(1, 20)]
+    for n in range(0, 301):
+        for alpha in alphas:
+            assert threshold_rank(n, alpha) == _brute_force_rank(n, alpha), (n, alpha)
+
+
+def test_threshold_equals_brute_force_quantile():
+    rng = np.random.default_rng(0)
+    for n in range(1, 120):
+        scores = np.round(rng.random(n), 2)  # ties included
+        for alpha in (0.01, 0.05, 0.1, 0.2, 0.45, 0.5, 0.9):
+            k = _brute_force_rank(n, Fraction(repr(alpha)))
+            # smallest calibration score q with #{T_i <= q} >= k
+            candidates = [q for q in sorted(scores) if np.sum(scores <= q) >= k]
+            expected = candidates[0] if candidates and k <= n else math.inf
+            assert conformal_threshold(scores, alpha) == expected
+
+
+def test_calibrate_warns_and_records_when_too_small():
+    with pytest.warns(CalibrationWarning, match="needs at least 99"):
+        calibration = calibrate(np.linspace(0, 1, 50), [0.90, 0.99])
+    assert math.isfinite(calibration.q_hat(0.90))
+    assert calibration.q_hat(0.99) == math.inf
+    assert calibration.warnings_for(0.99) and not calibration.warnings_for(0.90)
+    assert minimum_calibration_size(Fraction(1, 100)) == 99
+
+
+def test_mondrian_calibration_is_per_stratum():
+    scores = np.array([0.1, 0.2, 0.3, 0.4, 0.9, 0.8, 0.7, 0.6])
+    strata = ["a"] * 4 + ["b"] * 4
+    calibration = calibrate(scores, [0.5], strata)  # k = ceil(5 * 0.5) = 3 within each stratum
+    assert calibration.q_hat(0.5, "a") == 0.3
+    assert calibration.q_hat(0.5, "b") == 0.8
+    assert calibration.n_ == {"a": 4, "b": 4}
+    q = calibration.thresholds_for(0.5, ["b", "a", "unseen"], 3)
+    assert q.tolist() == [0.8, 0.3, math.inf]
+
+
+def test_set_sizes_count_scores_up_to_threshold_within_pool():
+    sorted_scores = np.array([[0.5, 0.9, 0.9, 1.0], [0.2, 0.6, np.inf, np.inf]])
+    pools = np.array([4, 2])
+    assert set_sizes(sorted_scores, pools, 0.9).tolist() == [3, 2]
+    assert set_sizes(sorted_scores, pools, 0.59).tolist() == [1, 1]
+    assert set_sizes(sorted_scores, pools, 0.49).tolist() == [0, 1]
+    assert set_sizes(sorted_scores, pools, np.inf).tolist() == [4, 2]  # padding never enters
+    assert set_sizes(sorted_scores, pools, np.array([1.0, 0.6])).tolist() == [4, 2]
+
+
+def test_p_values_hand_computed():
+    cal = np.sort(np.array([0.1, 0.2, 0.3, 0.4]))
+    # p(s) = (1 + #{T_i >= s}) / 5
+    assert p_values(cal, np.array([0.05, 0.2, 0.35, 0.5])).tolist() == [1.0, 0.8, 0.4, 0.2]
+
+
+scores_strategy = st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=60)
+alpha_strategy = st.sampled_from([0.01, 0.05, 0.1, 0.2, 0.3, 0.45, 0.5, 0.8])
+
+
+@given(scores_strategy, alpha_strategy)
+def test_threshold_is_a_calibration_score_or_infinite(scores, alpha):
+    q = conformal_threshold(np.array(scores), alpha)
+    assert q == math.inf or q in scores
+
+
+@given(scores_strategy, alpha_strategy, st.randoms())
+def test_threshold_is_permutation_invariant(scores, alpha, random):
+    shuffled = list(scores)
+    random.shuffle(shuffled)
+    assert conformal_threshold(np.array(scores), alpha) == conformal_threshold(np.array(shuffled), alpha)
+
+
+@settings(max_examples=60)
+@given(scores_strategy, st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=12))
+def test_sets_grow_with_confidence(cal, candidate_scores):
+    row = np.sort(np.array(candidate_scores))[None, :]
+    pool = np.array([row.shape[1]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        calibration = calibrate(np.array(cal), [0.5, 0.8, 0.9, 0.95, 0.99])
+    sizes = [set_sizes(row, pool, calibration.q_hat(c))[0] for c in (0.5, 0.8, 0.9, 0.95, 0.99)]
+    assert sizes == sorted(sizes)
+
+
+@settings(max_examples=80)
+@given(scores_strategy, st.lists(st.floats(0, 1, allow_nan=False), min_size=1, max_size=12), alpha_strategy)
+def test_membership_by_threshold_equals_membership_by_p_value(cal, candidate_scores, alpha):
+    cal = np.array(cal)
+    candidates = np.array(candidate_scores)
+    q = conformal_threshold(cal, alpha)
+    n = cal.shape[0]
+    at_least = np.round(p_values(np.sort(cal), candidates) * (n + 1)).astype(int) - 1
+    # p > alpha  <=>  1 + #{T >= s} > alpha (n + 1), compared exactly
+    by_p = (1 + at_least) * Fraction(repr(alpha)).denominator > Fraction(repr(alpha)).numerator * (n + 1)
+    assert ((candidates <= q) == by_p).all()

@@ -1,0 +1,122 @@
+"""Statistical coverage: the guarantee holds over many random calibration/test splits.
+
+For exchangeable data, the mean test coverage over random splits lies in
+[1 - alpha, 1 - alpha + 1/(n + 1)] for continuous scores; we allow four Monte Carlo standard errors.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from cpa_core.audit import AuditConfig, run_audit
+from cpa_core.errors import CalibrationWarning
+from cpa_core.knowledge import KnowledgeLevel
+from tables import documents_and_registry, probability_matrix, sample_truth, table_from_matrix
+
+LEVEL = KnowledgeLevel("toy", ("field",))
+N_DOCS, M, N_CAL, REPEATS = 1200, 40, 100, 200
+
+
+def config(**kwargs):
+    base = dict(knowledge=LEVEL, attacker={"attacker": "synthetic"}, n_cal=N_CAL, n_test=N_DOCS - N_CAL,
+                confidences=(0.8, 0.9, 0.95))
+    base.update(kwargs)
+    return AuditConfig(**base)
+
+
+def coverages(documents, registry, table, cfg, seeds, group=None, conditional=False):
+    out = {level: [] for level in cfg.confidences}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        for seed in seeds:
+            result = run_audit(documents, registry, None, cfg.__class__(**{**cfg.__dict__, "seed": seed}), table=table)
+            for level in cfg.confidences:
+                cert = result.certificate(level)
+                mask = np.ones(len(cert.covered), bool)
+                if group is not None:  # the document's group, whether or not the calibration used it
+                    labels = documents.frame.set_index("doc_id")["group"]
+                    mask = labels.loc[list(result.test_split.table.doc_ids)].to_numpy() == group
+                if conditional:
+                    mask &= result.test_split.in_pool
+                out[level].append(cert.covered[mask].mean())
+    return {level: (np.mean(v), np.std(v) / np.sqrt(len(v))) for level, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def closed_world():
+    rng = np.random.default_rng(1)
+    probabilities = probability_matrix(N_DOCS, M, rng)
+    truth = sample_truth(probabilities, rng)
+    documents, registry = documents_and_registry([f"p{t}" for t in truth], m=M)
+    return documents, registry, table_from_matrix(probabilities)
+
+
+@pytest.mark.parametrize("score", ["aps", "rank", "probability"])
+def test_mean_coverage_within_conformal_bounds(closed_world, score):
+    documents, registry, table = closed_world
+    cfg = config(score=score)
+    for level, (mean, se) in coverages(documents, registry, table, cfg, range(REPEATS)).items():
+        upper = level + 1 / (N_CAL + 1)
+        if score == "rank":  # a discrete score: ties can only add coverage
+            upper = 1.0
+        assert level - 4 * se <= mean <= upper + 4 * se, (score, level, mean, se)
+
+
+def test_open_world_coverage_with_misses():
+    rng = np.random.default_rng(2)
+    probabilities = probability_matrix(N_DOCS, M, rng)
+    truth = np.array([f"p{t}" for t in sample_truth(probabilities, rng)], dtype=object)
+    missing = rng.random(N_DOCS) < 0.08  # registry incomplete: these identities are nowhere in the pool
+    truth[missing] = [f"outsider{i}" for i in range(missing.sum())]
+    documents, registry = documents_and_registry(truth, m=M)
+    table = table_from_matrix(probabilities)
+    rho = missing.mean()
+    # conservative policy: a miss scores +inf, so q_hat guards unconditional coverage (rho < alpha)
+    for level, (mean, se) in coverages(documents, registry, table, config(confidences=(0.8, 0.9)), range(REPEATS)).items():
+        assert mean >= level - 4 * se, ("infinite", level, mean)
+    # excluding misses certifies coverage conditional on inclusion; unconditional >= (1 - rho)(1 - alpha)
+    cfg = config(miss_policy="exclude", confidences=(0.8, 0.9, 0.95))
+    conditional = coverages(documents, registry, table, cfg, range(REPEATS), conditional=True)
+    unconditional = coverages(documents, registry, table, cfg, range(REPEATS))
+    for level in cfg.confidences:
+        mean, se = conditional[level]
+        assert level - 4 * se <= mean <= level + 1 / (N_CAL * (1 - rho)) + 4 * se + 0.005
+        mean, se = unconditional[level]
+        assert mean >= (1 - rho) * level - 4 * se
+        assert mean < level  # the misses do cost coverage here
+
+
+def test_mondrian_gives_per_group_coverage_where_pooled_calibration_fails():
+    rng = np.random.default_rng(3)
+    probabilities = probability_matrix(N_DOCS, M, rng, concentration=0.2)
+    groups = np.where(rng.random(N_DOCS) < 0.5, "sharp", "misled")
+    truth = sample_truth(probabilities, rng)
+    misled = groups == "misled"
+    truth[misled] = rng.integers(0, M, misled.sum())  # the attacker's weights mean nothing here
+    documents, registry = documents_and_registry([f"p{t}" for t in truth], groups=groups, m=M)
+    table = table_from_matrix(probabilities)
+    mondrian = config(group_column="group", n_cal=300, n_test=N_DOCS - 300, confidences=(0.9,))
+    pooled = config(n_cal=300, n_test=N_DOCS - 300, confidences=(0.9,))
+    for group in ("sharp", "misled"):
+        mean, se = coverages(documents, registry, table, mondrian, range(80), group=group)[0.9]
+        assert mean >= 0.9 - 4 * se - 0.005, (group, mean)
+    mean, se = coverages(documents, registry, table, pooled, range(80), group="misled")[0.9]
+    assert mean < 0.88  # without strata, the hard group is under-covered
+
+
+def test_top_k_truncation_raises_misses_and_keeps_conditional_coverage():
+    rng = np.random.default_rng(4)
+    probabilities = probability_matrix(N_DOCS, M, rng, concentration=0.5)
+    truth = sample_truth(probabilities, rng)
+    documents, registry = documents_and_registry([f"p{t}" for t in truth], m=M)
+    table = table_from_matrix(probabilities)
+    cfg = config(top_k=5, miss_policy="exclude", confidences=(0.9,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CalibrationWarning)
+        result = run_audit(documents, registry, None, cfg, table=table)
+    assert (result.test_split.table.pool_sizes == 5).all()
+    miss = (~result.test_split.in_pool).mean()
+    assert 0.05 < miss < 0.9
+    mean, se = coverages(documents, registry, table, cfg, range(REPEATS), conditional=True)[0.9]
+    assert 0.9 - 4 * se <= mean
