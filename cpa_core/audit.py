@@ -51,6 +51,7 @@ class AuditConfig:
     miss_policy: str = "infinite"
     flag_below: int = 11
     leakage_threshold: float | None = None
+    flag_confidence: float | None = None
 
     def __post_init__(self):
         get_score(self.score)
@@ -68,9 +69,21 @@ class AuditConfig:
             raise ConfigError(f"flag_below must be at least 1, found {self.flag_below}")
         if self.leakage_threshold is not None and not 0 < self.leakage_threshold <= 1:
             raise ConfigError(f"the leakage threshold must lie in (0, 1], found {self.leakage_threshold}")
+        if self.flag_confidence is not None and confidence_label(self.flag_confidence) not in \
+                {confidence_label(c) for c in self.confidences}:
+            raise ConfigError(f"the flagging confidence {self.flag_confidence} is not among the audited levels "
+                              f"{[confidence_label(c) for c in self.confidences]}")
         if get_score(self.score).needs_weights and self.attacker.get("kind") == "rank":
             raise ConfigError(f"score '{self.score}' needs candidate weights, but the attacker gives only ranks; "
                               "use score 'rank'")
+
+    @property
+    def policy_confidence(self):
+        """The level at which documents are flagged: declared, else the lowest audited level.
+
+        A lower level gives smaller sets, hence more flagged documents: the protective default.
+        """
+        return self.flag_confidence if self.flag_confidence is not None else min(self.confidences, key=exact_fraction)
 
     def to_dict(self) -> dict:
         out = asdict(self)

@@ -75,6 +75,8 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
                           help="calibration documents whose truth is outside the pool: score +inf (default) or excluded")
     policy = parser.add_argument_group("release policy")
     policy.add_argument("--flag-below", type=int, metavar="K", help="flag documents whose set has fewer than K members (default 11)")
+    policy.add_argument("--flag-confidence", type=_confidence, metavar="LEVEL",
+                        help="confidence level at which documents are flagged (default: the lowest audited level)")
     policy.add_argument("--leakage-threshold", type=float, metavar="L", help="also flag documents whose leakage proxy exceeds L")
 
 
@@ -141,7 +143,7 @@ def _load(args, documents_file: str | None = None):
     overrides = {"score": args.score, "confidence": args.confidence, "n_cal": args.n_cal, "n_test": args.n_test,
                  "seed": args.seed, "group_column": args.group_column, "top_k": args.top_k,
                  "miss_policy": args.miss_policy, "flag_below": args.flag_below,
-                 "leakage_threshold": args.leakage_threshold, "temperature": args.temperature}
+                 "leakage_threshold": args.leakage_threshold, "flag_confidence": args.flag_confidence, "temperature": args.temperature}
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
     config, attacker = declare_audit(project, registry, knowledge=args.knowledge, fields=fields,
                                      attacker=args.attacker, imported=imported, overrides=overrides)
@@ -171,7 +173,8 @@ def cmd_audit(args) -> int:
              f"median set {entry['median_set_size']:g}, q_hat {entry['q_hat']}, "
              f"n_cal {entry['n_cal']}, n_test {entry['n_test']}")
     flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
-    _say(f"{len(flagged)} documents flagged (set smaller than {config.flag_below}); results in {args.out}")
+    _say(f"{len(flagged)} documents flagged (set smaller than {config.flag_below} at confidence "
+         f"{confidence_label(config.policy_confidence)}); results in {args.out}")
     return 0
 
 

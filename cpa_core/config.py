@@ -31,7 +31,7 @@ from .errors import ConfigError
 from .knowledge import KnowledgeLevel
 
 AUDIT_KEYS = {"knowledge", "attacker", "score", "confidence", "n_cal", "n_test", "seed", "group_column", "top_k",
-              "miss_policy", "flag_below", "leakage_threshold"}
+              "miss_policy", "flag_below", "leakage_threshold", "flag_confidence"}
 TFIDF_KEYS = {"max_features", "ngram_max", "min_df", "temperature", "chunk_size"}
 SECTIONS = {"knowledge", "attacker", "audit", "columns"}
 
@@ -140,5 +140,5 @@ def declare_audit(project: ProjectConfig, registry, *, knowledge: str | None = N
         n_cal=settings.get("n_cal"), n_test=settings.get("n_test"), seed=int(settings.get("seed", 0)),
         group_column=settings.get("group_column") or None, top_k=top_k,
         miss_policy=settings.get("miss_policy", "infinite"), flag_below=int(settings.get("flag_below", 11)),
-        leakage_threshold=settings.get("leakage_threshold"))
+        leakage_threshold=settings.get("leakage_threshold"), flag_confidence=settings.get("flag_confidence"))
     return config, chosen

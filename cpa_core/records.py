@@ -117,9 +117,7 @@ def write_audit(result: AuditResult, out_dir: str | Path, explain: TermExplainer
         result.calibration_split, [result.calibration_certificate(c) for c in levels], "calibration"))
     test_certificates = [result.certificate(c) for c in levels]
     _write_jsonl(paths["test.jsonl"], iter_records(result.test_split, test_certificates, "test"))
-    # the worklist certifies at the highest confidence level: the most conservative sets
-    strictest = max(range(len(levels)), key=lambda i: levels[i])
-    work = worklist(test_certificates[strictest], config.flag_below, config.config_id,
+    work = worklist(result.certificate(config.policy_confidence), config.flag_below, config.config_id,
                     leakage_threshold=config.leakage_threshold, explain=explain)
     paths["worklist.csv"].write_text(worklist_csv(work), encoding="utf-8")
     paths["worklist.json"].write_text(worklist_json(work), encoding="utf-8")

@@ -25,6 +25,7 @@ def _words(text: str) -> tuple[str, ...]:
     """A vocabulary written as comma-separated text; line breaks and indentation are ignored."""
     return tuple(" ".join(item.split()) for item in text.split(","))
 
+
 GROUPS = ("manual_redaction", "ner_masking", "generalisation")
 GROUP_SHARES = (0.34, 0.33, 0.33)
 OPEN_WORLD_SHARE = 0.03
