@@ -28,6 +28,13 @@ EPILOG = """examples:
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, like every other error of the tool."""
+
+    def error(self, message: str):
+        self.exit(2, f"cpa: error: {message} (see '{self.prog} --help')\n")
+
+
 def _ints(text: str) -> list[int]:
     try:
         return [int(v) for v in text.split(",") if v.strip()]
@@ -81,7 +88,7 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="cpa", description="Conformal Privacy Auditing: certified re-identification ambiguity sets for released text.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

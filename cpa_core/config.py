@@ -30,10 +30,30 @@ from pathlib import Path
 from .errors import ConfigError
 from .knowledge import KnowledgeLevel
 
-AUDIT_KEYS = {"knowledge", "attacker", "score", "confidence", "n_cal", "n_test", "seed", "group_column", "top_k",
-              "miss_policy", "flag_below", "leakage_threshold", "flag_confidence"}
-TFIDF_KEYS = {"max_features", "ngram_max", "min_df", "temperature", "chunk_size"}
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+INTEGER = (_is_int, "an integer")
+NUMBER = (_is_number, "a number")
+TEXT = (lambda v: isinstance(v, str), "a text")
+NUMBERS = (lambda v: isinstance(v, list) and v != [] and all(_is_number(x) for x in v), "a list of numbers")
+
+AUDIT_SCHEMA = {
+    "knowledge": TEXT, "attacker": TEXT, "score": TEXT, "confidence": NUMBERS, "n_cal": INTEGER, "n_test": INTEGER,
+    "seed": INTEGER, "group_column": TEXT, "top_k": INTEGER, "miss_policy": TEXT, "flag_below": INTEGER,
+    "leakage_threshold": NUMBER, "flag_confidence": NUMBER,
+}
+ATTACKER_SCHEMAS = {
+    "tfidf": {"max_features": INTEGER, "ngram_max": INTEGER, "min_df": NUMBER, "temperature": NUMBER,
+              "chunk_size": INTEGER},
+}
 SECTIONS = {"knowledge", "attacker", "audit", "columns"}
+COLUMN_TABLES = {"documents", "registry", "scores"}
 
 
 @dataclass(frozen=True)
@@ -54,10 +74,20 @@ class ProjectConfig:
         return self.levels[name]
 
 
-def _unknown(file: str, section: str, keys, allowed) -> None:
-    extra = sorted(set(keys) - set(allowed))
-    if extra:
-        raise ConfigError(f"{file}: unknown key '{extra[0]}' in [{section}]; expected one of {', '.join(sorted(allowed))}")
+def _table(file: str, section: str, value) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{file}: [{section}] must be a table, found {type(value).__name__} {value!r}")
+    return value
+
+
+def _check(file: str, section: str, table: dict, schema: dict) -> dict:
+    for key, value in table.items():
+        if key not in schema:
+            raise ConfigError(f"{file}: unknown key '{key}' in [{section}]; expected one of {', '.join(sorted(schema))}")
+        accepts, expected = schema[key]
+        if not accepts(value):
+            raise ConfigError(f"{file}: [{section}] {key}: expected {expected}, found {value!r}")
+    return table
 
 
 def parse_config(text: str, file: str = "<config>") -> ProjectConfig:
@@ -65,23 +95,31 @@ def parse_config(text: str, file: str = "<config>") -> ProjectConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{file}: not valid TOML ({error})") from None
-    _unknown(file, "top level", raw, SECTIONS)
+    for key in raw:
+        if key not in SECTIONS:
+            raise ConfigError(f"{file}: unknown key '{key}' at the top level; expected one of {', '.join(sorted(SECTIONS))}")
+        _table(file, key, raw[key])
     levels = {}
     for name, spec in raw.get("knowledge", {}).items():
-        if not isinstance(spec, dict):
-            raise ConfigError(f"{file}: [knowledge.{name}] must be a table with 'fields'")
-        _unknown(file, f"knowledge.{name}", spec, {"fields", "query_mode", "description"})
-        fields = spec.get("fields")
-        if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
-            raise ConfigError(f"{file}: [knowledge.{name}] fields: expected a list of column names, found {fields!r}")
-        levels[name] = KnowledgeLevel(name, tuple(fields), spec.get("query_mode", "direct"), spec.get("description", ""))
-    attackers = raw.get("attacker", {})
-    if "tfidf" in attackers:
-        _unknown(file, "attacker.tfidf", attackers["tfidf"], TFIDF_KEYS)
-    audit = raw.get("audit", {})
-    _unknown(file, "audit", audit, AUDIT_KEYS)
-    columns = raw.get("columns", {})
-    _unknown(file, "columns", columns, {"documents", "registry", "scores"})
+        _check(file, f"knowledge.{name}", _table(file, f"knowledge.{name}", spec),
+               {"fields": (lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v), "a list of column names"),
+                "query_mode": TEXT, "description": TEXT})
+        if "fields" not in spec:
+            raise ConfigError(f"{file}: [knowledge.{name}] fields: expected a list of column names, found None")
+        levels[name] = KnowledgeLevel(name, tuple(spec["fields"]), spec.get("query_mode", "direct"),
+                                      spec.get("description", ""))
+    attackers = {}
+    for name, params in raw.get("attacker", {}).items():
+        if name not in ATTACKER_SCHEMAS:
+            raise ConfigError(f"{file}: unknown attacker [attacker.{name}]; expected one of {', '.join(ATTACKER_SCHEMAS)}")
+        attackers[name] = _check(file, f"attacker.{name}", _table(file, f"attacker.{name}", params), ATTACKER_SCHEMAS[name])
+    audit = _check(file, "audit", raw.get("audit", {}), AUDIT_SCHEMA)
+    columns = {}
+    for name, mapping in raw.get("columns", {}).items():
+        if name not in COLUMN_TABLES:
+            raise ConfigError(f"{file}: unknown key '{name}' in [columns]; expected one of {', '.join(sorted(COLUMN_TABLES))}")
+        columns[name] = _check(file, f"columns.{name}", _table(file, f"columns.{name}", mapping),
+                               {key: TEXT for key in mapping})
     return ProjectConfig(file, levels, attackers, audit, columns)
 
 
@@ -126,6 +164,9 @@ def declare_audit(project: ProjectConfig, registry, *, knowledge: str | None = N
     if name not in ATTACKERS:
         raise ConfigError(f"unknown attacker '{name}'; expected one of {', '.join(ATTACKERS)}")
     top_k = settings.get("top_k")
+    if imported is not None and name != "imported":
+        raise ConfigError(f"a table of candidate scores was given, but the attacker is '{name}'; "
+                          "use the 'imported' attacker to certify it")
     if name == "imported":
         if imported is None:
             raise ConfigError("the 'imported' attacker needs a table of candidate scores (--scores FILE)")

@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import DataError
+from .errors import ConfigError, DataError
 
 DOCUMENT_COLUMNS = ("doc_id", "text", "identity_id")
 OPTIONAL_DOCUMENT_COLUMNS = ("group",)
@@ -171,6 +171,10 @@ def read_table(source: str | Path | bytes, name: str | None = None, fmt: str | N
         except pd.errors.EmptyDataError:
             raise DataError(name, "the file is empty", expected="a header and at least one row",
                             found="no columns") from None
+        if not isinstance(frame.index, pd.RangeIndex):  # pandas took surplus fields as an index
+            raise DataError(name, "not a well-formed CSV table (rows have more fields than the header)",
+                            expected=f"{len(frame.columns)} fields per row, as in the header",
+                            found=f"{len(frame.columns) + frame.index.nlevels} fields")
     frame.columns = [str(c) for c in frame.columns]
     if len(frame) == 0:
         raise DataError(name, "the table has no rows", expected="at least one row", found="only a header")
@@ -202,7 +206,10 @@ def _apply_mapping(name: str, frame: pd.DataFrame, mapping: Mapping[str, str] | 
             if theirs not in frame.columns:
                 raise DataError(name, f"mapped column '{theirs}' (for '{ours}') is missing", column=theirs,
                                 expected=f"one of the columns {list(frame.columns)}", found="no such column")
-        frame = frame.rename(columns={theirs: ours for ours, theirs in mapping.items()})
+        # a column already named like a mapping target is replaced by the mapped one
+        shadowed = [ours for ours, theirs in mapping.items()
+                    if ours != theirs and ours in frame.columns and ours not in mapping.values()]
+        frame = frame.drop(columns=shadowed).rename(columns={theirs: ours for ours, theirs in mapping.items()})
     missing = [c for c in required if c not in frame.columns]
     if missing:
         raise DataError(name, f"required column '{missing[0]}' is missing", column=missing[0],
@@ -258,6 +265,11 @@ def _validate_ids(checker: _Checker, frame: pd.DataFrame, column: str, unique: b
     return ids
 
 
+def _check_mode(on_invalid: str) -> None:
+    if on_invalid not in ("error", "drop"):
+        raise ConfigError(f"unknown on_invalid mode '{on_invalid}'; expected 'error' or 'drop'")
+
+
 def load_documents(source: str | Path | bytes, *, name: str | None = None, columns: Mapping[str, str] | None = None,
                    group_column: str | None = None, on_invalid: str = "error", fmt: str | None = None) -> Documents:
     """Load released documents.
@@ -271,6 +283,7 @@ def load_documents(source: str | Path | bytes, *, name: str | None = None, colum
         becomes the ``group`` column. Without it, a column named ``group`` is used if present.
     on_invalid : ``"error"`` (raise on the first invalid row) or ``"drop"`` (drop and report it)
     """
+    _check_mode(on_invalid)
     frame, digest = read_table(source, name, fmt)
     name = name or str(source)
     mapping = dict(columns or {})
@@ -309,6 +322,7 @@ def load_documents(source: str | Path | bytes, *, name: str | None = None, colum
 def load_registry(source: str | Path | bytes, *, name: str | None = None, columns: Mapping[str, str] | None = None,
                   on_invalid: str = "error", fmt: str | None = None) -> Registry:
     """Load a profile registry: an ``identity_id`` column (or its mapping) and any profile fields."""
+    _check_mode(on_invalid)
     frame, digest = read_table(source, name, fmt)
     name = name or str(source)
     frame = _apply_mapping(name, frame, columns, (REGISTRY_ID,))

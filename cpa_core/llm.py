@@ -45,6 +45,16 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
 NO_KEY = "no-key-set"  # sent when the key variable is unset: local servers accept any key
 
 
+# The HTTP libraries log request URLs (which may carry credentials) at INFO and request bodies (prompts)
+# at DEBUG: the client keeps them at WARNING whatever the application's log level.
+HTTP_LOGGERS = ("openai", "httpx", "httpx2", "httpcore", "httpcore2")
+
+
+def quiet_http_loggers() -> None:
+    for name in HTTP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 class LLMError(CPAError):
     """An LLM call failed for good (the message names the endpoint, the status and what to check)."""
 
@@ -77,7 +87,7 @@ def sample_seed(base_seed: int, *parts: object) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big") & 0x7FFFFFFF
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LLMSettings:
     """Where and how to call the model. Holds the *name* of the key's environment variable, never the key."""
 
@@ -119,6 +129,9 @@ class LLMSettings:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["base_url"] = redact_url(self.base_url)
         return out
+
+    def __repr__(self) -> str:  # the URL may carry credentials
+        return f"LLMSettings({', '.join(f'{k}={v!r}' for k, v in self.params().items())})"
 
 
 @dataclass(frozen=True)
@@ -247,6 +260,10 @@ class ResponseCache:
             self._db.close()
 
 
+class _Stopped(Exception):
+    """The run was stopped (another request failed, or an interrupt) before this request was sent."""
+
+
 class _Retryable(Exception):
     """A failed attempt worth retrying; ``reason`` is safe to log (no content)."""
 
@@ -310,6 +327,7 @@ class LLMClient:
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None):
         import openai
 
+        quiet_http_loggers()
         self.settings = settings
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -320,7 +338,10 @@ class LLMClient:
         self._client = openai.OpenAI(base_url=settings.base_url,
                                      api_key=os.environ.get(settings.api_key_env) or NO_KEY,
                                      http_client=http_client, max_retries=0, timeout=settings.timeout_s)
-        self.cache = ResponseCache(settings.cache_dir)
+        try:
+            self.cache = ResponseCache(settings.cache_dir)
+        except (OSError, sqlite3.Error) as error:
+            raise LLMError(f"cannot open the LLM response cache in {settings.cache_dir}: {error}") from None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.calls_made_ = 0
@@ -363,8 +384,18 @@ class LLMClient:
 
     def estimate_calls(self, requests: Sequence[LLMRequest]) -> int:
         """Dry run: how many distinct requests are not cached yet, i.e. the calls a run would make."""
-        keys = {self.key(r) for r in requests}
-        return len(keys) - len(self.cache.get_many(list(keys)))
+        keys = list(dict.fromkeys(self.key(r) for r in requests))
+        return len(keys) - len(self._cached(keys))
+
+    def _cached(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
+        """The cached answers among these keys (an unreadable entry counts as missing: it is asked again)."""
+        out: dict[str, LLMResponse] = {}
+        for key, stored in self.cache.get_many(keys).items():
+            try:
+                out[key] = LLMResponse.from_json(stored, key, cached=True)
+            except (ValueError, KeyError, TypeError):
+                log.warning("cache entry %s is unreadable: it will be asked again", key[:12])
+        return out
 
     # ----------------------------------------------------------------- running
     def complete(self, requests: Sequence[LLMRequest], progress: Progress | None = None,
@@ -380,7 +411,7 @@ class LLMClient:
         """
         started = time.monotonic()
         keys = [self.key(r) for r in requests]
-        cached = self.cache.get_many(keys)
+        cached = self._cached(keys)
         todo: dict[str, LLMRequest] = {}
         for key, request in zip(keys, requests):
             if key not in cached and key not in todo:
@@ -390,7 +421,7 @@ class LLMClient:
             raise LLMBudgetError(
                 f"this run needs {len(todo)} LLM calls ({len(requests) - len(todo)} of {len(requests)} requests "
                 f"are cached) but the call budget is {budget}: raise the budget or attack fewer documents/samples")
-        results: dict[str, LLMResponse] = {k: LLMResponse.from_json(v, k, cached=True) for k, v in cached.items()}
+        results = dict(cached)
         hits = sum(1 for k in keys if k in cached)
         with self._lock:
             self.cache_hits_ += hits
@@ -411,7 +442,13 @@ class LLMClient:
                 pending = set(futures)
                 while pending:
                     finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    errors = [f.exception() for f in finished if not f.cancelled()]
+                    errors = [e for e in errors if e is not None and not isinstance(e, _Stopped)]
+                    if errors:
+                        raise errors[0]
                     for future in finished:
+                        if future.cancelled() or future.exception() is not None:
+                            continue  # stopped because another request failed: that error comes next
                         key = futures[future]
                         results[key] = future.result()
                         done += waiting[key]
@@ -421,11 +458,13 @@ class LLMClient:
                 # Stop the queue; calls in flight finish and are cached, so a re-run resumes from here.
                 self._stop.set()
                 pool.shutdown(wait=True, cancel_futures=True)
-                log.info("%s: stopped after %d of %d calls; answers received so far are cached", step,
-                         sum(1 for f in futures if f.done() and not f.cancelled() and f.exception() is None),
+                answered = sum(1 for f in futures if f.done() and not f.cancelled() and f.exception() is None)
+                log.info("%s: stopped after %d of %d calls; the answers received are cached", step, answered,
                          len(todo))
                 raise
             pool.shutdown(wait=True)
+            if any(k not in results for k in todo):
+                raise LLMError(f"{step}: the run was stopped before every request was answered")
         log.info("%s: done in %.1f s (%d calls made, %d retries so far)", step, time.monotonic() - started,
                  self.calls_made_, self.retries_)
         return [results[k] for k in keys]
@@ -437,7 +476,7 @@ class LLMClient:
         last = ""
         for attempt in range(attempts):
             if self._stop.is_set():
-                raise LLMError("run stopped")
+                raise _Stopped()
             if attempt:
                 with self._lock:
                     self.retries_ += 1
@@ -446,7 +485,10 @@ class LLMClient:
             t0 = time.monotonic()
             try:
                 response = self._attempt(key, request)
-            except _Retryable as failure:
+            except BaseException as failure:
+                if not isinstance(failure, _Retryable):
+                    self._stop.set()  # fatal: no worker starts another request
+                    raise
                 last = failure.reason
                 if attempt + 1 >= attempts:
                     break
@@ -457,9 +499,14 @@ class LLMClient:
                             time.monotonic() - t0, attempt + 1, s.max_retries, delay)
                 self._sleep(delay)
                 continue
-            self.cache.put(key, response.to_json())
+            try:
+                self.cache.put(key, response.to_json())
+            except sqlite3.Error as error:
+                self._stop.set()
+                raise LLMError(f"cannot write the LLM response cache {self.cache.path}: {error}") from None
             log.debug("LLM request %s: answered in %.2f s", key[:12], time.monotonic() - t0)
             return response
+        self._stop.set()
         raise LLMError(f"LLM endpoint {redact_url(s.base_url)} (model '{s.model}') failed {attempts} times "
                        f"for request {key[:12]}; last error: {last}. Check that the server is up and not "
                        "overloaded, or raise max_retries / timeout_s")

@@ -3,9 +3,14 @@
 Each synthetic person has quasi-identifiers of increasing specificity: coarse demographics (age band,
 gender, occupation, city), Zipf-distributed keywords and dated life/medical events, and one or two
 near-unique details in a free-text profile. Each document is a short clinical case summary about one
-person, released through one of three mechanisms (``group``) that leak each quasi-identifier with
-different probabilities (``POLICIES``): kept verbatim, coarsened ("a city in Scotland"), masked
-("[LOCATION]") or dropped. About 3% of documents are about people absent from the registry (``X0001``...).
+person. It mentions a few of the person's keywords, events and details (``MENTIONED``) and is released
+through one of three mechanisms (``group``) that treat each quasi-identifier with different
+probabilities (``POLICIES``): kept verbatim, coarsened ("a city in Scotland"), masked ("[LOCATION]") or
+dropped. Releases are imperfect but not hopeless: apart from a share of well-protected documents
+(``PROTECTED_SHARE``, most of them manually redacted), one event or detail usually slips through
+verbatim (``EVENT_SLIP``, ``DETAIL_SLIP``), so that the three knowledge levels of ``sample_data/audit.toml``
+give visibly different certificates. About 3% of documents are about people absent from the registry
+(``X0001``...).
 
 Everything is drawn from ``numpy.random.default_rng(seed)`` in a fixed order, so a seed always gives
 byte-identical files. No real person is described.
@@ -34,12 +39,21 @@ MODES = ("keep", "coarsen", "mask", "drop")
 # probability of each of MODES, per release mechanism and quasi-identifier
 POLICIES = {
     "manual_redaction": {"age": (.10, 0, .50, .40), "occupation": (.10, 0, .40, .50), "city": (.05, 0, .50, .45),
-                         "keyword": (.20, 0, 0, .80), "event": (.10, 0, .30, .60), "detail": (.35, 0, .35, .30)},
-    "ner_masking": {"age": (.55, .05, .20, .20), "occupation": (.50, 0, .20, .30), "city": (.25, 0, .50, .25),
-                    "keyword": (.30, 0, 0, .70), "event": (.10, 0, .40, .50), "detail": (.40, 0, .30, .30)},
+                         "keyword": (.25, 0, 0, .75), "event": (.10, 0, .30, .60), "detail": (.35, 0, .35, .30)},
+    "ner_masking": {"age": (.35, .05, .40, .20), "occupation": (.50, 0, .20, .30), "city": (.25, 0, .50, .25),
+                    "keyword": (.55, 0, 0, .45), "event": (.10, 0, .40, .50), "detail": (.40, 0, .30, .30)},
     "generalisation": {"age": (.10, .60, 0, .30), "occupation": (.10, .50, 0, .40), "city": (.05, .60, 0, .35),
-                       "keyword": (.30, .30, 0, .40), "event": (.15, .50, 0, .35), "detail": (.35, .40, 0, .25)},
+                       "keyword": (.40, .30, 0, .30), "event": (.15, .50, 0, .35), "detail": (.35, .40, 0, .25)},
 }
+# how many of the person's keywords, events and details a case summary mentions (at least, at most);
+# the release policy then applies to each mentioned item
+MENTIONED = {"keyword": (1, 2), "event": (1, 2), "detail": (1, 1)}
+# share of documents whose release removes every keyword, event and detail (a careful release)
+PROTECTED_SHARE = {"manual_redaction": 0.08, "ner_masking": 0.01, "generalisation": 0.01}
+# probability that one mentioned event, or the mentioned detail, is left verbatim by a release that
+# left none verbatim: redactors and taggers rarely catch everything
+EVENT_SLIP = {"manual_redaction": 0.60, "ner_masking": 1.0, "generalisation": 1.0}
+DETAIL_SLIP = {"manual_redaction": 0.75, "ner_masking": 1.0, "generalisation": 1.0}
 # NER masking tags entities by type; a human redactor writes [REDACTED] over the whole phrase
 NER_TAGS = {"age": "[AGE]", "occupation": "[OCCUPATION]", "place": "[LOCATION]", "name": "[NAME]", "year": "[DATE]"}
 REDACTED = "[REDACTED]"
@@ -199,6 +213,10 @@ FILLER_TEMPLATES = (
     "Family history includes {other_condition} in a parent and {procedure} in a sibling.",
     "{Subj} was last seen in this clinic in {year}, when {other_condition} was considered.",
 )
+# filler slots that name conditions, procedures or years the person does not have: at most
+# MAX_DECOYS such sentences per document
+DECOY_SLOTS = ("other_condition", "procedure", "year")
+MAX_DECOYS = 1
 FILLER_VALUES = {
     "systolic": tuple(str(n) for n in range(105, 165)), "diastolic": tuple(str(n) for n in range(60, 100)),
     "pulse": tuple(str(n) for n in range(52, 110)),
@@ -342,22 +360,66 @@ def _filler(rng, person: dict, template: str) -> str:
     return template.format(**values, Subj=subj.capitalize(), subj_obj=subj_obj)
 
 
-def _leaks(rng, person: dict, policy: dict, tags: dict) -> list[str]:
-    """The sentences that carry keywords, events and details, as far as the release policy lets them."""
+def _item_modes(rng, person: dict, group: str) -> dict[str, list[str]]:
+    """The release mode of each keyword, event and detail of one document (``drop``: not in the text).
+
+    A case summary mentions only a few of the person's keywords, events and details (``MENTIONED``),
+    and the release treats each mentioned item according to the group's policy. A release rarely
+    removes every specific fact, though: unless the document is one of the well-protected ones
+    (``PROTECTED_SHARE``), one mentioned event that the policy would have removed slips through with
+    probability ``EVENT_SLIP`` when no other did, and likewise one detail (``DETAIL_SLIP``).
+    """
+    policy, modes, mentioned = POLICIES[group], {}, {}
+    for kind, (low, high) in MENTIONED.items():
+        n_items = len(person[f"{kind}s"])
+        chosen = rng.choice(n_items, min(n_items, int(rng.integers(low, high + 1))), replace=False)
+        mentioned[kind] = sorted(int(i) for i in chosen)
+        modes[kind] = ["drop"] * n_items
+        for i in mentioned[kind]:
+            modes[kind][i] = _pick(rng, MODES, policy[kind])
+    if rng.random() < PROTECTED_SHARE[group]:
+        return {kind: ["drop"] * len(items) for kind, items in modes.items()}
+    for kind, slip in (("event", EVENT_SLIP[group]), ("detail", DETAIL_SLIP[group])):
+        if mentioned[kind] and "keep" not in modes[kind] and rng.random() < slip:
+            modes[kind][mentioned[kind][int(rng.integers(len(mentioned[kind])))]] = "keep"
+    return modes
+
+
+def _filler_templates(rng, n: int) -> list[str]:
+    """``n`` distinct filler templates in random order, at most ``MAX_DECOYS`` of them decoys."""
+    templates, n_decoys = [], 0
+    for i in rng.permutation(len(FILLER_TEMPLATES)):
+        template = FILLER_TEMPLATES[int(i)]
+        if _is_decoy(template):
+            if n_decoys == MAX_DECOYS:
+                continue
+            n_decoys += 1
+        templates.append(template)
+        if len(templates) == n:
+            break
+    return templates
+
+
+def _is_decoy(template: str) -> bool:
+    return any(f"{{{slot}}}" in template for slot in DECOY_SLOTS)
+
+
+def _leaks(rng, person: dict, group: str, tags: dict) -> list[str]:
+    """The sentences that carry keywords, events and details, as far as the release lets them."""
     subj = PRONOUNS[person["gender"]][0]
+    modes = _item_modes(rng, person, group)
     sentences = []
-    keywords = [kw if m == "keep" else KEYWORD_KIND[kw] for kw in person["keywords"]
-                if (m := _pick(rng, MODES, policy["keyword"])) != "drop"]
+    keywords = [kw if m == "keep" else KEYWORD_KIND[kw] for kw, m in zip(person["keywords"], modes["keyword"])
+                if m != "drop"]
     if keywords:
         frame = _pick(rng, ("Social history notes {}.", "Relevant background includes {}.",
                             f"{subj.capitalize()} mentioned {{}} during the consultation."))
         sentences.append(frame.format(_join(keywords)))
-    events = [_event_text(e, m, tags) for e in person["events"]
-              if (m := _pick(rng, MODES, policy["event"])) != "drop"]
+    events = [_event_text(e, m, tags) for e, m in zip(person["events"], modes["event"]) if m != "drop"]
     if events:
         sentences.append(f"Relevant history: {_join(events)}.")
-    for detail in person["details"]:
-        if (m := _pick(rng, MODES, policy["detail"])) != "drop":
+    for detail, m in zip(person["details"], modes["detail"]):
+        if m != "drop":
             frame = _pick(rng, (f"{subj.capitalize()} {{}}.", f"Socially, {subj} {{}}.", f"Of note, {subj} {{}}."))
             sentences.append(frame.format(_detail_text(detail, m, tags)))
     return sentences
@@ -367,9 +429,9 @@ def _document_text(rng, person: dict, group: str, formatted: bool) -> str:
     """A 3-7 sentence case summary leaking the person's quasi-identifiers according to ``group``."""
     policy, tags = POLICIES[group], (NER_TAGS if group == "ner_masking" else {})
     modes = {field: _pick(rng, MODES, policy[field]) for field in ("age", "city", "occupation")}
-    body = _leaks(rng, person, policy, tags)
+    body = _leaks(rng, person, group, tags)
     n_filler = max(int(rng.integers(1, 5)), 2 - len(body))
-    templates = [FILLER_TEMPLATES[i] for i in rng.choice(len(FILLER_TEMPLATES), n_filler, replace=False)]
+    templates = _filler_templates(rng, n_filler)
     body += [_filler(rng, person, t) for t in templates if not (formatted and t == QUOTE_FILLER)]
     body = [body[i] for i in rng.permutation(len(body))][:6]
     if formatted:  # an edge case for CSV writers: a comma, a double quote and a newline

@@ -114,7 +114,7 @@ def load_candidate_scores(source: str | Path | bytes, *, kind: str = "probabilit
             raise DataError(name, "invalid rank", column="score", row=row, expected="an integer rank >= 1",
                             found=repr(value))
         if (doc, cand) in seen:
-            raise DataError(name, f"candidate '{cand}' listed twice for document '{doc}'", row=row,
+            raise DataError(name, f"candidate '{cand}' listed twice for document '{doc}'", row=row, column="candidate_id",
                             expected="one row per (doc_id, candidate_id)", found=f"the same pair in row {seen[doc, cand]}")
         seen[doc, cand] = row
         out["doc_id"].append(doc)

@@ -1,0 +1,417 @@
+"""Loading and validating documents and registries (cpa_core.data): formats, column mapping, and one
+error per kind of bad input, each naming the file, the row/column, what was expected and what was found."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import toy_frames, write_table
+from cpa_core.data import load_documents, load_registry, open_world_share, read_table
+from cpa_core.errors import CPAError, ConfigError, DataError
+
+DOCS_HEADER = "doc_id,text,identity_id\n"
+
+
+def check(error: DataError, *parts: str) -> None:
+    """Every part appears in the message (the file, row, column, expected, found)."""
+    message = str(error)
+    for part in parts:
+        assert part in message, f"{part!r} not in {message!r}"
+
+
+def write_bytes(tmp_path, name: str, data: bytes):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- formats
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl", "parquet"])
+def test_documents_load_from_every_format(tmp_path, suffix):
+    documents, _ = toy_frames(n_people=3, docs_per_person=2)
+    path = write_table(documents, tmp_path / f"docs.{suffix}")
+    loaded = load_documents(path)
+    assert list(loaded.frame.columns) == ["doc_id", "text", "identity_id", "group"]
+    assert loaded.frame["doc_id"].tolist() == documents["doc_id"].tolist()
+    assert loaded.frame["text"].tolist() == documents["text"].tolist()
+    assert loaded.frame["identity_id"].tolist() == documents["identity_id"].tolist()
+    assert loaded.frame["group"].tolist() == documents["group"].tolist()
+    assert loaded.has_groups and len(loaded) == 6
+    assert loaded.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert loaded.file == str(path)
+    assert loaded.report.n_read == loaded.report.n_kept == 6 and loaded.report.rejected == ()
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl", "parquet"])
+def test_registry_loads_from_every_format_with_any_fields(tmp_path, suffix):
+    _, registry = toy_frames(n_people=5)
+    registry["age"] = [31, 42, 53, 64, 75]
+    path = write_table(registry, tmp_path / f"registry.{suffix}")
+    loaded = load_registry(path)
+    assert loaded.ids.tolist() == [f"P{i:03d}" for i in range(5)]
+    assert loaded.fields == ["city", "occupation", "keywords", "secret", "age"]
+    assert len(loaded) == 5 and loaded.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_documents_without_group_column_have_no_groups(tmp_path):
+    path = write_bytes(tmp_path, "d.csv", (DOCS_HEADER + "1,alpha,P1\n2,beta,P2\n").encode())
+    loaded = load_documents(path)
+    assert not loaded.has_groups
+    assert loaded.frame["doc_id"].tolist() == ["1", "2"]
+
+
+def test_loading_from_bytes_uses_the_given_name(tmp_path):
+    loaded = load_documents((DOCS_HEADER + "1,alpha,P1\n").encode(), name="upload.csv")
+    assert loaded.file == "upload.csv" and len(loaded) == 1
+    with pytest.raises(DataError) as info:
+        load_documents((DOCS_HEADER + "1,,P1\n").encode(), name="upload.csv")
+    check(info.value, "upload.csv", "row 1", "column 'text'")
+
+
+def test_jsonl_integer_ids_become_text(tmp_path):
+    lines = [{"doc_id": 17, "text": "alpha", "identity_id": 3}, {"doc_id": 18, "text": "beta", "identity_id": 4}]
+    path = write_bytes(tmp_path, "d.jsonl", "\n".join(json.dumps(r) for r in lines).encode())
+    loaded = load_documents(path)
+    assert loaded.frame["doc_id"].tolist() == ["17", "18"]
+    assert loaded.frame["identity_id"].tolist() == ["3", "4"]
+
+
+def test_ndjson_and_pq_suffixes_and_explicit_format(tmp_path):
+    documents, _ = toy_frames(n_people=2, docs_per_person=1)
+    assert len(load_documents(write_table(documents, tmp_path / "d.ndjson"))) == 2
+    assert len(load_documents(write_table(documents, tmp_path / "d.pq"))) == 2
+    data = (tmp_path / "d.ndjson").read_bytes()
+    assert len(load_documents(data, name="no-suffix", fmt="jsonl")) == 2
+    with pytest.raises(DataError) as info:
+        load_documents(data, name="x.jsonl", fmt="xml")
+    check(info.value, "x.jsonl", "unknown format", "csv, jsonl or parquet", "'xml'")
+
+
+# ------------------------------------------------------------------------------------------ column mapping
+
+def test_column_mapping_for_documents_and_registry(tmp_path):
+    docs = write_bytes(tmp_path, "notes.csv", b"note_id,note,person,ward\nN1,first note,A,w1\nN2,second note,B,w2\n")
+    reg = write_bytes(tmp_path, "people.csv", b"pid,town\nA,York\nB,Leeds\n")
+    loaded = load_documents(docs, columns={"doc_id": "note_id", "text": "note", "identity_id": "person"},
+                            group_column="ward")
+    assert loaded.frame.to_dict("list") == {"doc_id": ["N1", "N2"], "text": ["first note", "second note"],
+                                            "identity_id": ["A", "B"], "group": ["w1", "w2"]}
+    registry = load_registry(reg, columns={"identity_id": "pid"})
+    assert registry.ids.tolist() == ["A", "B"] and registry.fields == ["town"]
+
+
+def test_mapped_column_that_is_missing_is_named(tmp_path):
+    docs = write_bytes(tmp_path, "notes.csv", b"note_id,note,person\nN1,first,A\n")
+    with pytest.raises(DataError) as info:
+        load_documents(docs, columns={"doc_id": "note_id", "text": "body", "identity_id": "person"})
+    check(info.value, str(docs), "column 'body'", "'body'", "'text'", "note_id", "no such column")
+    assert info.value.column == "body"
+
+
+def test_mapping_onto_a_name_the_file_already_uses(tmp_path):
+    """A file with the original ``text`` and the released ``anon_text``: mapping text -> anon_text must
+    audit the released text (or refuse clearly), never crash on the duplicated column name."""
+    docs = write_bytes(tmp_path, "release.csv",
+                       b"doc_id,text,anon_text,identity_id\n1,Alice Smith of York,[NAME] of [CITY],A\n"
+                       b"2,Bob Jones of Leeds,[NAME] of [CITY],B\n")
+    try:
+        loaded = load_documents(docs, columns={"text": "anon_text"})
+    except DataError as error:  # a clear refusal is acceptable
+        check(error, str(docs), "text")
+    else:
+        assert loaded.frame["text"].tolist() == ["[NAME] of [CITY]", "[NAME] of [CITY]"]
+
+
+# --------------------------------------------------------------------------------------- whole-file errors
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nope.csv"
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), "not found")
+
+
+def test_directory_instead_of_file(tmp_path):
+    folder = tmp_path / "folder.csv"
+    folder.mkdir()
+    with pytest.raises(DataError) as info:
+        load_documents(folder)
+    check(info.value, str(folder), "directory", "expected a file")
+
+
+@pytest.mark.parametrize("name", ["docs.xlsx", "docs.txt", "docs.json", "docs"])
+def test_unsupported_extension(tmp_path, name):
+    path = write_bytes(tmp_path, name, (DOCS_HEADER + "1,a,P1\n").encode())
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    suffix = path.suffix or "no extension"
+    check(info.value, str(path), "unsupported file type", ".csv, .jsonl or .parquet", f"'{suffix}'")
+
+
+@pytest.mark.parametrize("name,data", [("empty.csv", b""), ("blank.csv", b"  \n\n"), ("empty.jsonl", b""),
+                                       ("empty.parquet", b"")])
+def test_empty_file(tmp_path, name, data):
+    path = write_bytes(tmp_path, name, data)
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), "empty", "expected a header and at least one row", "found no content")
+
+
+def test_header_only(tmp_path):
+    path = write_bytes(tmp_path, "header.csv", DOCS_HEADER.encode())
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), "no rows", "expected at least one row", "found only a header")
+
+
+def test_undecodable_bytes_are_located(tmp_path):
+    data = (DOCS_HEADER + "1,caf\u00e9 visit,P1\n").encode("latin-1")
+    path = write_bytes(tmp_path, "latin1.csv", data)
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), "not valid UTF-8", "line 2", f"byte {data.index(0xE9)}", "expected UTF-8",
+          "found byte 0xe9")
+
+
+def test_undecodable_jsonl(tmp_path):
+    path = write_bytes(tmp_path, "d.jsonl", '{"doc_id": 1, "text": "\u00e9", "identity_id": "A"}\n'.encode("utf-16"))
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), "UTF-8", "line 1")
+
+
+def test_utf8_bom_is_accepted(tmp_path):
+    path = write_bytes(tmp_path, "bom.csv", b"\xef\xbb\xbf" + (DOCS_HEADER + "1,alpha,P1\n").encode())
+    assert load_documents(path).frame["doc_id"].tolist() == ["1"]
+
+
+@pytest.mark.parametrize("name,data,parts", [
+    ("ragged.csv", b"doc_id,text,identity_id\nD1,fine,P1\nD2,a, b,c,P2\n", ["not a well-formed CSV table"]),
+    ("garbage.parquet", b"\x00\x01\x02 not parquet at all", ["not a readable Parquet file"]),
+    ("prose.jsonl", b"this is not json\n", ["line 1 is not valid JSON", "one JSON object per line"]),
+    ("array.jsonl", b'{"doc_id": 1, "text": "a", "identity_id": "A"}\n[1, 2]\n',
+     ["line 2 is not a JSON object", "one JSON object per line", "found list"]),
+])
+def test_non_tabular_files(tmp_path, name, data, parts):
+    path = write_bytes(tmp_path, name, data)
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), *parts)
+
+
+def test_csv_rows_with_more_fields_than_the_header_are_not_shifted(tmp_path):
+    """Unquoted commas in every text: pandas silently turns the first field into an index and shifts the
+    columns (doc_id <- first half of the text, text <- second half). It must be refused instead."""
+    path = write_bytes(tmp_path, "unquoted.csv", (DOCS_HEADER + "D1,hello, world,P1\nD2,good, day,P2\n").encode())
+    try:
+        loaded = load_documents(path)
+    except DataError as error:
+        check(error, str(path))
+    else:
+        assert loaded.frame["doc_id"].tolist() == ["D1", "D2"], (
+            f"columns shifted: read {loaded.frame.to_dict('list')}")
+
+
+def test_prose_that_parses_as_one_column_reports_missing_columns(tmp_path):
+    path = write_bytes(tmp_path, "letter.csv", b"Dear reader\nthis is a letter\n")
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), "required column 'doc_id' is missing", "expected columns",
+          "['doc_id', 'text', 'identity_id']", "found columns ['Dear reader']")
+
+
+@pytest.mark.parametrize("missing", ["doc_id", "text", "identity_id"])
+def test_missing_required_document_column(tmp_path, missing):
+    columns = [c for c in ("doc_id", "text", "identity_id") if c != missing]
+    frame = pd.DataFrame({c: ["x1", "x2"] for c in columns})
+    path = write_table(frame, tmp_path / "docs.csv")
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), f"column '{missing}'", "is missing", "expected columns", f"found columns {columns}")
+    assert info.value.column == missing
+
+
+def test_missing_registry_id_column(tmp_path):
+    path = write_bytes(tmp_path, "reg.csv", b"person,city\nA,York\n")
+    with pytest.raises(DataError) as info:
+        load_registry(path)
+    check(info.value, str(path), "column 'identity_id'", "is missing", "found columns ['person', 'city']")
+
+
+def test_group_column_that_does_not_exist(tmp_path):
+    path = write_bytes(tmp_path, "d.csv", (DOCS_HEADER + "1,a,P1\n").encode())
+    with pytest.raises(DataError) as info:
+        load_documents(path, group_column="ward")
+    check(info.value, str(path), "column 'ward'", "missing")
+
+
+# ------------------------------------------------------------------------------------------- row errors
+
+def test_duplicate_doc_id_names_both_rows(tmp_path):
+    path = write_bytes(tmp_path, "d.csv", (DOCS_HEADER + "D1,a,P1\nD2,b,P1\nD1,c,P2\n").encode())
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), "row 3", "column 'doc_id'", "duplicate id 'D1'", "expected unique ids",
+          "found the same id in row 1")
+    assert (info.value.row, info.value.column) == (3, "doc_id")
+
+
+def test_rows_are_records_not_lines(tmp_path):
+    """Row numbers count records from 1 (header excluded), even with multi-line quoted texts."""
+    path = write_bytes(tmp_path, "d.csv",
+                       (DOCS_HEADER + '1,"line one\nline two\nline three",P1\n2,ok,P2\n3,   ,P3\n').encode())
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, "row 3", "column 'text'")
+
+
+@pytest.mark.parametrize("row,column,found", [
+    (",alpha,P1", "doc_id", "found an empty string"),
+    ("   ,alpha,P1", "doc_id", "found an empty string"),
+    ("D1,alpha,", "identity_id", "found an empty string"),
+    ("D1,,P1", "text", "found an empty string"),
+    ("D1,  \t ,P1", "text", "found an empty string"),
+])
+def test_missing_values_in_csv(tmp_path, row, column, found):
+    path = write_bytes(tmp_path, "d.csv", (DOCS_HEADER + "D0,fine,P0\n" + row + "\n").encode())
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    expected = "expected non-empty text" if column == "text" else "expected a non-empty text or integer id"
+    check(info.value, str(path), "row 2", f"column '{column}'", expected, found)
+
+
+@pytest.mark.parametrize("record,column,found", [
+    ({"doc_id": "D1", "text": float("nan"), "identity_id": "P1"}, "text", "an empty cell"),
+    ({"doc_id": "D1", "text": None, "identity_id": "P1"}, "text", "an empty cell"),
+    ({"doc_id": "D1", "text": 42, "identity_id": "P1"}, "text", "a value of type int"),
+    ({"doc_id": "D1", "text": ["a", "list"], "identity_id": "P1"}, "text", "a value of type list"),
+    ({"doc_id": 1.5, "text": "alpha", "identity_id": "P1"}, "doc_id", "a value of type float"),
+    ({"doc_id": True, "text": "alpha", "identity_id": "P1"}, "doc_id", "a value of type bool"),
+    ({"doc_id": "D1", "text": "alpha", "identity_id": None}, "identity_id", "an empty cell"),
+    ({"doc_id": "D1", "text": "alpha", "identity_id": {"id": 1}}, "identity_id", "a value of type dict"),
+])
+def test_nan_and_wrong_types_in_jsonl(tmp_path, record, column, found):
+    good = {"doc_id": "D0", "text": "fine", "identity_id": "P0"}
+    lines = [json.dumps(good), json.dumps(record)]  # json.dumps writes NaN for float('nan')
+    path = write_bytes(tmp_path, "d.jsonl", "\n".join(lines).encode())
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), "row 2", f"column '{column}'", "expected", found)
+    assert (info.value.row, info.value.column) == (2, column)
+
+
+def test_nan_in_parquet(tmp_path):
+    frame = pd.DataFrame({"doc_id": ["D0", "D1"], "text": ["fine", None], "identity_id": ["P0", "P1"]})
+    path = write_table(frame, tmp_path / "d.parquet")
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, str(path), "row 2", "column 'text'", "expected non-empty text", "found an empty cell")
+
+
+def test_missing_group_label_is_rejected(tmp_path):
+    path = write_bytes(tmp_path, "d.csv", b"doc_id,text,identity_id,ward\n1,a,P1,w1\n2,b,P2,\n")
+    with pytest.raises(DataError) as info:
+        load_documents(path, group_column="ward")
+    check(info.value, "row 2", "column 'group'", "expected a group label")
+
+
+def test_registry_duplicate_and_missing_ids(tmp_path):
+    path = write_bytes(tmp_path, "reg.csv", b"identity_id,city\nA,York\nB,Leeds\nA,Hull\n")
+    with pytest.raises(DataError) as info:
+        load_registry(path)
+    check(info.value, str(path), "row 3", "column 'identity_id'", "duplicate id 'A'", "found the same id in row 1")
+    path = write_bytes(tmp_path, "reg2.csv", b"identity_id,city\nA,York\n,Leeds\n")
+    with pytest.raises(DataError) as info:
+        load_registry(path)
+    check(info.value, str(path), "row 2", "column 'identity_id'", "found an empty string")
+
+
+# ---------------------------------------------------------------------------------------- on_invalid=drop
+
+def test_drop_keeps_valid_rows_and_reports_rejected_ones(tmp_path):
+    path = write_bytes(tmp_path, "d.csv", (DOCS_HEADER + "D1,alpha,P1\n"   # 1 ok
+                                                         "D2,,P1\n"         # 2 empty text
+                                                         ",beta,P2\n"       # 3 missing id
+                                                         "D1,gamma,P2\n"    # 4 duplicate
+                                                         "D5,delta,\n"      # 5 missing identity
+                                                         "D6,epsilon,P3\n"  # 6 ok
+                                                         ).encode())
+    loaded = load_documents(path, on_invalid="drop")
+    assert loaded.frame["doc_id"].tolist() == ["D1", "D6"]
+    assert loaded.frame["text"].tolist() == ["alpha", "epsilon"]
+    report = loaded.report
+    assert (report.file, report.n_read, report.n_kept) == (str(path), 6, 2)
+    assert [(r.row, r.column) for r in sorted(report.rejected, key=lambda r: r.row)] == [
+        (2, "text"), (3, "doc_id"), (4, "doc_id"), (5, "identity_id")]
+    reasons = {r.row: r.reason for r in report.rejected}
+    assert "duplicate id 'D1'" in reasons[4] and "row 1" in reasons[4]
+    assert "expected non-empty text" in reasons[2] and "found an empty string" in reasons[2]
+    frame = report.to_frame()
+    assert list(frame.columns) == ["row", "column", "reason"] and len(frame) == 4
+    assert report.to_dict()["n_kept"] == 2 and len(report.to_dict()["rejected"]) == 4
+
+
+def test_drop_in_registry(tmp_path):
+    path = write_bytes(tmp_path, "reg.csv", b"identity_id,city\nA,York\n,Leeds\nA,Hull\nB,Bath\n")
+    registry = load_registry(path, on_invalid="drop")
+    assert registry.ids.tolist() == ["A", "B"]
+    assert registry.frame["city"].tolist() == ["York", "Bath"]
+    assert sorted(r.row for r in registry.report.rejected) == [2, 3]
+
+
+def test_drop_with_nothing_left_is_an_error(tmp_path):
+    path = write_bytes(tmp_path, "d.csv", (DOCS_HEADER + "D1,,P1\nD2, ,P2\n").encode())
+    with pytest.raises(DataError) as info:
+        load_documents(path, on_invalid="drop")
+    check(info.value, str(path), "no valid document", "2 rejected rows")
+
+
+def test_unknown_on_invalid_mode_is_refused(tmp_path):
+    """A typo such as on_invalid="raise" must not silently switch to dropping rows."""
+    path = write_bytes(tmp_path, "d.csv", (DOCS_HEADER + "D1,,P1\nD2,beta,P2\n").encode())
+    with pytest.raises(CPAError):
+        load_documents(path, on_invalid="raise")
+    with pytest.raises(CPAError):
+        load_registry(write_bytes(tmp_path, "r.csv", b"identity_id\nA\n\n"), on_invalid="ignore")
+
+
+# ------------------------------------------------------------------------------------------- open world
+
+def test_identities_absent_from_the_registry_are_kept_and_counted_as_misses(tmp_path):
+    from cpa_core.attackers.tfidf import TfidfAttacker
+    from cpa_core.audit import AuditConfig, run_audit
+    from cpa_core.knowledge import KnowledgeLevel
+    from cpa_core.metrics import summarize
+
+    documents, registry = toy_frames(n_people=10, docs_per_person=4, n_outsiders=10)
+    docs = load_documents(write_table(documents, tmp_path / "d.csv"))
+    reg = load_registry(write_table(registry, tmp_path / "r.csv"))
+    assert len(docs) == 50 and docs.report.rejected == ()
+    assert open_world_share(docs, reg) == pytest.approx(0.2)
+    level = KnowledgeLevel("K", ("city", "occupation", "keywords"))
+    attacker = TfidfAttacker()
+    config = AuditConfig(knowledge=level, attacker=attacker.params(), confidences=(0.8,), n_cal=25, n_test=25)
+    result = run_audit(docs, reg, attacker, config)
+    truth = result.test_split.truth_ids
+    outsiders = np.array([str(t).startswith("X") for t in truth])
+    assert (~result.test_split.in_pool == outsiders).all()
+    entry = summarize(result)["confidence"]["0.8"]
+    assert entry["candidate_miss_rate"] == pytest.approx(outsiders.mean())
+    cert = result.certificate(0.8)
+    assert not cert.covered[outsiders].any()
+
+
+def test_read_table_returns_the_digest_of_the_raw_bytes(tmp_path):
+    data = (DOCS_HEADER + "1,a,P1\n").encode()
+    frame, digest = read_table(write_bytes(tmp_path, "d.csv", data))
+    assert digest == hashlib.sha256(data).hexdigest() and frame.shape == (1, 3)
+
+
+def test_errors_are_cpa_errors_not_config_errors():
+    assert issubclass(DataError, CPAError) and not issubclass(DataError, ConfigError)
