@@ -14,6 +14,9 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
+	$(VENV)/bin/streamlit run app.py
+
+audit: $(STAMP)
 	$(VENV)/bin/cpa audit --documents sample_data/documents.csv --registry sample_data/registry.csv \
 		--config sample_data/audit.toml --out out/sample-audit
 

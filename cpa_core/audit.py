@@ -192,6 +192,7 @@ class AuditResult:
     test_split: ScoredSplit
     calibration: Calibration
     inputs: dict = field(default_factory=dict)
+    _extra_levels: dict = field(default_factory=dict, repr=False, compare=False)  # calibrations of other levels
 
     def calibrate_at(self, confidences) -> Calibration:
         scores, strata = self.calibration_split.calibration_scores(self.config.miss_policy)
@@ -199,9 +200,12 @@ class AuditResult:
 
     def calibration_for(self, confidence) -> Calibration:
         """The stored calibration when it holds ``confidence``, else a fresh one from the stored scores."""
-        if confidence_label(confidence) in self.calibration.q_hat_:
+        label = confidence_label(confidence)
+        if label in self.calibration.q_hat_:
             return self.calibration
-        return self.calibrate_at([confidence])
+        if label not in self._extra_levels:
+            self._extra_levels[label] = self.calibrate_at([confidence])
+        return self._extra_levels[label]
 
     def certificate(self, confidence) -> Certificate:
         """Certified test sets at ``confidence`` (any level: no re-attack, one quantile per stratum)."""

@@ -335,13 +335,13 @@ class LLMClient:
         if not self._key_present:
             log.info("environment variable %s is not set: calling %s without an API key", settings.api_key_env,
                      redact_url(settings.base_url))
-        self._client = openai.OpenAI(base_url=settings.base_url,
-                                     api_key=os.environ.get(settings.api_key_env) or NO_KEY,
-                                     http_client=http_client, max_retries=0, timeout=settings.timeout_s)
         try:
             self.cache = ResponseCache(settings.cache_dir)
         except (OSError, sqlite3.Error) as error:
             raise LLMError(f"cannot open the LLM response cache in {settings.cache_dir}: {error}") from None
+        self._client = openai.OpenAI(base_url=settings.base_url,
+                                     api_key=os.environ.get(settings.api_key_env) or NO_KEY,
+                                     http_client=http_client, max_retries=0, timeout=settings.timeout_s)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.calls_made_ = 0

@@ -75,9 +75,9 @@ def summarize(result: AuditResult, confidences=None) -> dict:
             entry["groups"] = {}
             for group in sorted(set(result.test_split.groups.tolist()), key=str):
                 metrics = certificate_metrics(cert, result.test_split.groups == group)
-                metrics["n_cal"] = result.calibration.n_.get(group, 0)
-                metrics["q_hat"] = _finite(result.calibration.q_hat(level, group)) if group in \
-                    result.calibration.n_ else None
+                calibration = result.calibration_for(level)
+                metrics["n_cal"] = calibration.n_.get(group, 0)
+                metrics["q_hat"] = _finite(calibration.q_hat(level, group)) if group in calibration.n_ else None
                 entry["groups"][str(group)] = metrics
         per_level[confidence_label(level)] = entry
     return {"config_id": result.config.config_id, "score": result.config.score,

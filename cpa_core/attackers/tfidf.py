@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from ..candidates import CandidateTable, Progress, softmax_rows, top_candidates
 from ..data import Registry
@@ -24,6 +23,8 @@ class TfidfIndex:
     """A TF-IDF index over profile texts: search and term explanations."""
 
     def __init__(self, max_features: int = 50_000, ngram_max: int = 1, min_df: int | float = 1):
+        from sklearn.feature_extraction.text import TfidfVectorizer  # imported on use: keeps the CLI quick
+
         self.vectorizer = TfidfVectorizer(max_features=max_features, ngram_range=(1, ngram_max), min_df=min_df,
                                           sublinear_tf=True, strip_accents="unicode", dtype=np.float32)
 
@@ -57,13 +58,19 @@ class TfidfIndex:
         return candidates, weights
 
     def shared_terms(self, query: str, candidate_rows: Sequence[int], n_terms: int = 5) -> list[str]:
-        """The terms with the largest TF-IDF contributions shared by the query and the candidates."""
+        """The terms with the largest TF-IDF contributions shared by the query and the candidates.
+
+        English stop words are left out of the explanation (they still count in the attack).
+        """
         if len(candidate_rows) == 0:
             return []
         q = self.transform([query])
         contributions = q.multiply(self.profiles_[list(candidate_rows)].sum(axis=0)).tocoo()
-        order = np.argsort(-contributions.data, kind="stable")[:n_terms]
-        return [str(self.terms_[contributions.col[i]]) for i in order if contributions.data[i] > 0]
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+        order = np.argsort(-contributions.data, kind="stable")
+        terms = [str(self.terms_[contributions.col[i]]) for i in order if contributions.data[i] > 0]
+        return [t for t in terms if t not in ENGLISH_STOP_WORDS][:n_terms]
 
 
 @dataclass

@@ -1,0 +1,74 @@
+"""Conformal Privacy Auditing: the curator's dashboard.
+
+Run from the repository root with ``streamlit run app.py``. This file wires the navigation and the
+sidebar, loads the bundled sample data on first open, and draws the home page; each workflow step is
+a page in ``pages/``.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from cpa_ui import nav
+from cpa_ui.analysis import certificate, kpis
+from cpa_ui.components import audit_status, ensure_data
+from cpa_ui.state import state
+from cpa_ui.text import fmt_confidence, fmt_percent
+
+INTRODUCTION = (
+    "Conformal Privacy Auditing (CPA) measures how far an attacker with background knowledge can narrow a "
+    "released, de-identified document down to the people in a registry. "
+    "You declare the threat: which registry fields the attacker knows and how it ranks candidates. "
+    "CPA runs that attack on documents whose subjects are known and calibrates a threshold on them, so that "
+    "every audited document gets a certified set of people that contains its true subject with the confidence "
+    "you choose (for example 95 %). "
+    "The guarantee needs only one assumption: the calibration documents and the audited documents are "
+    "exchangeable, drawn alike from one release under one fixed threat configuration. "
+    "A small set is a risk — a set of 3 means the attacker is certifiably down to three people — so "
+    "documents with sets smaller than your threshold k are flagged for redaction or withholding."
+)
+
+
+def home() -> None:
+    st.title("Conformal Privacy Auditing")
+    st.markdown(INTRODUCTION)
+    st.subheader("Your audit")
+    data, run = state.data, state.run
+    source = "" if data is None else "bundled sample" if data.source == "sample" else "uploaded"
+    steps = [
+        (data is not None, nav.DATA,
+         f"{len(data.documents):,} documents and {len(data.registry):,} profiles loaded ({source})" if data
+         else "load documents and a registry"),
+        (state.threat is not None, nav.THREAT,
+         f"knowledge level {state.threat.knowledge}, {state.threat.attacker} attacker" if state.threat
+         else "declare the attacker and its knowledge"),
+        (run is not None, nav.CALIBRATE,
+         f"calibrated ({run.label}, configuration {run.result.config.config_id})" if run
+         else "run the attack and calibrate"),
+    ]
+    for done, page, text in steps:
+        icon = ":material/check_circle:" if done else ":material/radio_button_unchecked:"
+        st.page_link(page, label=text, icon=icon)
+    if state.data_error:
+        st.error(f"The bundled sample data could not be loaded: {state.data_error}", icon=":material/error:")
+    if run is not None:
+        metrics = kpis(certificate(run.result, state.confidence), state.flag_below, state.leakage_threshold)
+        st.info(f"At {fmt_confidence(state.confidence)} confidence, {metrics['n_flagged']:,} of "
+                f"{metrics['n_test']:,} test documents ({fmt_percent(metrics['flagged_share'])}) have a certified "
+                f"set of fewer than {state.flag_below} people; coverage on the held-out test split is "
+                f"{fmt_percent(metrics['coverage'])}.", icon=":material/flag:")
+        st.page_link(nav.EXPLORE, label="Explore the certificate", icon=":material/query_stats:")
+    else:
+        st.page_link(nav.CALIBRATE, label="Start: calibrate the default audit on the sample data",
+                     icon=":material/play_arrow:")
+
+
+st.set_page_config(page_title="Conformal Privacy Auditing", page_icon=":material/privacy_tip:", layout="wide")
+ensure_data()
+navigation = st.navigation(
+    [st.Page(home, title="Home", icon=":material/home:", default=True)]
+    + [st.Page(spec.path, title=spec.title, icon=spec.icon) for spec in nav.WORKFLOW])
+try:
+    navigation.run()
+finally:  # after the page, so that it shows what the page did (also when the page stops early)
+    audit_status()

@@ -1,0 +1,161 @@
+"""Streamlit pieces shared by the pages: guards, error messages, the confidence and policy controls,
+the KPI row and the audit status."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from cpa_core.attackers.base import Attacker
+from cpa_core.audit import AuditConfig
+from cpa_core.errors import CPAError
+
+from . import nav
+from .attackers import declare, default_threat
+from .cache import load_sample
+from .help import HELP
+from .state import AuditRun, DataSet, set_widget, state, widget_key
+from .text import (ALPHA_PRESETS, CONFIDENCE_PERCENT_RANGE, CONFIDENCE_PERCENT_STEP, confidence_from_alpha,
+                   confidence_from_percent, fmt_confidence, fmt_number, fmt_percent, percent_from_confidence)
+
+MAX_FLAG_BELOW = 100
+
+
+def show_error(error: CPAError, prefix: str = "") -> None:
+    """A user error from the core, as the one-line message it carries (never a traceback)."""
+    st.error(f"{prefix}{error}", icon=":material/error:")
+
+
+def adopt_data(data: DataSet) -> None:
+    """Make ``data`` the audited data: new defaults for the threat model, results of older data dropped."""
+    state.data = data
+    state.threat = default_threat(data)
+    state.imported = None
+    state.flag_below = int(data.project.audit.get("flag_below", 11))
+    state.leakage_threshold = data.project.audit.get("leakage_threshold")
+    state.forget_results()
+    for name in list(st.session_state):
+        if str(name).startswith("w.threat."):
+            del st.session_state[name]
+
+
+def ensure_data() -> None:
+    """Load the bundled sample data the first time the app opens, so every page works at once."""
+    if state.data is not None or state.data_error is not None:
+        return
+    try:
+        adopt_data(load_sample())
+    except (CPAError, OSError) as error:
+        state.data_error = str(error)
+
+
+def require_data() -> DataSet:
+    data = state.data
+    if data is None:
+        st.info("No data is loaded yet: load documents and a registry first.", icon=":material/info:")
+        st.page_link(nav.DATA, label="Go to Data", icon=":material/upload_file:")
+        st.stop()
+    return data
+
+
+def require_run() -> AuditRun:
+    run = state.run
+    if run is None:
+        st.info("No calibrated audit yet: declare a threat model, then run the calibration.", icon=":material/info:")
+        st.page_link(nav.CALIBRATE, label="Go to Calibrate", icon=":material/tune:")
+        st.stop()
+    return run
+
+
+def declared(data: DataSet) -> tuple[AuditConfig, Attacker] | None:
+    """The declared configuration, or ``None`` after showing why it is invalid."""
+    try:
+        return declare(data, state.threat or default_threat(data), state.imported)
+    except CPAError as error:
+        show_error(error, "The declared configuration is not valid: ")
+        return None
+
+
+def stale_notice(run: AuditRun) -> None:
+    """Say so when the shown results are not those of the configuration declared now."""
+    data = state.data
+    if data is None or state.threat is None:
+        return
+    try:
+        config, _ = declare(data, state.threat, state.imported)
+    except CPAError:
+        return
+    if run.key != f"{data.fingerprint}:{config.config_id}":
+        st.warning(f"These results are for configuration {run.result.config.config_id} ({run.label}). The threat "
+                   f"model declared now ({config.config_id}) has not been calibrated yet.",
+                   icon=":material/history:")
+
+
+def confidence_control(page: str) -> float:
+    """The confidence slider with α presets; the choice is shared by every page.
+
+    ``page`` scopes the widget keys: a widget belongs to one page, the stored choice to all of them.
+    """
+    preset_columns = st.columns(len(ALPHA_PRESETS) + 1, vertical_alignment="bottom")
+    name = f"{page}.confidence_percent"
+    key = widget_key(name, percent_from_confidence(state.confidence))
+    with preset_columns[0]:
+        percent = st.slider("Confidence level 1 − α", min_value=CONFIDENCE_PERCENT_RANGE[0],
+                            max_value=CONFIDENCE_PERCENT_RANGE[1], step=CONFIDENCE_PERCENT_STEP, format="%.1f %%",
+                            key=key, help=HELP["confidence"])
+    for column, alpha in zip(preset_columns[1:], ALPHA_PRESETS):
+        target = percent_from_confidence(confidence_from_alpha(alpha))
+        column.button(f"α = {alpha:.2f}", key=f"{page}.preset.{alpha}", help=f"{HELP['alpha']} Sets {target:g} %.",
+                      type="primary" if percent == target else "secondary", width="stretch",
+                      on_click=set_widget, args=(name, target))
+    state.confidence = confidence_from_percent(percent)
+    return state.confidence
+
+
+def policy_controls(page: str) -> tuple[int, float | None]:
+    """The release policy: flag sets smaller than ``k``, and optionally by the leakage proxy (shared by pages)."""
+    left, middle, right = st.columns([3, 1.3, 1.7], vertical_alignment="bottom")
+    flag_below = left.slider("Flag documents whose set has fewer than k members", 1, MAX_FLAG_BELOW,
+                             key=widget_key(f"{page}.flag_below", min(state.flag_below, MAX_FLAG_BELOW)),
+                             help=HELP["flag_below"])
+    use_leakage = middle.checkbox("Also by leakage", help=HELP["leakage_threshold"],
+                                  key=widget_key(f"{page}.use_leakage", state.leakage_threshold is not None))
+    threshold = right.number_input("Leakage threshold L", min_value=0.001, max_value=1.0, step=0.01,
+                                   format="%.3f", disabled=not use_leakage,
+                                   key=widget_key(f"{page}.leakage_threshold", state.leakage_threshold or 0.09),
+                                   help=HELP["leakage_threshold"])
+    state.flag_below = int(flag_below)
+    state.leakage_threshold = float(threshold) if use_leakage else None
+    return state.flag_below, state.leakage_threshold
+
+
+def kpi_row(metrics: dict, confidence: float) -> None:
+    """Documents at risk, smallest and median set, mean leakage proxy and coverage."""
+    columns = st.columns(5)
+    columns[0].metric("Documents at risk", f"{metrics['n_flagged']:,}",
+                      delta=f"{fmt_percent(metrics['flagged_share'])} of {metrics['n_test']:,}", delta_color="off",
+                      help=HELP["at_risk"])
+    columns[1].metric("Smallest set", fmt_number(metrics["min_set_size"]), help=HELP["min_set"])
+    columns[2].metric("Median set", fmt_number(metrics["median_set_size"]), help=HELP["median_set"])
+    columns[3].metric("Mean leakage proxy", fmt_number(metrics["mean_leakage"]), help=HELP["mean_leakage"])
+    coverage = metrics["coverage"]
+    columns[4].metric("Coverage (test)", fmt_percent(coverage),
+                      delta=None if coverage is None else f"{100 * (coverage - confidence):+.1f} pts vs target",
+                      delta_color="normal", help=HELP["coverage"])
+
+
+def audit_status() -> None:
+    """The sidebar's summary of the current audit."""
+    data, run = state.data, state.run
+    with st.sidebar:
+        st.markdown("**Current audit**")
+        if data is None:
+            st.caption("No data loaded.")
+        else:
+            source = "bundled sample" if data.source == "sample" else "uploaded files"
+            st.caption(f"Data: {len(data.documents):,} documents, {len(data.registry):,} profiles ({source})")
+        if run is None:
+            st.caption("Not calibrated yet.")
+        else:
+            st.caption(f"Calibrated: {run.label}, config {run.result.config.config_id}; viewing at "
+                       f"{fmt_confidence(state.confidence)}, k = {state.flag_below}")
+        st.caption("Everything runs on this machine; no data leaves it.")

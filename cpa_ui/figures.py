@@ -1,0 +1,261 @@
+"""Plotly figures of the dashboard and the report: pure functions ``fig_*(data) -> go.Figure``.
+
+They take arrays and tables computed by :mod:`cpa_core` and only arrange them for display (binning
+included); they never import Streamlit and are tested on their own.
+
+Each figure is declared as one dictionary and validated once (``go.Figure(spec)``): building it
+step by step (``make_subplots``, ``add_vline``, a named template) costs ten times more, and the
+sliders of the dashboard redraw these figures on every move. No template is set: the dashboard
+applies its theme, the report :data:`REPORT_TEMPLATE`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+FLAGGED_COLOR = "#c0392b"
+SAFE_COLOR = "#2e86c1"
+TARGET_COLOR = "#7f8c8d"
+SECOND_COLOR = "#e67e22"
+PALETTE = ("#2e86c1", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#d35400", "#2c3e50")
+MAX_BINS = 40
+LOG_TICKS = (0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000)
+REPORT_TEMPLATE = "plotly_white"
+
+
+def _layout(title: str, height: int = 400, **extra) -> dict:
+    """Common layout: title top left, legend in a row under the plot."""
+    return {"title": {"text": title, "x": 0, "xanchor": "left"}, "height": height,
+            "margin": {"l": 60, "r": 60, "t": 60, "b": 40}, "bargap": 0.05,
+            "legend": {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0}, **extra}
+
+
+def _vline(x: float, color: str, text: str | None = None, xref: str = "x") -> tuple[dict, list[dict]]:
+    """A dashed vertical line across the plot at ``x``, and its label at the top."""
+    shape = {"type": "line", "xref": xref, "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+             "line": {"color": color, "dash": "dash", "width": 2}}
+    label = [] if text is None else [{"x": x, "xref": xref, "y": 1.0, "yref": "paper", "text": text,
+                                      "showarrow": False, "xanchor": "left", "yanchor": "bottom",
+                                      "font": {"color": color}}]
+    return shape, label
+
+
+def _hline(y: float, color: str, xref: str = "x", yref: str = "y") -> dict:
+    axis = "paper" if xref == "paper" else f"{xref} domain"
+    return {"type": "line", "xref": axis, "yref": yref, "x0": 0, "x1": 1, "y0": y, "y1": y,
+            "line": {"color": color, "dash": "dot", "width": 2}}
+
+
+def _panel_titles(titles: Sequence[str], domains: Sequence[tuple[float, float]]) -> list[dict]:
+    return [{"text": title, "x": (a + b) / 2, "xref": "paper", "y": 1.0, "yref": "paper", "showarrow": False,
+             "xanchor": "center", "yanchor": "bottom", "font": {"size": 13}} for title, (a, b) in zip(titles, domains)]
+
+
+def _panels(n: int, gap: float = 0.08) -> list[tuple[float, float]]:
+    width = (1 - gap * (n - 1)) / n
+    return [(i * (width + gap), i * (width + gap) + width) for i in range(n)]
+
+
+def _panel_axes(n: int, y_titles: Sequence[str | None] = ()) -> dict:
+    """Layout axes for ``n`` side-by-side panels (``xaxis``/``yaxis``, ``xaxis2``/``yaxis2``, ...)."""
+    axes = {}
+    for i, domain in enumerate(_panels(n), start=1):
+        suffix = "" if i == 1 else str(i)
+        axes[f"xaxis{suffix}"] = {"domain": list(domain), "anchor": f"y{suffix}", "type": "category"}
+        axes[f"yaxis{suffix}"] = {"anchor": f"x{suffix}", "rangemode": "tozero",
+                                  **({"title": {"text": y_titles[i - 1]}} if i <= len(y_titles) and y_titles[i - 1]
+                                     else {})}
+    return axes
+
+
+def set_size_bins(set_sizes: np.ndarray, flag_below: int) -> pd.DataFrame:
+    """Bins of set sizes: one bin per size up to just past ``k``, then widening bins up to the largest set.
+
+    Returns a table with ``lower``, ``upper`` (inclusive), ``label``, ``count`` and ``cumulative``
+    (share of documents with a set of at most ``upper``).
+    """
+    sizes = np.asarray(set_sizes, dtype=np.int64)
+    top = int(sizes.max()) if sizes.size else 0
+    unit_end = min(top, max(int(flag_below) + 4, 15))
+    uppers = list(range(0, unit_end + 1))
+    if top > unit_end:
+        n_wide = max(1, MAX_BINS - len(uppers))
+        edges = np.unique(np.round(np.geomspace(unit_end + 1, top, n_wide + 1)).astype(np.int64))
+        uppers += [int(e) for e in edges if e > unit_end]
+        if uppers[-1] != top:
+            uppers.append(top)
+    lowers = [0] + [u + 1 for u in uppers[:-1]]
+    counts = np.bincount(np.searchsorted(np.asarray(uppers), sizes, side="left"), minlength=len(uppers))
+    labels = [str(lo) if lo == hi else f"{lo}–{hi}" for lo, hi in zip(lowers, uppers)]
+    cumulative = np.cumsum(counts) / max(sizes.size, 1)
+    return pd.DataFrame({"lower": lowers, "upper": uppers, "label": labels, "count": counts[: len(uppers)],
+                         "cumulative": cumulative})
+
+
+def fig_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str = "Certified set sizes") -> go.Figure:
+    """Histogram of ``|C|`` over the test documents, its cumulative share, and the flag threshold ``k``.
+
+    One bar per set size up to just past ``k``, wider bins beyond (the axis is categorical, so every
+    bin has the same width). Bins left of the dashed line (sets with fewer than ``k`` members) are
+    flagged and drawn in red.
+    """
+    bins = set_size_bins(set_sizes, flag_below)
+    flagged = (bins["upper"] < flag_below).to_numpy()
+    labels = bins["label"].tolist()
+    # the line sits between the last flagged bin and the first kept one (bins below k are unit bins)
+    line, label = _vline(int(flagged.sum()) - 0.5, FLAGGED_COLOR, f"k = {flag_below}")
+    return go.Figure({
+        "data": [
+            {"type": "bar", "x": labels, "y": bins["count"].tolist(), "name": "documents",
+             "marker": {"color": np.where(flagged, FLAGGED_COLOR, SAFE_COLOR).tolist()},
+             "hovertemplate": "|C| %{x}: %{y} documents<extra></extra>"},
+            {"type": "scatter", "x": labels, "y": (100 * bins["cumulative"]).round(2).tolist(), "yaxis": "y2",
+             "name": "cumulative share", "mode": "lines+markers", "marker": {"size": 4},
+             "line": {"color": TARGET_COLOR}, "hovertemplate": "|C| ≤ %{x}: %{y:.1f} % of documents<extra></extra>"},
+        ],
+        # no legend: the axes name both traces, and the page's caption explains the colours
+        "layout": _layout(title, shapes=[line], annotations=label, showlegend=False,
+                          xaxis={"title": {"text": "certified set size |C| (red: flagged, |C| < k)"},
+                                 "type": "category"},
+                          yaxis={"title": {"text": "test documents"}, "rangemode": "tozero"},
+                          yaxis2={"title": {"text": "cumulative share (%)"}, "overlaying": "y", "side": "right",
+                                  "range": [0, 101], "tickmode": "linear", "dtick": 25, "showgrid": False}),
+    })
+
+
+def fig_confidence_curve(curve: pd.DataFrame, confidence: float | None = None,
+                         title: str = "Coverage and median |C| versus confidence") -> go.Figure:
+    """Empirical coverage (against the target diagonal) and the median set size per confidence level.
+
+    ``curve`` is :func:`cpa_core.metrics.confidence_curve`; ``confidence`` marks the current level.
+    """
+    x = (100 * curve["confidence"].astype(float)).round(3).tolist()
+    data = [
+        {"type": "scatter", "x": x, "y": x, "name": "target (= confidence)", "mode": "lines",
+         "line": {"dash": "dot", "color": TARGET_COLOR}, "hoverinfo": "skip"},
+        {"type": "scatter", "x": x, "y": (100 * curve["coverage"].astype(float)).tolist(), "name": "coverage",
+         "mode": "lines", "line": {"color": SAFE_COLOR},
+         "hovertemplate": "confidence %{x:.1f} %: coverage %{y:.1f} %<extra></extra>"},
+    ]
+    if curve["coverage_conditional"].notna().any():
+        data.append({"type": "scatter", "x": x, "y": (100 * curve["coverage_conditional"].astype(float)).tolist(),
+                     "name": "coverage (identity in pool)", "mode": "lines",
+                     "line": {"color": SAFE_COLOR, "dash": "dash"},
+                     "hovertemplate": "confidence %{x:.1f} %: %{y:.1f} %<extra></extra>"})
+    data.append({"type": "scatter", "x": x, "y": curve["median_set_size"].astype(float).tolist(), "yaxis": "y2",
+                 "name": "median |C|", "mode": "lines", "line": {"color": SECOND_COLOR},
+                 "hovertemplate": "confidence %{x:.1f} %: median |C| %{y}<extra></extra>"})
+    shapes, annotations = [], []
+    if confidence is not None:
+        line, label = _vline(100 * float(confidence), FLAGGED_COLOR, f"{100 * float(confidence):g} %")
+        shapes, annotations = [line], label
+    return go.Figure({"data": data, "layout": _layout(
+        title, shapes=shapes, annotations=annotations,
+        xaxis={"title": {"text": "confidence level 1 − α (%)"}},
+        yaxis={"title": {"text": "coverage on the test split (%)"}},
+        yaxis2={"title": {"text": "median certified set size"}, "overlaying": "y", "side": "right",
+                "showgrid": False, "rangemode": "tozero", "tickmode": "auto"})})
+
+
+def fig_group_breakdown(groups: pd.DataFrame, confidence: float, title: str = "Per-group breakdown") -> go.Figure:
+    """Coverage and median set size of each group (``group``, ``coverage``, ``median_set_size``, ``n_test``)."""
+    labels = groups["group"].astype(str).tolist()
+    domains = _panels(2, gap=0.12)
+    axes = _panel_axes(2)
+    axes["yaxis"].update(range=[0, 105])
+    return go.Figure({
+        "data": [
+            {"type": "bar", "x": labels, "y": (100 * groups["coverage"].astype(float)).tolist(), "name": "coverage",
+             "marker": {"color": SAFE_COLOR}, "customdata": groups["n_test"].tolist(),
+             "hovertemplate": "%{x}: %{y:.1f} % of %{customdata} documents<extra></extra>"},
+            {"type": "bar", "x": labels, "y": groups["median_set_size"].astype(float).tolist(), "name": "median |C|",
+             "xaxis": "x2", "yaxis": "y2", "marker": {"color": SECOND_COLOR},
+             "hovertemplate": "%{x}: median |C| %{y}<extra></extra>"},
+        ],
+        "layout": _layout(title, height=340, showlegend=False, shapes=[_hline(100 * float(confidence), TARGET_COLOR)],
+                          annotations=_panel_titles(("coverage (%) · dotted: target", "median |C|"), domains), **axes),
+    })
+
+
+def fig_compare(summary: pd.DataFrame, confidence: float, title: str = "Configurations side by side") -> go.Figure:
+    """Coverage, median set size and flagged share of several configurations on matched splits.
+
+    ``summary`` has one row per configuration: ``label``, ``coverage``, ``median_set_size``,
+    ``flagged_share``.
+    """
+    labels = summary["label"].astype(str).tolist()
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(labels))]
+    columns = (("coverage", 100, "%{x}: %{y:.1f} %"), ("median_set_size", 1, "%{x}: %{y}"),
+               ("flagged_share", 100, "%{x}: %{y:.1f} %"))
+    data = []
+    for i, (column, scale, hover) in enumerate(columns, start=1):
+        suffix = "" if i == 1 else str(i)
+        data.append({"type": "bar", "x": labels, "y": (scale * summary[column].astype(float)).tolist(),
+                     "marker": {"color": colors}, "xaxis": f"x{suffix}", "yaxis": f"y{suffix}",
+                     "hovertemplate": hover + "<extra></extra>"})
+    axes = _panel_axes(3)
+    axes["yaxis"].update(range=[0, 105])
+    return go.Figure({"data": data, "layout": _layout(
+        title, height=340, showlegend=False, shapes=[_hline(100 * float(confidence), TARGET_COLOR)],
+        annotations=_panel_titles(("coverage (%) · dotted: target", "median |C|", "flagged documents (%)"),
+                                  _panels(3)), **axes)})
+
+
+def fig_set_size_ecdf(set_sizes: Mapping[str, np.ndarray], flag_below: int,
+                      title: str = "Share of documents with a set of at most |C|") -> go.Figure:
+    """Empirical distribution functions of the set sizes of several configurations (log-scaled sizes)."""
+    data = []
+    for i, (label, sizes) in enumerate(set_sizes.items()):
+        values, counts = np.unique(np.asarray(sizes, dtype=np.int64), return_counts=True)
+        share = np.cumsum(counts) / max(int(counts.sum()), 1)
+        data.append({"type": "scatter", "x": np.maximum(values, 0.5).tolist(), "y": (100 * share).tolist(),
+                     "name": str(label), "mode": "lines", "line": {"shape": "hv", "color": PALETTE[i % len(PALETTE)]},
+                     "hovertemplate": "|C| ≤ %{x}: %{y:.1f} %<extra>" + str(label) + "</extra>"})
+    top = max((int(np.max(s)) for s in set_sizes.values() if len(s)), default=1)
+    line, label = _vline(max(flag_below - 0.5, 0.5), FLAGGED_COLOR, f"k = {flag_below}")
+    return go.Figure({"data": data, "layout": _layout(
+        title, height=340, shapes=[line], annotations=label,
+        xaxis={"title": {"text": "certified set size |C| (log scale; 0 drawn at 0.5)"}, "type": "log",
+               "range": [math.log10(0.5), math.log10(max(top, 10)) + 0.05],
+               "tickvals": [v for v in LOG_TICKS if v <= max(top, 10)]},
+        yaxis={"title": {"text": "documents (%)"}, "range": [0, 102]})})
+
+
+def fig_drift(drift: pd.DataFrame, title: str = "Drift: coverage when calibrated on A and tested on B") -> go.Figure:
+    """Coverage of B's test split with A's threshold and with B's own, against the target, per level.
+
+    ``drift`` is :func:`cpa_core.stress.drift` (columns ``calibration``, ``confidence``, ``coverage``).
+    """
+    levels = sorted(drift["confidence"].astype(float).unique())
+    names = [f"{100 * c:g} %" for c in levels]
+    data = []
+    for i, (label, part) in enumerate(drift.groupby("calibration", sort=False)):
+        by_level = dict(zip(part["confidence"].astype(float), part["coverage"].astype(float)))
+        data.append({"type": "bar", "x": names, "y": [100 * by_level[c] for c in levels], "name": str(label),
+                     "marker": {"color": (FLAGGED_COLOR, SAFE_COLOR)[i % 2]},
+                     "hovertemplate": "%{x}: coverage %{y:.1f} %<extra>" + str(label) + "</extra>"})
+    data.append({"type": "scatter", "x": names, "y": [100 * c for c in levels], "name": "target", "mode": "markers",
+                 "marker": {"symbol": "line-ew-open", "size": 40, "color": "black", "line": {"width": 2}},
+                 "hovertemplate": "target %{y:.1f} %<extra></extra>"})
+    return go.Figure({"data": data, "layout": _layout(
+        title, height=340, barmode="group", xaxis={"title": {"text": "confidence level"}, "type": "category"},
+        yaxis={"title": {"text": "coverage on B's test split (%)"}, "range": [0, 105]})})
+
+
+def fig_candidate_weights(candidates: pd.DataFrame, title: str = "Top candidates and their weights") -> go.Figure:
+    """Bars of the attacker's weight per ranked candidate (``candidate``, ``weight``, ``in_set``, ``is_truth``)."""
+    frame = candidates.iloc[::-1]
+    colors = np.where(frame["in_set"].to_numpy(dtype=bool), FLAGGED_COLOR, TARGET_COLOR).tolist()
+    labels = [f"{c} ★" if t else str(c) for c, t in zip(frame["candidate"], frame["is_truth"])]
+    return go.Figure({"data": [{"type": "bar", "x": frame["weight"].astype(float).tolist(), "y": labels,
+                                "orientation": "h", "marker": {"color": colors},
+                                "hovertemplate": "%{y}: weight %{x:.4f}<extra></extra>"}],
+                      "layout": _layout(title, height=max(240, 26 * len(frame) + 110),
+                                        xaxis={"title": {"text": "attacker's weight (red: in the certified set; "
+                                                                 "★ true identity)"}},
+                                        yaxis={"type": "category"})})

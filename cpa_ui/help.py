@@ -1,0 +1,70 @@
+"""Short help texts for every number the dashboard and the report show: what it is, how to read it.
+
+One dictionary, so the pages, the tables and the HTML report say the same thing.
+"""
+
+from __future__ import annotations
+
+HELP: dict[str, str] = {
+    # certificate
+    "confidence": "The confidence level 1 − α of the certificate: each certified set contains the true identity "
+                  "with at least this probability, if calibration and audited documents are exchangeable.",
+    "alpha": "α = 1 − confidence: the miscoverage the audit tolerates. Smaller α gives larger, more conservative sets.",
+    "set_size": "|C|, the size of the certified ambiguity set: how many registry profiles remain statistically "
+                "plausible for this document after the attack. Small is risky: 1 means the attacker is certifiably "
+                "down to one person. 0 (empty set) means the attacker's top candidate is more certain than the "
+                "threshold allows: the highest risk.",
+    "leakage": "Leakage proxy L = 1 / max(1, |C|). Not a re-identification probability: L = 0.1 means the attacker "
+               "is certifiably down to 10 people.",
+    "mean_leakage": "Mean of the leakage proxy 1 / max(1, |C|) over the test documents. Not a probability of "
+                    "re-identification; larger means smaller sets on average.",
+    "at_risk": "Test documents whose certified set has fewer than k members (or whose leakage proxy exceeds the "
+               "leakage threshold): candidates for withholding or further redaction.",
+    "min_set": "The smallest certified set among the test documents.",
+    "median_set": "Median certified set size over the test documents: half of them have a set at most this large.",
+    "mean_set": "Mean certified set size over the test documents.",
+    "coverage": "Empirical coverage on the held-out test split: the share of test documents whose true identity is "
+                "in its certified set (unconditional: documents whose identity is missing from the pool count as "
+                "misses). It should be close to, and on average at least, the confidence level.",
+    "coverage_conditional": "Coverage among the test documents whose true identity is in the candidate pool. "
+                            "The guarantee is about this quantity when missing identities are excluded from "
+                            "calibration.",
+    "miss_rate": "Candidate-miss rate ρ: the share of test documents whose true identity is not in the attacker's "
+                 "pool (absent from the registry, or cut by the top-K shortlist). No set can cover them.",
+    "open_world_bound": "Open-world lower bound (1 − ρ)(1 − α) on unconditional coverage.",
+    "q_hat": "q̂, the split-conformal threshold: the ⌈(n + 1)(1 − α)⌉-th smallest calibration score. A candidate "
+             "enters a document's set when its nonconformity score is at most q̂. Infinite: the calibration set "
+             "is too small for this confidence and every set is the whole pool.",
+    "n_cal": "Calibration documents (with known identity) used to compute q̂.",
+    "n_test": "Held-out test documents the certificate is evaluated and reported on.",
+    "min_n_cal": "The fewest calibration documents that give a finite threshold at this confidence: ⌈1/α − 1⌉.",
+    "top1": "Top-1 accuracy of the attacker on the test split: the share of documents whose true identity is its "
+            "first-ranked candidate. A point estimate, with no guarantee.",
+    "top5": "Share of test documents whose true identity is among the attacker's 5 first candidates (no guarantee).",
+    "mrr": "Mean reciprocal rank of the true identity (0 when it is outside the pool); no guarantee.",
+    "empty_rate": "Share of test documents with an empty set: the attacker is more certain of its top candidate "
+                  "than the threshold requires. Counted as the highest risk.",
+    "flag_below": "Release policy k: documents whose certified set has fewer than k members are flagged. "
+                  "Sets of k − 1 or fewer correspond to a leakage proxy above 1/k (e.g. k = 12 ↔ 0.09).",
+    "leakage_threshold": "Optional second rule: also flag documents whose leakage proxy exceeds this value.",
+    "true_rank": "Rank of the true identity in the attacker's list (1 = top, ties counted pessimistically); only "
+                 "known on labelled data. Empty when the identity is not in the pool.",
+    "weight": "The attacker's weight for the candidate (a pseudo-posterior; it need not be a calibrated "
+              "probability: the guarantee never depends on it).",
+    "score": "Nonconformity score of the candidate: it is in the set when the score is at most q̂.",
+    "pool_size": "Number of candidates the attacker ranked for this document.",
+    "n_flagged": "Number of flagged test documents under the current k and leakage threshold.",
+    "config_id": "A short hash of the full declared threat configuration; certificates of different ids are not "
+                 "comparable.",
+    "n_read": "Rows read from the file (header excluded).",
+    "n_kept": "Rows that passed validation and are used.",
+    "n_rejected": "Rows dropped by validation; the table lists each with its reason.",
+    "group": "Stratum of the document (e.g. the release mechanism); with per-group calibration each group gets its "
+             "own threshold and its own guarantee.",
+    "drift_coverage": "Coverage on configuration B's test split when the threshold was calibrated on configuration A.",
+}
+
+
+def help_for(name: str) -> str:
+    """The help text of a number shown on screen."""
+    return HELP[name]

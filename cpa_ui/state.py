@@ -1,0 +1,145 @@
+"""State that survives page switches, behind small typed helpers over ``st.session_state``.
+
+Every value lives under one ``cpa.<name>`` key, read and written through :data:`state`
+(``state.run = ...``). Widgets use their own ``w.<page>.<name>`` keys, one per page (a widget
+belongs to the page that draws it), which Streamlit forgets when the page is left; :func:`widget_key`
+seeds them again from the stored value, so a slider shows the curator's last choice on every page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, TypeVar
+
+import pandas as pd
+import streamlit as st
+
+from cpa_core.attackers.imported import ImportedAttacker
+from cpa_core.audit import AuditResult
+from cpa_core.config import ProjectConfig
+from cpa_core.data import Documents, Registry
+
+T = TypeVar("T")
+CUSTOM_LEVEL = "custom"
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """The documents and registry being audited, and where they came from.
+
+    ``fingerprint`` identifies the loaded content (file checksums plus column mapping and row
+    policy); an audit result is reused only for the same fingerprint and configuration.
+    """
+
+    documents: Documents
+    registry: Registry
+    project: ProjectConfig
+    source: str  # "sample" or "upload"
+    fingerprint: str
+    group_column: str | None = None  # the documents' column holding the groups, if any
+
+    @property
+    def groups(self) -> list[str]:
+        if not self.documents.has_groups:
+            return []
+        return sorted({str(g) for g in self.documents.frame["group"]})
+
+
+@dataclass(frozen=True)
+class ThreatChoice:
+    """What the curator declared on the threat-model page (turned into an ``AuditConfig`` by
+    :func:`cpa_ui.attackers.declare`)."""
+
+    attacker: str = "tfidf"
+    attacker_params: tuple[tuple[str, Any], ...] = ()
+    knowledge: str = "K2"
+    custom_fields: tuple[str, ...] = ()
+    query_mode: str = "direct"
+    score: str = "aps"
+    top_k: int | None = None
+    n_cal: int | None = None
+    n_test: int | None = None
+    seed: int = 0
+    per_group: bool = False
+    miss_policy: str = "infinite"
+    confidences: tuple[float, ...] = (0.90, 0.95, 0.99)
+
+    @property
+    def params(self) -> dict:
+        return dict(self.attacker_params)
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    """One calibrated audit: the core's result plus what the dashboard needs to label and reuse it."""
+
+    result: AuditResult
+    key: str  # data fingerprint + configuration id
+    label: str
+    data_fingerprint: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Audits of several configurations on matched splits, and an optional drift table."""
+
+    runs: tuple[AuditRun, ...] = ()
+    drift: pd.DataFrame | None = field(default=None, compare=False)
+    drift_labels: tuple[str, str] | None = None
+
+
+class _Slot(Generic[T]):
+    """A typed attribute stored in ``st.session_state['cpa.<name>']``."""
+
+    def __init__(self, default: Callable[[], T]):
+        self.default = default
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.key = f"cpa.{name}"
+
+    def __get__(self, obj, owner=None) -> T:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        if self.key not in st.session_state:
+            st.session_state[self.key] = self.default()
+        return st.session_state[self.key]
+
+    def __set__(self, obj, value: T) -> None:
+        st.session_state[self.key] = value
+
+
+class AuditState:
+    """The curator's audit as it moves through the pages."""
+
+    data: _Slot[DataSet | None] = _Slot(lambda: None)
+    data_error: _Slot[str | None] = _Slot(lambda: None)  # why the bundled sample could not be loaded
+    notice: _Slot[str | None] = _Slot(lambda: None)  # a one-time message for the next run of a page
+    threat: _Slot[ThreatChoice | None] = _Slot(lambda: None)
+    imported: _Slot[ImportedAttacker | None] = _Slot(lambda: None)
+    run: _Slot[AuditRun | None] = _Slot(lambda: None)
+    confidence: _Slot[float] = _Slot(lambda: 0.95)
+    flag_below: _Slot[int] = _Slot(lambda: 11)
+    leakage_threshold: _Slot[float | None] = _Slot(lambda: None)
+    comparison: _Slot[Comparison] = _Slot(Comparison)
+
+    def forget_results(self) -> None:
+        """Drop everything computed from the current data (after new data is loaded)."""
+        self.run = None
+        self.comparison = Comparison()
+
+
+state = AuditState()
+
+
+def widget_key(name: str, value: Any) -> str:
+    """The key of the widget showing ``name``, seeded with ``value`` when the widget has no state yet."""
+    key = f"w.{name}"
+    if key not in st.session_state:
+        st.session_state[key] = value
+    return key
+
+
+def set_widget(name: str, value: Any) -> None:
+    """Change what the widget ``name`` shows at the next run (call from a callback or before it is drawn)."""
+    st.session_state[f"w.{name}"] = value

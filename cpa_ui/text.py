@@ -1,0 +1,130 @@
+"""Words for the curator: confidence levels, number formats, the plain-language configuration summary
+and the escaped, highlighted document text of the drill-down. Pure functions, no Streamlit.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from typing import Iterable, Sequence
+
+from cpa_core.audit import AuditConfig
+
+ALPHA_PRESETS = (0.01, 0.05, 0.10)
+CONFIDENCE_PERCENT_RANGE = (50.0, 99.5)
+CONFIDENCE_PERCENT_STEP = 0.5
+
+
+def confidence_from_percent(percent: float) -> float:
+    """The confidence level the curator picked in percent (``95.0``) as a clean decimal (``0.95``).
+
+    Rounding keeps the decimal the curator saw (a slider value such as ``94.99999`` is not a new level).
+    """
+    return round(float(percent) / 100.0, 4)
+
+
+def percent_from_confidence(confidence: float) -> float:
+    return round(float(confidence) * 100.0, 2)
+
+
+def confidence_from_alpha(alpha: float) -> float:
+    return round(1.0 - float(alpha), 4)
+
+
+def fmt_percent(value: float | None, digits: int = 1) -> str:
+    """``0.953`` -> ``"95.3 %"``; ``None`` -> ``"–"``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{100 * value:.{digits}f} %"
+
+
+def fmt_confidence(confidence: float) -> str:
+    percent = percent_from_confidence(confidence)
+    return f"{percent:g} %"
+
+
+def fmt_number(value: float | int | None, digits: int = 3) -> str:
+    """A number for a KPI: integers as integers, infinities spelled out, ``None`` as a dash."""
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "∞"
+        if math.isnan(value):
+            return "–"
+        if value.is_integer() and abs(value) < 1e15:
+            return f"{int(value):,}"
+        return f"{value:.{digits}g}"
+    return f"{value:,}"
+
+
+def _join(items: Sequence[str]) -> str:
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: int,
+                          groups: Sequence[str] = ()) -> str:
+    """One paragraph, in plain language, of what a declared configuration assumes and certifies."""
+    attacker = config.attacker
+    name = attacker.get("attacker")
+    if name == "tfidf":
+        how = (f"ranks the {n_profiles:,} registry profiles by TF-IDF cosine similarity to each released "
+               "document and turns similarities into weights with a softmax at temperature "
+               f"{attacker.get('temperature')}")
+    elif name == "imported":
+        how = f"uses candidate {attacker.get('kind')}s computed elsewhere (file {attacker.get('file')})"
+    else:
+        how = f"uses the '{name}' pipeline"
+    fields = _join([f"'{f}'" for f in config.knowledge.fields])
+    query = ("the released text alone" if config.knowledge.query_mode == "direct"
+             else "the released text plus identifying clues an LLM extracts from it")
+    pool = "the whole registry" if config.top_k is None else f"a shortlist of its top {config.top_k} candidates"
+    n_cal = "half of the documents" if config.n_cal is None else f"{config.n_cal:,} documents"
+    n_test = "the remaining documents" if config.n_test is None else f"{config.n_test:,} other documents"
+    score = {"aps": "the probability mass accumulated from the top of the ranking (APS)",
+             "rank": "the rank of a candidate in the attacker's list",
+             "probability": "one minus the candidate's weight"}.get(config.score, config.score)
+    per_group = (f" Thresholds are calibrated separately for each group ({_join([str(g) for g in groups])}), so the "
+                 "guarantee holds within each group." if config.group_column else "")
+    miss = ("calibration documents whose identity is missing from the pool count as infinitely nonconforming "
+            "(conservative)" if config.miss_policy == "infinite" else
+            "calibration documents whose identity is missing from the pool are left out, so the guarantee is "
+            "conditional on the identity being in the pool")
+    levels = _join([fmt_confidence(float(c)) for c in config.confidences])
+    flag = f"sets of fewer than {config.flag_below} people are flagged"
+    if config.leakage_threshold is not None:
+        flag += f", as are documents whose leakage proxy exceeds {config.leakage_threshold:g}"
+    return (f"The attacker knows the registry fields {fields} (knowledge level {config.knowledge.name}), queries "
+            f"with {query}, and {how}; it considers {pool}. Out of {n_documents:,} documents, {n_cal} with known "
+            f"identities calibrate the threshold and {n_test} test it (split seed {config.seed}); candidates are "
+            f"scored by {score}, and {miss}.{per_group} Certificates are computed at {levels} confidence and "
+            f"{flag}. They are valid only for this exact configuration (id {config.config_id}): any change needs "
+            "a new calibration.")
+
+
+def _term_pattern(terms: Iterable[str]) -> re.Pattern | None:
+    words = sorted({t for t in terms if t and t.strip()}, key=len, reverse=True)
+    if not words:
+        return None
+    return re.compile(r"(?<!\w)(?:" + "|".join(re.escape(w) for w in words) + r")(?!\w)", re.IGNORECASE)
+
+
+def highlight_terms(text: str, terms: Iterable[str]) -> str:
+    """HTML of ``text`` with each whole-word occurrence of ``terms`` in ``<mark>``.
+
+    Matching runs on the raw text and every piece is escaped on its own, so nothing from the text can
+    become markup (a term can never match inside an escaped entity). Line breaks become ``<br>``.
+    """
+    pattern = _term_pattern(terms)
+    pieces, start = [], 0
+    if pattern is not None:
+        for match in pattern.finditer(text):
+            pieces.append(html.escape(text[start:match.start()]))
+            pieces.append(f"<mark>{html.escape(match.group(0))}</mark>")
+            start = match.end()
+    pieces.append(html.escape(text[start:]))
+    return "".join(pieces).replace("\r\n", "\n").replace("\n", "<br>")

@@ -1,0 +1,180 @@
+"""Step 1: the released documents and the profile registry: upload, map columns, validate, preview."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from cpa_core.data import DOCUMENT_COLUMNS, FORMATS, REGISTRY_ID, open_world_share
+from cpa_core.errors import CPAError
+from cpa_ui.analysis import preview
+from cpa_ui.cache import (config_from_upload, documents_from_upload, fingerprint, load_sample, registry_from_upload,
+                          table_columns)
+from cpa_ui.components import adopt_data, show_error
+from cpa_ui.help import HELP
+from cpa_ui.state import DataSet, state
+
+UPLOAD_TYPES = sorted({suffix.lstrip(".") for suffix in FORMATS})
+ROW_POLICIES = {"error": "Stop at the first invalid row (nothing is replaced)",
+                "drop": "Drop invalid rows and list them in the validation report"}
+NO_GROUP = "(no groups)"
+
+st.title("Data")
+st.markdown("The released documents (with the true identity of each, for calibration and testing) and the "
+            "registry of candidate profiles the attacker ranks. The bundled synthetic sample is loaded by "
+            "default; upload your own files below.")
+
+
+def validation_report(report, what: str) -> None:
+    columns = st.columns(3)
+    columns[0].metric(f"{what} read", f"{report.n_read:,}", help=HELP["n_read"])
+    columns[1].metric("Kept", f"{report.n_kept:,}", help=HELP["n_kept"])
+    columns[2].metric("Rejected", f"{len(report.rejected):,}", help=HELP["n_rejected"])
+    if report.rejected:
+        st.dataframe(report.to_frame(), hide_index=True, width="stretch",
+                     column_config={"row": st.column_config.NumberColumn("row", help="Row in the file, header "
+                                                                                    "excluded"),
+                                    "reason": st.column_config.TextColumn("reason", width="large")})
+    for note in report.notes:
+        st.caption(note)
+
+
+def current_data(data: DataSet) -> None:
+    source = "the bundled synthetic sample" if data.source == "sample" else "uploaded files"
+    st.success(f"Auditing {len(data.documents):,} documents against {len(data.registry):,} profiles from {source}.",
+               icon=":material/check_circle:")
+    missing = open_world_share(data.documents, data.registry)
+    st.caption(f"{missing:.1%} of the documents are about people absent from the registry (open world): no "
+               "certified set can contain them, and they count against unconditional coverage.")
+    documents_tab, registry_tab = st.tabs([f"Documents · {data.documents.file}", f"Registry · {data.registry.file}"])
+    with documents_tab:
+        st.caption(f"SHA-256 {data.documents.sha256}")
+        validation_report(data.documents.report, "Rows")
+        if data.documents.has_groups:
+            counts = data.documents.frame["group"].value_counts().rename_axis("group").reset_index(name="documents")
+            st.dataframe(counts, hide_index=True, column_config={"documents": st.column_config.NumberColumn(
+                help="Documents per group (e.g. per release mechanism)")})
+        st.markdown("**Preview** (document text is only shown in a flagged document's drill-down)")
+        st.dataframe(preview(data.documents), hide_index=True, width="stretch", height=260,
+                     column_config={"text_characters": st.column_config.NumberColumn(
+                                        "characters", help="Length of the released text, in characters."),
+                                    "text_words": st.column_config.NumberColumn(
+                                        "words", help="Length of the released text, in words.")})
+    with registry_tab:
+        st.caption(f"SHA-256 {data.registry.sha256}; fields: {', '.join(data.registry.fields)}")
+        validation_report(data.registry.report, "Rows")
+        st.markdown("**Preview**")
+        st.dataframe(data.registry.frame.head(50), hide_index=True, width="stretch", height=260)
+
+
+def column_choice(label: str, ours: str, theirs: list[str], key: str, optional: bool = False) -> str | None:
+    options = ([NO_GROUP] if optional else []) + theirs
+    default = ours if ours in theirs else (NO_GROUP if optional else None)
+    choice = st.selectbox(label, options, index=None if default is None else options.index(default), key=key,
+                          placeholder="choose a column")
+    return None if choice in (None, NO_GROUP) else choice
+
+
+def upload_form(data: DataSet | None) -> None:
+    limit = st.get_option("server.maxUploadSize")
+    st.markdown(f"CSV (UTF-8), JSONL or Parquet, up to {limit} MB per file. A file replaces only its part: upload "
+                "just the documents to audit them against the current registry, or both.")
+    left, right = st.columns(2)
+    documents_file = left.file_uploader("Released documents", type=UPLOAD_TYPES, key="upload.documents",
+                                        help="Columns: a document id, the released text, the true identity id, and "
+                                             "optionally a group (e.g. the release mechanism).")
+    registry_file = right.file_uploader("Profile registry", type=UPLOAD_TYPES, key="upload.registry",
+                                        help="Columns: an identity id and any profile fields the attacker may know.")
+    config_file = st.file_uploader("Audit configuration (optional TOML: knowledge levels and defaults)", type=["toml"],
+                                   key="upload.config")
+    mapping_documents, mapping_registry, group_column = {}, {}, None
+    ready = True
+    if documents_file is not None:
+        try:
+            columns, rows = table_columns(documents_file.getvalue(), documents_file.name)
+        except CPAError as error:
+            show_error(error)
+            ready = False
+        else:
+            left.caption(f"{rows:,} rows; columns: {', '.join(columns)}")
+            with left:
+                for ours in DOCUMENT_COLUMNS:
+                    mapping_documents[ours] = column_choice(f"Column holding '{ours}'", ours, columns,
+                                                            key=f"map.documents.{ours}")
+                group_column = column_choice("Column holding the group (optional)", "group", columns,
+                                             key="map.documents.group", optional=True)
+    if registry_file is not None:
+        try:
+            columns, rows = table_columns(registry_file.getvalue(), registry_file.name)
+        except CPAError as error:
+            show_error(error)
+            ready = False
+        else:
+            right.caption(f"{rows:,} rows; columns: {', '.join(columns)}")
+            with right:
+                mapping_registry[REGISTRY_ID] = column_choice(f"Column holding '{REGISTRY_ID}'", REGISTRY_ID, columns,
+                                                              key="map.registry.identity_id")
+    on_invalid = st.radio("Invalid rows (missing or duplicate ids, empty text)", list(ROW_POLICIES),
+                          format_func=ROW_POLICIES.get, key="upload.on_invalid", horizontal=True)
+    nothing = documents_file is None and registry_file is None and config_file is None
+    if st.button("Load these files", type="primary", disabled=nothing or not ready, key="upload.load"):
+        load_uploads(data, documents_file, registry_file, config_file, mapping_documents, mapping_registry,
+                     group_column, on_invalid)
+
+
+def _renames(mapping: dict[str, str | None]) -> tuple[tuple[str, str], ...]:
+    return tuple((ours, theirs) for ours, theirs in mapping.items() if theirs is not None and theirs != ours)
+
+
+def load_uploads(data, documents_file, registry_file, config_file, mapping_documents, mapping_registry,
+                 group_column, on_invalid) -> None:
+    """Validate the uploads; on any problem say what is wrong and keep the data as it was."""
+    if data is None and (documents_file is None or registry_file is None):
+        st.error("Upload both the documents and the registry.", icon=":material/error:")
+        return
+    try:
+        project = config_from_upload(config_file.getvalue(), config_file.name) if config_file else data.project
+        if documents_file is not None:
+            documents = documents_from_upload(documents_file.getvalue(), documents_file.name,
+                                              _renames(mapping_documents), group_column, on_invalid)
+            documents_key = (documents.sha256, _renames(mapping_documents), group_column, on_invalid)
+        else:
+            documents, documents_key = data.documents, data.fingerprint
+            group_column = data.group_column
+        if registry_file is not None:
+            registry = registry_from_upload(registry_file.getvalue(), registry_file.name,
+                                            _renames(mapping_registry), on_invalid)
+            registry_key = (registry.sha256, _renames(mapping_registry), on_invalid)
+        else:
+            registry, registry_key = data.registry, data.fingerprint
+    except CPAError as error:
+        show_error(error, "Nothing was replaced: ")
+        return
+    if documents.has_groups and group_column is None:
+        group_column = "group"
+    adopt_data(DataSet(documents, registry, project, "upload", fingerprint(documents_key, registry_key, repr(project)),
+                       group_column))
+    state.notice = "New data loaded and validated; results computed on the earlier data were cleared."
+    st.rerun()
+
+
+data = state.data
+if state.notice:
+    st.success(state.notice, icon=":material/check_circle:")
+    state.notice = None
+if state.data_error and data is None:
+    st.error(f"The bundled sample data could not be loaded: {state.data_error}", icon=":material/error:")
+if data is not None:
+    current_data(data)
+with st.expander(f"Upload your own documents and registry (CSV, JSONL or Parquet, up to "
+                 f"{st.get_option('server.maxUploadSize')} MB each)", expanded=data is None or data.source == "upload",
+                 icon=":material/upload:"):
+    upload_form(data)
+if data is not None and data.source == "upload":
+    if st.button("Go back to the bundled sample data", key="data.reset_sample"):
+        try:
+            adopt_data(load_sample())
+        except CPAError as error:
+            show_error(error)
+        else:
+            state.notice = "Back to the bundled sample data; results computed on the uploaded data were cleared."
+            st.rerun()

@@ -1,0 +1,167 @@
+"""Step 2: declare the threat configuration the certificate will be valid for."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from cpa_core.errors import CPAError
+from cpa_core.knowledge import QUERY_MODES, KnowledgeLevel, profile_texts
+from cpa_core.scores import SCORES
+from cpa_ui import nav
+from cpa_ui.attackers import FORMS, available_forms, default_threat, usable_levels
+from cpa_ui.cache import scores_from_upload
+from cpa_ui.components import declared, require_data, show_error
+from cpa_ui.help import HELP
+from cpa_ui.state import CUSTOM_LEVEL, ThreatChoice, state, widget_key
+from cpa_ui.text import configuration_summary
+
+CONFIDENCE_CHOICES = (0.80, 0.90, 0.95, 0.975, 0.99, 0.995)
+QUERY_MODE_LABELS = {"direct": "Direct: the released text is the query",
+                     "direct_plus_clues": "Direct + clues: an LLM appends identifying clues (needs an LLM endpoint)"}
+MISS_POLICIES = {"infinite": "Count them as infinitely nonconforming (conservative; default)",
+                 "exclude": "Leave them out (guarantee conditional on the identity being in the pool)"}
+
+data = require_data()
+if state.threat is None:
+    state.threat = default_threat(data)
+threat: ThreatChoice = state.threat
+n_documents = len(data.documents)
+
+st.title("Threat model")
+st.markdown("Declare what the attacker knows and how it works. The certificate is valid for exactly this "
+            "configuration: change anything and the audit must be calibrated again.")
+
+# --- attacker -----------------------------------------------------------------------------------------------
+st.subheader("Attacker")
+forms = {form.name: form for form in available_forms()}
+attacker = st.radio("Attacker pipeline", list(forms), format_func=lambda name: forms[name].label, horizontal=True,
+                    key=widget_key("threat.attacker", threat.attacker if threat.attacker in forms else "tfidf"))
+form = forms[attacker]
+st.caption(form.description)
+if form.sends_data_out:
+    st.warning("This attacker sends document text to the configured endpoint.", icon=":material/cloud_upload:")
+defaults = form.defaults(data.project.attackers.get(form.name))
+current = threat.params if threat.attacker == attacker else {}
+params = {}
+columns = st.columns(max(len(form.params), 1))
+for column, param in zip(columns, form.params):
+    key = widget_key(f"threat.param.{attacker}.{param.name}", current.get(param.name, defaults[param.name]))
+    with column:
+        if param.kind == "select":
+            params[param.name] = st.selectbox(param.label, param.options, key=key, help=param.help)
+        elif param.kind == "text":
+            params[param.name] = st.text_input(param.label, key=key, help=param.help).strip() or param.default
+        elif param.kind == "int":
+            params[param.name] = int(st.number_input(param.label, min_value=int(param.min), max_value=int(param.max),
+                                                     step=int(param.step), key=key, help=param.help))
+        else:
+            params[param.name] = float(st.number_input(param.label, min_value=param.min, max_value=param.max,
+                                                       step=param.step, format="%.3f", key=key, help=param.help))
+if form.needs_scores_upload:
+    scores_file = st.file_uploader("Candidate scores: doc_id, candidate_id, score (CSV, JSONL or Parquet)",
+                                   type=["csv", "jsonl", "ndjson", "parquet", "pq"], key="upload.scores")
+    if scores_file is not None:
+        try:
+            state.imported = scores_from_upload(scores_file.getvalue(), scores_file.name, params["kind"],
+                                                params["temperature"])
+            st.caption(f"{len(state.imported.frame):,} candidate scores for "
+                       f"{state.imported.frame['doc_id'].nunique():,} documents read from {scores_file.name}.")
+        except CPAError as error:
+            show_error(error)
+            state.imported = None
+pending = [f.label for name, f in FORMS.items() if name not in forms]
+st.caption(("Not offered by this installation yet: " + ", ".join(pending) + ". " if pending else "")
+           + "More attackers (e.g. LLM clue extraction) appear here, with their parameters, once the core provides "
+             "them. Only an attacker calling a configured LLM endpoint would send text off this machine.")
+
+# --- knowledge ----------------------------------------------------------------------------------------------
+st.subheader("Knowledge")
+levels = usable_levels(data)
+unusable = [name for name in data.project.levels if name not in levels]
+options = levels + [CUSTOM_LEVEL]
+knowledge = st.radio("Knowledge level", options, horizontal=True,
+                     format_func=lambda name: "Custom field list" if name == CUSTOM_LEVEL else name,
+                     key=widget_key("threat.knowledge",
+                                    threat.knowledge if threat.knowledge in options else options[0]),
+                     help="Which registry fields the attacker sees. K1 (weak) to K3 (strong) are declared in the "
+                          "audit configuration; a custom list declares your own.")
+if unusable:
+    st.caption(f"Levels {', '.join(unusable)} need fields the loaded registry does not have.")
+custom_fields = tuple(threat.custom_fields)
+query_mode = threat.query_mode
+if knowledge == CUSTOM_LEVEL:
+    custom_fields = tuple(st.multiselect("Registry fields the attacker sees", data.registry.fields,
+                                         key=widget_key("threat.custom_fields",
+                                                        [f for f in custom_fields if f in data.registry.fields])))
+    query_mode = st.radio("Query mode", QUERY_MODES, format_func=QUERY_MODE_LABELS.get, horizontal=True,
+                          key=widget_key("threat.query_mode", query_mode if query_mode in QUERY_MODES else "direct"))
+    level = KnowledgeLevel(CUSTOM_LEVEL, custom_fields, query_mode) if custom_fields else None
+else:
+    level = data.project.levels[knowledge]
+    st.caption(f"{level.description}  Query mode: {QUERY_MODE_LABELS[level.query_mode].lower()}.")
+if level is not None:
+    visible = set(level.fields)
+    st.dataframe(pd.DataFrame({"registry field": data.registry.fields,
+                               "the attacker sees it": [f in visible for f in data.registry.fields]}),
+                 hide_index=True, column_config={"the attacker sees it": st.column_config.CheckboxColumn()})
+    with st.expander("The profile text the attacker builds for the first registry entry"):
+        st.text(profile_texts(data.registry, level)[0])
+if (level is not None and level.query_mode != "direct"):
+    st.warning("No LLM endpoint is configured in this installation, so the clue-augmented query mode cannot run. "
+               "Choose the direct mode.", icon=":material/block:")
+
+# --- pool, score, protocol ------------------------------------------------------------------------------------
+st.subheader("Candidate pool and score")
+left, right = st.columns(2)
+score = left.selectbox("Nonconformity score", list(SCORES), key=widget_key("threat.score", threat.score),
+                       format_func=lambda name: f"{name}: {SCORES[name].description}",
+                       help="How nonconforming a candidate is for a document; every score gives valid sets, "
+                            "they differ in set sizes. APS is the default.")
+whole = right.checkbox("Rank the whole registry", key=widget_key("threat.whole_pool", threat.top_k is None),
+                       help="Otherwise the attacker keeps a top-K shortlist; identities cut from it count as "
+                            "candidate misses.")
+top_k = None if whole else int(right.number_input(
+    "Top-K shortlist", min_value=1, max_value=max(len(data.registry), 1), step=1,
+    key=widget_key("threat.top_k", threat.top_k or min(50, len(data.registry)))))
+
+st.subheader("Calibration protocol")
+columns = st.columns(4)
+n_cal = int(columns[0].number_input("Calibration documents n_cal", min_value=1, max_value=n_documents, step=50,
+                                    key=widget_key("threat.n_cal", threat.n_cal or n_documents // 2),
+                                    help=HELP["n_cal"]))
+n_test = int(columns[1].number_input("Test documents n_test", min_value=1, max_value=n_documents, step=50,
+                                     key=widget_key("threat.n_test", threat.n_test or n_documents - n_documents // 2),
+                                     help=HELP["n_test"]))
+seed = int(columns[2].number_input("Split seed", min_value=0, step=1, key=widget_key("threat.seed", threat.seed),
+                                   help="Seed of the random calibration/test split; part of the configuration."))
+per_group = columns[3].checkbox("Calibrate per group", disabled=not data.documents.has_groups,
+                                key=widget_key("threat.per_group", threat.per_group and data.documents.has_groups),
+                                help="Mondrian calibration: one threshold per group (e.g. per release mechanism), "
+                                     "so the guarantee holds within each group."
+                                     + ("" if data.documents.has_groups else " The documents have no group column."))
+if n_cal + n_test > n_documents:
+    st.error(f"n_cal + n_test = {n_cal + n_test:,} exceeds the {n_documents:,} documents loaded.",
+             icon=":material/error:")
+miss_policy = st.radio("Calibration documents whose identity is not in the pool", list(MISS_POLICIES),
+                       format_func=MISS_POLICIES.get, key=widget_key("threat.miss_policy", threat.miss_policy))
+confidences = st.multiselect("Confidence levels to certify and export", CONFIDENCE_CHOICES,
+                             key=widget_key("threat.confidences", [c for c in threat.confidences
+                                                                   if c in CONFIDENCE_CHOICES] or [0.95]),
+                             format_func=lambda c: f"{100 * c:g} %", help=HELP["confidence"] +
+                             " The Explore page shows any other level without a new attack.")
+
+state.threat = ThreatChoice(
+    attacker=attacker, attacker_params=tuple(params.items()), knowledge=knowledge, custom_fields=custom_fields,
+    query_mode=query_mode, score=score, top_k=top_k, n_cal=n_cal, n_test=n_test, seed=seed, per_group=per_group,
+    miss_policy=miss_policy, confidences=tuple(sorted(confidences)) or (0.95,))
+
+# --- summary ------------------------------------------------------------------------------------------------
+st.subheader("Declared configuration")
+declaration = declared(data)
+if declaration is not None:
+    config, _ = declaration
+    st.info(configuration_summary(config, n_documents=n_documents, n_profiles=len(data.registry),
+                                  groups=data.groups if per_group else ()), icon=":material/gavel:")
+    st.caption(f"Configuration id {config.config_id}. {HELP['config_id']}")
+    st.page_link(nav.CALIBRATE, label="Next: run the attack and calibrate", icon=":material/arrow_forward:")

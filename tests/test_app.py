@@ -1,0 +1,461 @@
+"""The dashboard under Streamlit's AppTest: every page, the curator's full flow, bad uploads, and the
+pure helpers behind the pages.
+
+The audit of the sample data is cached by ``st.cache_data`` for the whole test process, so only the
+first calibration attacks anything.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cpa_ui import nav
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+APP = str(REPO_ROOT / "app.py")
+TIMEOUT_S = 120
+PAGES = [spec.path for spec in nav.WORKFLOW]
+RESULT_PAGES = [nav.EXPLORE, nav.FLAGGED, nav.REPORT]
+
+
+def new_app():
+    from streamlit.testing.v1 import AppTest
+    return AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+
+
+def assert_clean(at) -> None:
+    """No exception element, and no error message, on the page."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def metric(at, label: str) -> str:
+    values = [m.value for m in at.metric if m.label == label]
+    assert values, f"no metric '{label}' among {[m.label for m in at.metric]}"
+    return values[0]
+
+
+def calibrate(at, knowledge: str = "K2"):
+    at.switch_page(nav.THREAT).run()
+    at.radio(key="w.threat.knowledge").set_value(knowledge).run()
+    assert_clean(at)
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    return at
+
+
+@pytest.fixture(scope="module")
+def sample(sample_paths) -> dict:
+    """What the sample files declare, so that the tests follow the sample data when it is regenerated."""
+    from cpa_core.config import load_config
+
+    audit = load_config(sample_paths["config"]).audit
+    return {"documents": len(pd.read_csv(sample_paths["documents"])),
+            "profiles": len(pd.read_csv(sample_paths["registry"])), "n_cal": audit["n_cal"], "n_test": audit["n_test"], "seed": audit["seed"],
+            "confidences": [float(c) for c in audit["confidence"]]}
+
+
+@pytest.fixture(scope="module")
+def calibrated(sample_paths):
+    """One session with the sample data calibrated under K2 (shared by the read-only page checks)."""
+    return calibrate(new_app().run())
+
+
+@pytest.fixture
+def downloads(monkeypatch):
+    """What the page hands to download buttons: ``{file_name: bytes or callable}``."""
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    seen: dict[str, object] = {}
+    add, add_deferred = MediaFileManager.add, MediaFileManager.add_deferred
+
+    def record(self, path_or_data, mimetype, coordinates, file_name=None, is_for_static_download=False):
+        if file_name:
+            seen[file_name] = path_or_data
+        return add(self, path_or_data, mimetype, coordinates, file_name, is_for_static_download)
+
+    def record_deferred(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        if file_name:
+            seen[file_name] = data_callable
+        return add_deferred(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add", record)
+    monkeypatch.setattr(MediaFileManager, "add_deferred", record_deferred)
+    return seen
+
+
+# --- every page ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("page", ["app.py", *PAGES])
+def test_every_page_renders_before_calibration(page, sample_paths):
+    at = new_app().run()
+    if page != "app.py":
+        at.switch_page(page).run()
+    assert_clean(at)
+    if page in RESULT_PAGES:
+        assert any("No calibrated audit yet" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("page", ["app.py", *PAGES])
+def test_every_page_renders_after_calibration(page, calibrated):
+    calibrated.switch_page(page).run()
+    assert_clean(calibrated)
+    assert not any("No calibrated audit yet" in i.value for i in calibrated.info)
+
+
+def test_home_explains_cpa_and_shows_the_audit_state(calibrated):
+    calibrated.switch_page("app.py").run()
+    text = " ".join(m.value for m in calibrated.markdown)
+    assert "certified set" in text and "exchangeable" in text
+    assert any("test documents" in i.value and "coverage" in i.value for i in calibrated.info)
+
+
+def test_sample_data_is_loaded_by_default(sample):
+    at = new_app().run()
+    at.switch_page(nav.DATA).run()
+    assert_clean(at)
+    assert any(f"{sample['documents']:,} documents against {sample['profiles']:,} profiles" in s.value
+               for s in at.success)
+    assert metric(at, "Kept") == f"{sample['documents']:,}"
+    # the preview never shows the released text
+    preview = at.dataframe[1].value
+    assert "text" not in preview.columns and "text_characters" in preview.columns
+
+
+def test_every_number_has_a_help_text(calibrated):
+    for page in PAGES:
+        calibrated.switch_page(page).run()
+        for shown in calibrated.metric:
+            assert shown.help, f"metric '{shown.label}' on {page} has no help text"
+
+
+# --- the full flow -------------------------------------------------------------------------------------------
+
+def test_full_flow_sample_k2_calibrate_slide_flag_export(sample, downloads):
+    at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.radio(key="w.threat.knowledge").set_value("K2").run()
+    summary = at.info[0].value
+    assert "knowledge level K2" in summary and "'keywords'" in summary and "'profile'" not in summary
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    assert metric(at, "Calibration documents") == f"{sample['n_cal']:,}"
+    assert metric(at, "Test documents") == f"{sample['n_test']:,}"
+    table = at.dataframe[0].value
+    assert list(table["confidence"]) == sorted(set(sample["confidences"]) | {0.95})
+
+    at.switch_page(nav.EXPLORE).run()
+    assert_clean(at)
+    at.slider(key="w.explore.confidence_percent").set_value(95.0).run()
+    at_95 = (metric(at, "Documents at risk"), metric(at, "Median set"))
+    at.slider(key="w.explore.confidence_percent").set_value(60.0).run()
+    assert_clean(at)
+    at_60 = (metric(at, "Documents at risk"), metric(at, "Median set"))
+    assert int(at_60[0].replace(",", "")) > int(at_95[0].replace(",", ""))
+    assert float(at_60[1]) < float(at_95[1])
+    # the α presets move the slider
+    at.button(key="explore.preset.0.05").click().run()
+    assert at.slider(key="w.explore.confidence_percent").value == 95.0
+    at.slider(key="w.explore.confidence_percent").set_value(60.0).run()
+
+    at.switch_page(nav.FLAGGED).run()
+    assert_clean(at)
+    flagged_k11 = at.dataframe[0].value
+    assert len(flagged_k11) == int(at_60[0].replace(",", ""))
+    assert list(flagged_k11["set_size"]) == sorted(flagged_k11["set_size"])
+    at.slider(key="w.flagged.flag_below").set_value(2).run()
+    flagged_k2 = at.dataframe[0].value
+    assert set(flagged_k2["set_size"]) <= {0, 1}
+    at.slider(key="w.flagged.flag_below").set_value(30).run()
+    flagged_k30 = at.dataframe[0].value
+    assert len(flagged_k2) < len(flagged_k30) and (flagged_k30["set_size"] < 30).all()
+    assert metric(at, "Flagged documents").startswith(f"{len(flagged_k30):,} of")
+    # the drill-down shows the escaped text of the first flagged document, with highlights
+    shown = at.get("html")[0].proto.body
+    assert "cpa-document" in shown and "<mark>" in shown
+
+    at.switch_page(nav.REPORT).run()
+    assert_clean(at)
+    worklist_name = next(name for name in downloads if name.endswith("-worklist.csv"))
+    worklist = pd.read_csv(io.BytesIO(downloads[worklist_name]))
+    assert list(worklist["doc_id"]) == list(flagged_k30["doc_id"])
+    assert worklist["driving_terms"].notna().any()
+    work_json = json.loads(downloads[next(n for n in downloads if n.endswith("-worklist.json"))])
+    assert len(work_json) == len(worklist) and work_json[0]["confidence"] == 0.6
+    manifest = json.loads(downloads[next(n for n in downloads if n.endswith("-manifest.json"))])
+    assert manifest["dashboard_view"] == {"confidence": 0.6, "flag_below": 30, "leakage_threshold": None}
+    assert manifest["inputs"]["documents"]["sha256"]
+    records = downloads[next(n for n in downloads if n.endswith("-records.jsonl"))]().decode("utf-8").splitlines()
+    assert len(records) == sample["n_cal"] + sample["n_test"]
+    assert {json.loads(line)["split"] for line in records} == {"calibration", "test"}
+    report = downloads[next(n for n in downloads if n.endswith("-report.html"))]().decode("utf-8")
+    assert report.startswith("<!DOCTYPE html>") and manifest["config_id"] in report
+
+
+def test_leakage_threshold_adds_flags(calibrated):
+    at = calibrated
+    at.session_state["cpa.confidence"] = 0.6  # small sets, so that the two rules differ
+    at.switch_page(nav.FLAGGED).run()
+    at.slider(key="w.flagged.flag_below").set_value(2).run()
+    by_size = at.dataframe[0].value
+    at.checkbox(key="w.flagged.use_leakage").check().run()
+    at.number_input(key="w.flagged.leakage_threshold").set_value(0.1).run()
+    assert_clean(at)
+    both = at.dataframe[0].value
+    assert len(both) > len(by_size) and set(both["set_size"]) <= set(range(10))
+    at.checkbox(key="w.flagged.use_leakage").uncheck().run()
+    at.slider(key="w.flagged.flag_below").set_value(11).run()
+    at.session_state["cpa.confidence"] = 0.95
+
+
+def test_compare_runs_levels_on_matched_splits_and_the_drift_test(calibrated, sample):
+    at = calibrated
+    at.switch_page(nav.COMPARE).run()
+    at.button(key="compare.run").click().run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert list(table["label"]) == ["K1", "K2", "K3"]
+    assert set(table["n_test"]) == {sample["n_test"]}
+    # matched splits: the same test documents for every level
+    runs = at.session_state["cpa.comparison"].runs
+    assert len({tuple(r.result.test_split.table.doc_ids) for r in runs}) == 1
+    at.button(key="drift.run").click().run()
+    assert_clean(at)
+    drift = at.dataframe[1].value
+    assert set(drift["calibration"]) == {"drift (calibrated on A)", "own (recalibrated on B)"}
+    assert any("recalibrating on B restores coverage" in i.value for i in at.info)
+    at.radio(key="w.drift.mode").set_value("groups").run()
+    at.button(key="drift.run").click().run()
+    assert_clean(at)
+
+
+def test_a_changed_threat_model_is_flagged_as_not_calibrated(calibrated, sample):
+    at = calibrated
+    at.switch_page(nav.THREAT).run()
+    at.number_input(key="w.threat.seed").set_value(sample["seed"] + 1).run()
+    at.switch_page(nav.EXPLORE).run()
+    assert any("has not been calibrated yet" in w.value for w in at.warning)
+    at.switch_page(nav.THREAT).run()
+    at.number_input(key="w.threat.seed").set_value(sample["seed"]).run()
+    at.switch_page(nav.EXPLORE).run()
+    assert not any("has not been calibrated yet" in w.value for w in at.warning)
+
+
+def test_custom_knowledge_level_shows_the_fields_the_attacker_sees(sample_paths):
+    at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.radio(key="w.threat.knowledge").set_value("custom").run()
+    at.multiselect(key="w.threat.custom_fields").set_value(["occupation", "city"]).run()
+    assert_clean(at)
+    sees = at.dataframe[0].value.set_index("registry field")["the attacker sees it"]
+    assert sees[["occupation", "city"]].all() and not sees.drop(["occupation", "city"]).any()
+    assert "'occupation' and 'city' (knowledge level custom)" in at.info[0].value
+    at.multiselect(key="w.threat.custom_fields").set_value([]).run()
+    assert any("at least one registry field" in e.value for e in at.error)
+    assert not at.exception
+
+
+def test_clue_query_mode_without_llm_is_refused_with_a_message(sample_paths):
+    at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.radio(key="w.threat.knowledge").set_value("custom").run()
+    at.radio(key="w.threat.query_mode").set_value("direct_plus_clues").run()
+    assert any("No LLM endpoint is configured" in w.value for w in at.warning)
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert not at.exception
+    assert any("clue extractor" in e.value for e in at.error)
+
+
+# --- uploads -------------------------------------------------------------------------------------------------
+
+def _upload(at, key: str, name: str, data: bytes, mime: str = "text/csv"):
+    at.switch_page(nav.DATA).run()
+    at.file_uploader(key=key).set_value((name, data, mime)).run()
+    return at
+
+
+def _assert_sample_kept(at, sample) -> None:
+    data = at.session_state["cpa.data"]
+    assert data.source == "sample"
+    assert (len(data.documents), len(data.registry)) == (sample["documents"], sample["profiles"])
+
+
+BAD_DOCUMENTS = {
+    "wrong columns": ("docs.csv", b"a,b\n1,2\n", "required column 'doc_id' is missing"),
+    "bad encoding": ("docs.csv", "doc_id,text,identity_id\nD1,café au lait,P0001\n".encode("latin-1"),
+                     "not valid UTF-8"),
+    "empty file": ("docs.csv", b"", "the file is empty"),
+    "header only": ("docs.csv", b"doc_id,text,identity_id\n", "the table has no rows"),
+    "duplicate ids": ("docs.csv", b"doc_id,text,identity_id\nD1,first text,P0001\nD1,second text,P0002\n",
+                      "duplicate id 'D1'"),
+    "not parquet": ("docs.parquet", b"\x89PNG\r\n\x1a\n" + bytes(range(200)), "not a readable Parquet file"),
+    "not json lines": ("docs.jsonl", b'[{"doc_id": "D1"}]\n', "line 1 is not a JSON object"),
+    "ragged csv": ("docs.csv", b'doc_id,text,identity_id\nD1,"unclosed,P0001\n', "not a well-formed CSV table"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_DOCUMENTS))
+def test_bad_document_upload_gives_a_message_and_keeps_the_data(case, sample):
+    name, data, message = BAD_DOCUMENTS[case]
+    at = _upload(new_app().run(), "upload.documents", name, data)
+    if not at.error:  # the file reads as a table: the problem shows when it is loaded
+        at.button(key="upload.load").click().run()
+    assert not at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert message in errors and "Traceback" not in errors
+    _assert_sample_kept(at, sample)
+    at.switch_page(nav.EXPLORE).run()
+    assert not at.exception
+
+
+def test_bad_registry_upload_keeps_the_data(sample):
+    at = _upload(new_app().run(), "upload.registry", "people.csv", b"identity_id,age\nP1,30\nP1,40\n")
+    at.button(key="upload.load").click().run()
+    assert any("duplicate id 'P1'" in e.value for e in at.error)
+    _assert_sample_kept(at, sample)
+
+
+def test_dropping_invalid_rows_reports_them(sample):
+    at = _upload(new_app().run(), "upload.documents", "docs.csv",
+                 b"doc_id,text,identity_id\nD1,some text,P0001\nD1,dup,P0002\nD3,,P0003\nD4,more text,P0004\n")
+    at.radio(key="upload.on_invalid").set_value("drop").run()
+    at.button(key="upload.load").click().run()
+    assert_clean(at)
+    data = at.session_state["cpa.data"]
+    assert data.source == "upload" and len(data.documents) == 2 and len(data.registry) == sample["profiles"]
+    assert metric(at, "Rejected") == "2"
+    rejected = at.dataframe[0].value
+    assert list(rejected["row"]) == [2, 3]
+    assert "duplicate id 'D1'" in rejected["reason"].iloc[0] and "empty" in rejected["reason"].iloc[1]
+
+
+def test_column_mapping_loads_other_column_names_and_clears_results(calibrated, sample_paths, sample):
+    at = calibrated
+    frame = pd.read_csv(sample_paths["documents"]).rename(
+        columns={"doc_id": "note_id", "text": "note", "identity_id": "person", "group": "mechanism"})
+    _upload(at, "upload.documents", "notes.csv", frame.to_csv(index=False).encode("utf-8"))
+    assert_clean(at)
+    at.selectbox(key="map.documents.doc_id").set_value("note_id")
+    at.selectbox(key="map.documents.text").set_value("note")
+    at.selectbox(key="map.documents.identity_id").set_value("person")
+    at.selectbox(key="map.documents.group").set_value("mechanism").run()
+    at.button(key="upload.load").click().run()
+    assert_clean(at)
+    data = at.session_state["cpa.data"]
+    assert data.source == "upload" and len(data.documents) == sample["documents"] and data.documents.has_groups
+    assert data.group_column == "mechanism"
+    assert at.session_state["cpa.run"] is None
+    at.switch_page(nav.EXPLORE).run()
+    assert any("No calibrated audit yet" in i.value for i in at.info)
+    # the uploaded data audits like the sample, calibrated per 'mechanism'
+    calibrate(at)
+    assert at.session_state["cpa.run"].result.config.group_column == "mechanism"
+    at.switch_page(nav.DATA).run()
+    at.button(key="data.reset_sample").click().run()
+    _assert_sample_kept(at, sample)
+
+
+def test_imported_scores_attacker(sample_paths, tmp_path):
+    at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.radio(key="w.threat.attacker").set_value("imported").run()
+    assert any("needs a table of candidate scores" in e.value for e in at.error)
+    documents = pd.read_csv(sample_paths["documents"])
+    pairs = list(zip(documents["doc_id"], documents["identity_id"]))
+    rows = [{"doc_id": d, "candidate_id": i, "score": 0.9} for d, i in pairs]
+    rows += [{"doc_id": d, "candidate_id": "P0001" if i != "P0001" else "P0002", "score": 0.1} for d, i in pairs]
+    at.file_uploader(key="upload.scores").set_value(
+        ("scores.csv", pd.DataFrame(rows).to_csv(index=False).encode("utf-8"), "text/csv")).run()
+    assert_clean(at)
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    assert at.session_state["cpa.run"].result.config.attacker["attacker"] == "imported"
+
+
+# --- pure helpers behind the pages ---------------------------------------------------------------------------
+
+def test_highlighting_escapes_the_text_and_marks_whole_words():
+    from cpa_ui.text import highlight_terms
+
+    text = 'Lives in Leeds <script>alert("x")</script> & plays golf; golfer.\nAmp ok'
+    out = highlight_terms(text, ["golf", "leeds", "amp", "quot", "lt", "script"])
+    assert "<script>" not in out and "&lt;<mark>script</mark>&gt;" in out
+    assert "<mark>Leeds</mark>" in out and "plays <mark>golf</mark>;" in out and "golfer" in out
+    assert "<mark>golfer" not in out
+    # a term never matches inside an entity produced by escaping
+    assert "&amp; plays" in out and "&quot;x&quot;" in out and "<mark>lt</mark>" not in out
+    assert "<br><mark>Amp</mark> ok" in out
+    assert highlight_terms("a < b", []) == "a &lt; b"
+
+
+def test_confidence_conversions_are_exact_decimals():
+    from cpa_ui.text import confidence_from_alpha, confidence_from_percent, fmt_confidence, percent_from_confidence
+
+    assert confidence_from_percent(95.0) == 0.95 and confidence_from_percent(99.5) == 0.995
+    assert confidence_from_alpha(0.1) == 0.9 and confidence_from_alpha(0.05) == 0.95
+    assert percent_from_confidence(0.995) == 99.5 and fmt_confidence(0.9) == "90 %"
+
+
+def test_attacker_forms_follow_the_core():
+    from cpa_core.config import ATTACKERS
+    from cpa_ui.attackers import FORMS, available_forms
+
+    assert [f.name for f in available_forms()] == [name for name in FORMS if name in ATTACKERS]
+    assert {"tfidf", "imported"} <= {f.name for f in available_forms()}
+    for form in FORMS.values():
+        assert all(p.target in ("attacker", "upload") for p in form.params)
+
+
+def test_declared_configuration_follows_the_choices(sample_paths):
+    from dataclasses import replace
+
+    from cpa_core.config import load_config
+    from cpa_core.data import load_documents, load_registry
+    from cpa_ui.attackers import declare, default_threat
+    from cpa_ui.state import DataSet
+
+    project = load_config(sample_paths["config"])
+    data = DataSet(load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"]), project,
+                   "sample", "x", "group")
+    threat = default_threat(data)
+    config, attacker = declare(data, threat)
+    assert config.knowledge.name == project.audit["knowledge"] and config.group_column == "group"
+    assert attacker.temperature == project.attackers["tfidf"]["temperature"]
+    assert (config.n_cal, config.n_test, config.seed) == (project.audit["n_cal"], project.audit["n_test"],
+                                                          project.audit["seed"])
+    other, _ = declare(data, replace(threat, per_group=False, top_k=20, score="rank"))
+    assert other.group_column is None and other.top_k == 20 and other.score == "rank"
+    assert other.config_id != config.config_id
+
+
+def test_own_data_without_the_declared_levels_audits_end_to_end(sample_paths, tmp_path):
+    """A registry whose fields fit no declared level: the threat model falls back to a custom level."""
+    from cpa_core.synthetic import generate_sample_data
+
+    paths = generate_sample_data(tmp_path, seed=3, n_people=60, n_documents=240)
+    registry = pd.read_csv(paths["registry"]).rename(columns={"age_band": "age", "keywords": "interests"})
+    at = _upload(new_app().run(), "upload.registry", "people.csv", registry.to_csv(index=False).encode("utf-8"))
+    at.file_uploader(key="upload.documents").set_value(("notes.csv", paths["documents"].read_bytes(), "text/csv"))
+    at.run()
+    at.button(key="upload.load").click().run()
+    assert_clean(at)
+    at.switch_page(nav.THREAT).run()
+    assert_clean(at)
+    assert at.radio(key="w.threat.knowledge").value == "custom"
+    assert any("need fields the loaded registry does not have" in c.value for c in at.caption)
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    assert at.session_state["cpa.run"].result.config.knowledge.fields == tuple(registry.columns[1:])
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])

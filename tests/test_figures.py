@@ -1,0 +1,146 @@
+"""The dashboard's figures are pure functions of the core's numbers: tested without Streamlit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from cpa_ui.figures import (FLAGGED_COLOR, SAFE_COLOR, TARGET_COLOR, fig_candidate_weights, fig_compare,
+                            fig_confidence_curve, fig_drift, fig_group_breakdown, fig_set_size_ecdf,
+                            fig_set_size_histogram, set_size_bins)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_pure_modules_do_not_import_streamlit():
+    code = ("import sys; import cpa_ui.figures, cpa_ui.report, cpa_ui.analysis, cpa_ui.text, cpa_ui.help; "
+            "assert 'streamlit' not in sys.modules, 'streamlit imported'")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+# --- binning -------------------------------------------------------------------------------------------------
+
+def test_bins_are_unit_bins_up_to_past_k_by_hand():
+    bins = set_size_bins(np.array([0, 1, 1, 3, 20]), flag_below=2)
+    assert list(bins["upper"]) == list(range(21)) and list(bins["lower"]) == list(range(21))
+    assert bins["count"].tolist()[:4] == [1, 2, 0, 1] and bins["count"].iloc[20] == 1 and bins["count"].sum() == 5
+    assert bins["cumulative"].iloc[0] == pytest.approx(0.2) and bins["cumulative"].iloc[3] == pytest.approx(0.8)
+    assert bins["label"].iloc[3] == "3"
+
+
+@pytest.mark.parametrize("top,k", [(400, 11), (10_000, 30), (5, 11), (0, 1)])
+def test_bins_cover_every_size_exactly_once(top, k):
+    sizes = np.random.default_rng(top).integers(0, top + 1, 3000)
+    bins = set_size_bins(sizes, k)
+    assert len(bins) <= 41
+    assert bins["lower"].iloc[0] == 0 and bins["upper"].iloc[-1] == sizes.max()
+    assert (bins["lower"].iloc[1:].to_numpy() == bins["upper"].iloc[:-1].to_numpy() + 1).all()
+    expected = [int(((sizes >= lo) & (sizes <= hi)).sum()) for lo, hi in zip(bins["lower"], bins["upper"])]
+    assert bins["count"].tolist() == expected
+    # every size below k has a bin of its own, so the flag line falls between bins
+    assert (bins["lower"] == bins["upper"])[bins["upper"] <= min(k, sizes.max())].all()
+    assert bins["cumulative"].iloc[-1] == pytest.approx(1.0)
+
+
+def test_bins_of_no_documents():
+    bins = set_size_bins(np.array([], dtype=int), 11)
+    assert bins["count"].sum() == 0 and len(bins) == 1
+
+
+# --- figures -------------------------------------------------------------------------------------------------
+
+def test_histogram_marks_flagged_bins_and_the_threshold():
+    sizes = np.array([0, 1, 2, 2, 5, 11, 12, 40, 400])
+    fig = fig_set_size_histogram(sizes, flag_below=11)
+    assert isinstance(fig, go.Figure)
+    bars, cumulative = fig.data
+    colors = list(bars.marker.color)
+    assert colors[:11] == [FLAGGED_COLOR] * 11 and set(colors[11:]) == {SAFE_COLOR}
+    assert sum(bars.y) == len(sizes) and list(bars.x[:3]) == ["0", "1", "2"]
+    assert cumulative.y[-1] == pytest.approx(100.0) and cumulative.yaxis == "y2"
+    (line,) = fig.layout.shapes
+    assert line.x0 == line.x1 == 10.5
+    assert fig.layout.annotations[0].text == "k = 11"
+    json.loads(fig.to_json())
+
+
+def test_histogram_follows_k():
+    sizes = np.arange(30)
+    assert fig_set_size_histogram(sizes, 3).layout.shapes[0].x0 == 2.5
+    red = [c == FLAGGED_COLOR for c in fig_set_size_histogram(sizes, 3).data[0].marker.color]
+    assert sum(red) == 3
+
+
+def _curve() -> pd.DataFrame:
+    levels = np.array([0.5, 0.8, 0.9, 0.95])
+    return pd.DataFrame({"confidence": levels, "alpha": 1 - levels, "coverage": levels + 0.01,
+                         "coverage_conditional": levels + 0.02, "median_set_size": [1.0, 3.0, 8.0, 20.0],
+                         "mean_set_size": 0.0, "mean_leakage": 0.0, "empty_rate": 0.0, "q_hat": 0.5})
+
+
+def test_confidence_curve_traces_and_marker():
+    fig = fig_confidence_curve(_curve(), 0.9)
+    names = [t.name for t in fig.data]
+    assert names == ["target (= confidence)", "coverage", "coverage (identity in pool)", "median |C|"]
+    assert list(fig.data[0].x) == pytest.approx([50, 80, 90, 95]) and list(fig.data[1].y) == pytest.approx(
+        [51, 81, 91, 96])
+    assert fig.data[3].yaxis == "y2" and list(fig.data[3].y) == [1, 3, 8, 20]
+    assert fig.layout.shapes[0].x0 == pytest.approx(90)
+
+
+def test_confidence_curve_without_conditional_coverage_or_marker():
+    curve = _curve().assign(coverage_conditional=np.nan)
+    fig = fig_confidence_curve(curve)
+    assert "coverage (identity in pool)" not in [t.name for t in fig.data] and not fig.layout.shapes
+
+
+def test_group_breakdown_panels():
+    groups = pd.DataFrame({"group": ["a", "b"], "coverage": [0.9, 0.96], "median_set_size": [4.0, 9.0],
+                           "n_test": [10, 20]})
+    fig = fig_group_breakdown(groups, 0.95)
+    coverage, sizes = fig.data
+    assert list(coverage.y) == pytest.approx([90, 96]) and list(sizes.y) == [4, 9] and sizes.xaxis == "x2"
+    assert fig.layout.shapes[0].y0 == pytest.approx(95)
+    assert fig.layout.xaxis.domain[1] < fig.layout.xaxis2.domain[0]
+
+
+def test_compare_three_panels():
+    summary = pd.DataFrame({"label": ["K1", "K2", "K3"], "coverage": [0.95, 0.96, 0.94],
+                            "median_set_size": [50.0, 20.0, 3.0], "flagged_share": [0.0, 0.1, 0.6]})
+    fig = fig_compare(summary, 0.95)
+    assert [t.yaxis for t in fig.data] == ["y", "y2", "y3"]
+    assert list(fig.data[2].y) == pytest.approx([0, 10, 60]) and list(fig.data[0].x) == ["K1", "K2", "K3"]
+
+
+def test_ecdf_per_configuration():
+    fig = fig_set_size_ecdf({"K1": np.array([0, 5, 5, 10]), "K3": np.array([1, 1])}, 3)
+    k1, k3 = fig.data
+    assert list(k1.x) == [0.5, 5, 10] and list(k1.y) == pytest.approx([25, 75, 100])
+    assert list(k3.y) == pytest.approx([100]) and fig.layout.xaxis.type == "log"
+    assert fig.layout.shapes[0].x0 == 2.5
+
+
+def test_drift_bars_against_target():
+    drift = pd.DataFrame({"calibration": ["drift (calibrated on A)", "own (recalibrated on B)"] * 2,
+                          "confidence": [0.9, 0.9, 0.95, 0.95], "coverage": [0.7, 0.91, 0.8, 0.96]})
+    fig = fig_drift(drift)
+    assert [t.name for t in fig.data] == ["drift (calibrated on A)", "own (recalibrated on B)", "target"]
+    assert list(fig.data[0].y) == pytest.approx([70, 80]) and list(fig.data[2].y) == pytest.approx([90, 95])
+    assert list(fig.data[0].x) == ["90 %", "95 %"]
+
+
+def test_candidate_weights_mark_set_and_truth():
+    candidates = pd.DataFrame({"candidate": ["P1", "P2", "P3"], "weight": [0.7, 0.2, 0.1],
+                               "in_set": [True, True, False], "is_truth": [False, True, False]})
+    fig = fig_candidate_weights(candidates)
+    (bars,) = fig.data
+    assert list(bars.y) == ["P3", "P2 ★", "P1"]  # top candidate drawn at the top
+    assert list(bars.marker.color) == [TARGET_COLOR, FLAGGED_COLOR, FLAGGED_COLOR]

@@ -1,0 +1,574 @@
+"""The LLM client layer against a scripted OpenAI-compatible endpoint (the real ``openai`` client on an
+``httpx.MockTransport``), and the prompt templates and answer parsers.
+
+Covers: request shape, the on-disk cache and its key, retries with backoff (429, 5xx, timeouts,
+connection errors, malformed bodies), non-retryable errors, an interrupted run that resumes without
+asking any answered request again (in-process and after a SIGKILL), bounded concurrency, the call budget
+and its dry run, progress, and that neither the API key nor any content leaks into files, params or logs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cpa_core.errors import CPAError
+from cpa_core.llm import (LLMBudgetError, LLMClient, LLMError, LLMRequest, LLMResponse, LLMSettings, redact_url,
+                          sample_seed)
+from cpa_core.prompts import (ATTRIBUTE_V1, CLUES_V1, FORCED_CHOICE_V1, TEMPLATES, attribute_choices,
+                              format_options, normalise_value, option_labels, parse_attribute, parse_choice,
+                              parse_clues)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SECRET = "sk-test-DO-NOT-LEAK-4242"
+KEY_ENV = "CPA_TEST_LLM_KEY"
+BASE_URL = "http://llm.test/v1"
+DOC_TEXT = "Confidential: the night nurse from Lyon who won the 2011 chess cup"
+
+
+def completion_body(text: str, logprobs: int | None = None, finish: str = "stop") -> dict:
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+    if logprobs is not None:
+        tokens = text.split() or [""]
+        choice["logprobs"] = {"content": [
+            {"token": tok, "logprob": -0.5 * (i + 1), "bytes": None,
+             "top_logprobs": [{"token": f"{tok}#{j}", "logprob": -1.0 - j, "bytes": None} for j in range(logprobs)]}
+            for i, tok in enumerate(tokens)]}
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "test-model",
+            "choices": [choice], "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}}
+
+
+class FakeEndpoint:
+    """A scripted chat-completions endpoint: records every request, tracks requests in flight.
+
+    ``script`` is a list of outcomes used in order, one per request (then success): an int status, a
+    ``bytes`` body, an exception instance to raise, or a callable(request) -> httpx.Response.
+    """
+
+    def __init__(self, script=(), delay: float = 0.0):
+        self.script = list(script)
+        self.delay = delay
+        self.bodies: list[dict] = []
+        self.headers: list[httpx.Headers] = []
+        self.timeouts: list[dict] = []
+        self.answered: list[tuple] = []  # identity of each request answered with 200
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def identity(body: dict) -> tuple:
+        return (hashlib.sha256(json.dumps(body["messages"]).encode()).hexdigest()[:16], body.get("seed"),
+                body.get("temperature"), body.get("top_p"), body.get("max_tokens"), body.get("top_logprobs"))
+
+    @staticmethod
+    def answer_text(body: dict) -> str:
+        return f"answer {FakeEndpoint.identity(body)[0][:6]} seed {body.get('seed')}"
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        with self.lock:
+            self.bodies.append(body)
+            self.headers.append(request.headers)
+            self.timeouts.append(request.extensions.get("timeout"))
+            outcome = self.script.pop(0) if self.script else None
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.delay:
+                time.sleep(self.delay)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if callable(outcome):
+                return outcome(request)
+            if isinstance(outcome, int):
+                return httpx.Response(outcome, json={"error": {"message": f"echo of the prompt: {body['messages']}",
+                                                               "type": "server_error", "code": outcome}})
+            if isinstance(outcome, bytes):
+                return httpx.Response(200, content=outcome, headers={"content-type": "application/json"})
+            with self.lock:
+                self.answered.append(self.identity(body))
+            return httpx.Response(200, json=completion_body(self.answer_text(body), body.get("top_logprobs")))
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+
+
+def settings(tmp_path, **overrides) -> LLMSettings:
+    values = dict(base_url=BASE_URL, model="test-model", api_key_env=KEY_ENV, cache_dir=str(tmp_path / "cache"),
+                  max_retries=3, concurrency=2, timeout_s=5.0)
+    values.update(overrides)
+    return LLMSettings(**values)
+
+
+def client_for(tmp_path, endpoint: FakeEndpoint, sleeps: list | None = None, **overrides) -> LLMClient:
+    http = httpx.Client(transport=httpx.MockTransport(endpoint.handler))
+    return LLMClient(settings(tmp_path, **overrides), http_client=http,
+                     sleep=(sleeps.append if sleeps is not None else (lambda s: None)), rng=random.Random(7))
+
+
+def requests_for(n: int, samples: int = 1, **kwargs) -> list[LLMRequest]:
+    out = []
+    for doc in range(n):
+        messages = CLUES_V1.render(text=f"{DOC_TEXT} #{doc}", max_clues=5)
+        for j in range(samples):
+            out.append(LLMRequest(messages=messages, sample_index=j, seed=sample_seed(1, f"d{doc}", j), **kwargs))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- calls
+def test_success_sends_settings_and_parses_the_answer(tmp_path):
+    endpoint = FakeEndpoint()
+    reqs = requests_for(3)
+    with client_for(tmp_path, endpoint) as client:
+        out = client.complete(reqs)
+    assert [r.text for r in out] == [FakeEndpoint.answer_text(b) for b in
+                                     sorted(endpoint.bodies, key=lambda b: [r.seed for r in reqs].index(b["seed"]))]
+    assert all(r.finish_reason == "stop" and not r.cached and r.completion_tokens == 3 for r in out)
+    body = endpoint.bodies[0]
+    assert body["model"] == "test-model" and body["temperature"] == 0.8 and body["top_p"] == 0.95
+    assert body["max_tokens"] == 256 and "logprobs" not in body
+    assert {b["seed"] for b in endpoint.bodies} == {r.seed for r in reqs}
+    assert endpoint.headers[0]["authorization"] == f"Bearer {SECRET}"
+    assert endpoint.timeouts[0]["read"] == 5.0 and endpoint.timeouts[0]["connect"] == 5.0  # settings.timeout_s
+    assert client.calls_made_ == 3 and client.retries_ == 0 and client.cache_hits_ == 0
+
+
+def test_no_requests_no_calls(tmp_path):
+    endpoint = FakeEndpoint()
+    with client_for(tmp_path, endpoint, call_budget=0) as client:
+        assert client.complete([]) == [] and client.estimate_calls([]) == 0
+    assert endpoint.bodies == []
+
+
+def test_second_run_is_served_from_the_cache(tmp_path):
+    endpoint = FakeEndpoint()
+    reqs = requests_for(4, samples=2)
+    with client_for(tmp_path, endpoint) as client:
+        first = client.complete(reqs)
+    assert len(endpoint.bodies) == 8
+    with client_for(tmp_path, endpoint) as again:
+        assert again.estimate_calls(reqs) == 0
+        second = again.complete(reqs)
+        assert again.calls_made_ == 0 and again.cache_hits_ == 8
+    assert len(endpoint.bodies) == 8
+    assert [r.text for r in second] == [r.text for r in first] and all(r.cached for r in second)
+    assert [r.key for r in second] == [r.key for r in first]
+
+
+def test_cache_key_covers_seed_sample_and_decoding(tmp_path):
+    endpoint = FakeEndpoint()
+    messages = ATTRIBUTE_V1.render(text=DOC_TEXT, attribute="occupation", choices="")
+    base = LLMRequest(messages=messages, sample_index=0, seed=11)
+    with client_for(tmp_path, endpoint) as client:
+        client.complete([base])
+        variants = [LLMRequest(messages=messages, sample_index=1, seed=11),
+                    LLMRequest(messages=messages, sample_index=0, seed=12),
+                    LLMRequest(messages=messages, sample_index=0, seed=11, temperature=0.2),
+                    LLMRequest(messages=messages, sample_index=0, seed=11, top_p=0.5),
+                    LLMRequest(messages=messages, sample_index=0, seed=11, max_tokens=8),
+                    LLMRequest(messages=messages, sample_index=0, seed=11, logprobs=True, top_logprobs=3),
+                    LLMRequest(messages=ATTRIBUTE_V1.render(text=DOC_TEXT, attribute="age", choices=""), seed=11)]
+        assert client.estimate_calls(variants) == len(variants)
+        client.complete(variants)
+        assert len(endpoint.bodies) == 1 + len(variants)
+        # the same request again, and twice within one run: no call
+        out = client.complete([base, LLMRequest(messages=messages, sample_index=0, seed=11), variants[0]])
+        assert len(endpoint.bodies) == 1 + len(variants) and all(r.cached for r in out)
+        duplicated = LLMRequest(messages=messages, sample_index=5, seed=99)
+        client.complete([duplicated, duplicated])
+        assert len(endpoint.bodies) == 2 + len(variants)
+    # another model or endpoint is another key
+    for overrides in ({"model": "other-model"}, {"base_url": "http://other.test/v1"}, {"temperature": 0.3}):
+        with client_for(tmp_path, endpoint, **overrides) as other:
+            assert other.estimate_calls([base]) == 1
+    with client_for(tmp_path, endpoint, base_url=BASE_URL + "/") as same:  # a trailing slash is the same endpoint
+        assert same.estimate_calls([base]) == 0
+
+
+def test_logprobs_are_requested_and_parsed(tmp_path):
+    endpoint = FakeEndpoint()
+    request = LLMRequest(messages=FORCED_CHOICE_V1.render(text=DOC_TEXT, options=format_options(["x", "y"]),
+                                                          labels="A, B"), seed=3, logprobs=True, top_logprobs=2)
+    with client_for(tmp_path, endpoint) as client:
+        (out,) = client.complete([request])
+        (cached,) = client.complete([request])
+    assert endpoint.bodies[0]["logprobs"] is True and endpoint.bodies[0]["top_logprobs"] == 2
+    assert out.logprobs is not None and len(out.logprobs) == len(out.text.split())
+    first = out.logprobs[0]
+    assert first.token == "answer" and first.logprob == -0.5 and first.top == (("answer#0", -1.0), ("answer#1", -2.0))
+    assert out.top_logprobs(0) == {"answer#0": -1.0, "answer#1": -2.0, "answer": -0.5}
+    assert out.top_logprobs(99) == {}
+    assert cached.cached and cached.logprobs == out.logprobs
+    # logprobs alone sends top_logprobs=0 (llama.cpp needs both); top_logprobs alone is a mistake
+    assert LLMRequest(messages=request.messages, logprobs=True).top_logprobs == 0
+    with pytest.raises(ValueError):
+        LLMRequest(messages=request.messages, top_logprobs=2)
+
+
+# ---------------------------------------------------------------------------------------------- retries
+@pytest.mark.parametrize("failure", [
+    429, 500, 503, 408,
+    httpx.ReadTimeout("read timed out"),
+    httpx.ConnectError("connection refused"),
+    b"{not json",
+    b'{"object": "chat.completion"}',                      # JSON without choices
+    b'{"choices": [{"message": {"content": 42}}]}',        # content of the wrong type
+], ids=["429", "500", "503", "408", "timeout", "connect", "not-json", "no-choices", "bad-content"])
+def test_transient_failures_are_retried_with_backoff(tmp_path, failure):
+    endpoint = FakeEndpoint(script=[failure, failure])
+    sleeps: list[float] = []
+    with client_for(tmp_path, endpoint, sleeps, backoff_base_s=1.0) as client:
+        (out,) = client.complete(requests_for(1))
+    assert out.text.startswith("answer") and len(endpoint.bodies) == 3
+    assert client.retries_ == 2 and client.calls_made_ == 3
+    assert len(sleeps) == 2 and 0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 2.0  # exponential, jittered
+
+
+def test_retry_after_header_is_honoured_and_capped(tmp_path):
+    def limited(seconds):
+        return lambda request: httpx.Response(429, headers={"retry-after": seconds}, json={"error": {}})
+    endpoint = FakeEndpoint(script=[limited("7"), limited("3600")])
+    sleeps: list[float] = []
+    with client_for(tmp_path, endpoint, sleeps, backoff_base_s=0.1, backoff_max_s=30.0) as client:
+        client.complete(requests_for(1))
+    assert sleeps == [7.0, 30.0]
+
+
+def test_persistent_server_error_gives_up_after_max_retries(tmp_path, caplog):
+    endpoint = FakeEndpoint(script=[500] * 10)
+    sleeps: list[float] = []
+    with caplog.at_level(logging.DEBUG, logger="cpa_core.llm"):
+        with client_for(tmp_path, endpoint, sleeps, max_retries=3) as client:
+            with pytest.raises(LLMError) as info:
+                client.complete(requests_for(1))
+            assert client.estimate_calls(requests_for(1)) == 1  # nothing cached
+    assert len(endpoint.bodies) == 4 and len(sleeps) == 3
+    assert isinstance(info.value, CPAError)
+    message = str(info.value)
+    assert "HTTP 500" in message and "4 times" in message and "llm.test" in message
+    assert "echo of the prompt" not in message and DOC_TEXT not in message and SECRET not in message
+    assert DOC_TEXT not in caplog.text and "echo of the prompt" not in caplog.text
+
+
+@pytest.mark.parametrize("status, hint", [(401, KEY_ENV), (403, KEY_ENV), (404, "model name 'test-model'"),
+                                          (400, "decoding settings"), (422, "decoding settings")])
+def test_client_errors_fail_at_once_with_a_clear_message(tmp_path, status, hint):
+    endpoint = FakeEndpoint(script=[status] * 5)
+    sleeps: list[float] = []
+    with client_for(tmp_path, endpoint, sleeps, concurrency=1) as client:
+        with pytest.raises(LLMError) as info:
+            client.complete(requests_for(3))
+    assert len(endpoint.bodies) == 1 and sleeps == []  # no retry, and the queue stops
+    message = str(info.value)
+    assert f"HTTP {status}" in message and hint in message
+    assert SECRET not in message and DOC_TEXT not in message and "echo of the prompt" not in message
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_missing_key_is_reported_as_unset(tmp_path, monkeypatch):
+    monkeypatch.delenv(KEY_ENV)
+    endpoint = FakeEndpoint(script=[401])
+    with client_for(tmp_path, endpoint) as client:
+        with pytest.raises(LLMError, match=f"{KEY_ENV} \\(it is not set\\)"):
+            client.complete(requests_for(1))
+    endpoint = FakeEndpoint()  # local servers take any key: the run works without one
+    with client_for(tmp_path, endpoint) as client:
+        assert client.complete(requests_for(1))[0].text.startswith("answer")
+
+
+def test_answers_received_before_a_fatal_error_are_kept(tmp_path):
+    endpoint = FakeEndpoint(script=[None, None, 401])
+    with client_for(tmp_path, endpoint, concurrency=1) as client:
+        with pytest.raises(LLMError):
+            client.complete(requests_for(5))
+        assert client.estimate_calls(requests_for(5)) == 3
+
+
+# ---------------------------------------------------------------------------------------------- resuming
+class Killed(BaseException):
+    """Stands for a KeyboardInterrupt or a dying process in the middle of a run."""
+
+
+def test_interrupted_run_resumes_without_asking_answered_requests_again(tmp_path):
+    reqs = requests_for(12, samples=2)
+    script = [None] * 9 + [Killed()]
+    endpoint = FakeEndpoint(script=script, delay=0.005)
+    with client_for(tmp_path, endpoint, concurrency=3) as client:
+        with pytest.raises(Killed):
+            client.complete(reqs)
+    first_run = len(endpoint.bodies)
+    assert 10 <= first_run < 24  # stopped early: the queue was cancelled
+    done_before = len(endpoint.answered)
+    with client_for(tmp_path, endpoint, concurrency=3) as client:
+        assert client.estimate_calls(reqs) == 24 - done_before
+        out = client.complete(reqs)
+        assert client.cache_hits_ == done_before
+    assert len(out) == 24 and len({r.key for r in out}) == 24
+    counts: dict = {}
+    for identity in endpoint.answered:
+        counts[identity] = counts.get(identity, 0) + 1
+    assert len(counts) == 24 and max(counts.values()) == 1  # no answered request asked twice
+    assert len(endpoint.bodies) == 24 + 1  # plus the one request that was "killed"
+
+
+CHILD = textwrap.dedent("""
+    import json, os, signal, sys, httpx
+    sys.path.insert(0, sys.argv[3])
+    from cpa_core.llm import LLMClient, LLMSettings
+    from test_llm_client import FakeEndpoint, requests_for, completion_body
+    log, count = open(sys.argv[2], "a"), [0]
+    def handler(request):
+        body = json.loads(request.content)
+        count[0] += 1
+        if count[0] == 6:
+            os.kill(os.getpid(), signal.SIGKILL)
+        log.write(json.dumps(body["seed"]) + "\\n"); log.flush()
+        return httpx.Response(200, json=completion_body(FakeEndpoint.answer_text(body)))
+    settings = LLMSettings(base_url="http://llm.test/v1", model="test-model", api_key_env="CPA_TEST_LLM_KEY",
+                           cache_dir=sys.argv[1], concurrency=1)
+    LLMClient(settings, http_client=httpx.Client(transport=httpx.MockTransport(handler))).complete(requests_for(10))
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "kill") or sys.platform == "win32", reason="needs SIGKILL")
+def test_run_killed_by_sigkill_resumes_from_the_cache(tmp_path):
+    answered_log = tmp_path / "answered.log"
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    child = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "cache"), str(answered_log),
+                            str(REPO_ROOT / "tests")], env=env, capture_output=True, timeout=120)
+    assert child.returncode == -9, child.stderr.decode()[-2000:]
+    answered_before = [json.loads(line) for line in answered_log.read_text().splitlines()]
+    assert len(answered_before) == 5
+    endpoint = FakeEndpoint()
+    with client_for(tmp_path, endpoint, concurrency=1) as client:
+        assert client.estimate_calls(requests_for(10)) == 5
+        out = client.complete(requests_for(10))
+    asked_now = [b["seed"] for b in endpoint.bodies]
+    assert len(asked_now) == 5 and not set(asked_now) & set(answered_before)
+    assert sum(r.cached for r in out) == 5
+
+
+# ---------------------------------------------------------------------------------------------- limits
+def test_concurrency_is_bounded(tmp_path):
+    endpoint = FakeEndpoint(delay=0.02)
+    with client_for(tmp_path, endpoint, concurrency=3) as client:
+        client.complete(requests_for(24))
+    assert endpoint.max_in_flight == 3  # the calls overlapped, never more than 3 at once
+
+
+def test_concurrency_one_is_sequential(tmp_path):
+    endpoint = FakeEndpoint(delay=0.005)
+    with client_for(tmp_path, endpoint, concurrency=1) as client:
+        client.complete(requests_for(6))
+    assert endpoint.max_in_flight == 1
+
+
+def test_budget_is_checked_before_any_call(tmp_path):
+    endpoint = FakeEndpoint()
+    reqs = requests_for(5, samples=2)
+    with client_for(tmp_path, endpoint, call_budget=6) as client:
+        assert client.estimate_calls(reqs) == 10
+        with pytest.raises(LLMBudgetError, match="needs 10 LLM calls .* budget is 6"):
+            client.complete(reqs)
+        assert endpoint.bodies == [] and client.calls_made_ == 0
+        client.complete(reqs[:6])  # within budget
+        assert client.estimate_calls(reqs) == 4  # the dry run counts only what is not cached
+        client.complete(reqs)  # 4 uncached calls fit the budget now
+    assert len(endpoint.bodies) == 10
+    with client_for(tmp_path, endpoint, call_budget=0) as client:
+        assert len(client.complete(reqs)) == 10  # everything cached: a zero budget is enough
+
+
+def test_progress_reports_counts(tmp_path):
+    endpoint = FakeEndpoint()
+    seen: list[tuple] = []
+    reqs = requests_for(6)
+    with client_for(tmp_path, endpoint) as client:
+        client.complete(reqs[:2])
+        client.complete(reqs, progress=lambda done, total, step: seen.append((done, total, step)))
+    assert seen[0] == (2, 6, "LLM requests") and seen[-1] == (6, 6, "LLM requests")
+    assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen)
+
+
+# ---------------------------------------------------------------------------------------------- secrecy
+def test_key_and_content_stay_out_of_files_params_and_logs(tmp_path, caplog):
+    endpoint = FakeEndpoint(script=[429])
+    reqs = requests_for(3)
+    with caplog.at_level(logging.DEBUG):
+        with client_for(tmp_path, endpoint, base_url="http://user:pw-secret@llm.test/v1?token=tok-secret") as client:
+            out = client.complete(reqs)
+            text = repr(client) + repr(client.settings) + json.dumps(client.params()) + str(client.settings)
+    assert SECRET not in text and "pw-secret" not in text and "tok-secret" not in text
+    assert client.params()["base_url"] == "http://llm.test/v1" and client.params()["api_key_env"] == KEY_ENV
+    cache_bytes = b"".join(p.read_bytes() for p in (tmp_path / "cache").iterdir() if p.is_file())
+    assert SECRET.encode() not in cache_bytes and b"pw-secret" not in cache_bytes
+    assert DOC_TEXT.encode() not in cache_bytes  # the cache keeps answers, not prompts
+    logged = caplog.text
+    for secret in (SECRET, "pw-secret", "tok-secret", DOC_TEXT, "night nurse", out[0].text):
+        assert secret not in logged
+    assert "3 requests" in logged and "retry 1/3" in logged
+
+
+def test_params_and_helpers():
+    s = LLMSettings(base_url="https://api.example.com/v1/", model="m", cache_dir="/tmp/x")
+    params = s.params()
+    assert params["temperature"] == 0.8 and params["top_p"] == 0.95 and params["api_key_env"] == "OPENAI_API_KEY"
+    assert "api_key" not in params and s.endpoint == "https://api.example.com/v1"
+    assert redact_url("https://u:p@h:8080/v1?k=s#f") == "https://h:8080/v1"
+    for bad in ({"concurrency": 0}, {"max_retries": -1}, {"top_p": 1.5}, {"call_budget": -1}, {"model": ""}):
+        with pytest.raises(ValueError):
+            LLMSettings(**{"base_url": "http://h/v1", "model": "m", **bad})
+    assert sample_seed(1, "d1", 0) == sample_seed(1, "d1", 0)
+    assert len({sample_seed(1, f"d{i}", j) for i in range(50) for j in range(4)}) == 200
+    assert 0 <= sample_seed(2**40, "x") < 2**31
+    with pytest.raises(ValueError):
+        LLMRequest(messages=())
+
+
+def test_default_cache_dir_follows_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("CPA_CACHE_DIR", str(tmp_path / "c"))
+    assert LLMSettings(base_url="http://h/v1", model="m").cache_dir == str(tmp_path / "c")
+    monkeypatch.delenv("CPA_CACHE_DIR")
+    assert LLMSettings(base_url="http://h/v1", model="m").cache_dir.endswith(os.path.join(".cache", "cpa", "llm"))
+
+
+def test_response_json_round_trip():
+    r = LLMResponse(text="B", finish_reason="length", key="k" * 64, model="m", prompt_tokens=3)
+    back = LLMResponse.from_json(r.to_json(), r.key)
+    assert back.text == "B" and back.finish_reason == "length" and back.cached and back.logprobs is None
+
+
+# ---------------------------------------------------------------------------------------------- prompts
+def test_templates_are_versioned_and_hashed():
+    assert set(TEMPLATES) == {"clues/v1", "forced_choice/v1", "attribute/v1"}
+    hashes = {t.sha256 for t in TEMPLATES.values()}
+    assert len(hashes) == 3 and all(len(h) == 64 for h in hashes)
+    assert CLUES_V1.params() == {"name": "clues", "version": 1, "sha256": CLUES_V1.sha256}
+    messages = FORCED_CHOICE_V1.render(text="doc {with braces}", options=format_options(["Ann\nLee", "Bo"]),
+                                       labels=", ".join(option_labels(2)))
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert "doc {with braces}" in messages[1]["content"] and "A. Ann Lee\nB. Bo" in messages[1]["content"]
+    with pytest.raises(ValueError, match="options"):
+        FORCED_CHOICE_V1.render(text="x", labels="A")
+    assert ATTRIBUTE_V1.fields == ("text", "attribute", "choices")
+    assert attribute_choices(["male", "female"]) == " Choose one of: male, female." and attribute_choices(None) == ""
+    assert option_labels(3) == ["A", "B", "C"] and option_labels(30)[:2] == ["1", "2"] and len(option_labels(30)) == 30
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('["nurse", "Lyon", "chess cup 2011"]', ["nurse", "Lyon", "chess cup 2011"]),
+    ('{"clues": ["nurse", "Lyon"]}', ["nurse", "Lyon"]),
+    ('{"Clues": "nurse"}', ["nurse"]),
+    ('```json\n["nurse", "Lyon"]\n```', ["nurse", "Lyon"]),
+    ('```\n{"clues": ["nurse"]}\n```\nHope this helps!', ["nurse"]),
+    ('Here are the clues: ["nurse", "Lyon"] -- good luck', ["nurse", "Lyon"]),
+    ('Sure!\n- nurse\n- works nights\n* Lyon\n• chess', ["nurse", "works nights", "Lyon", "chess"]),
+    ("Clues:\n1. nurse\n2) Lyon\n3: won a cup", ["nurse", "Lyon", "won a cup"]),
+    ('- **Occupation**: nurse\n- Place: Lyon', ["Occupation: nurse", "Place: Lyon"]),
+    ('["nurse", "Lyon", "che', ["nurse", "Lyon"]),                       # cut off by max_tokens
+    ('["nurse", "Nurse", " nurse ", ""]', ["nurse"]),                    # de-duplicated, empties dropped
+    ('[{"clue": "nurse"}, {"clue": "Lyon"}]', ["nurse", "Lyon"]),
+    ('{"occupation": "nurse", "city": "Lyon"}', ["occupation: nurse", "city: Lyon"]),
+    ('[1990, "Lyon", true, null]', ["1990", "Lyon"]),
+    ('["a \\"quoted\\" clue"]', ['a "quoted" clue']),
+    ("", None), ("   ", None), (None, None), ("I cannot help with that.", None), ("[]", None),
+    ('{"clues": []}', None), ("```json\n```", None), ("{not json at all", None), ("[[[[", None),
+    ("The text does not say.\nNothing more.", None),
+])
+def test_parse_clues(text, expected):
+    assert parse_clues(text) == expected
+
+
+def test_parse_clues_limits_count_and_length():
+    assert parse_clues('["a1", "b2", "c3"]', max_clues=2) == ["a1", "b2"]
+    assert len(parse_clues(json.dumps(["x" * 5000]))[0]) == 300
+
+
+LABELS = ["A", "B", "C", "D"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("B", "B"), ("b", "B"), ("(B)", "B"), ("[C]", "C"), ("B.", "B"), (" **D** ", "D"), ("'C'", "C"),
+    ("Answer: B", "B"), ("answer: (c)", "C"), ("The answer is (C).", "C"), ("The correct answer is D", "D"),
+    ("option b", "B"), ("Option C is correct", "C"), ("I choose option A.", "A"), ("My final answer: option b", "B"),
+    ("B. John Smith", "B"), ("(B) John Smith, the nurse", "B"), ("C) the nurse", "C"), ("B\nBecause she is a nurse", "B"),
+    ("I think it's B", "B"), ("It must be (D), the chess player.", "D"),
+    ("Answer: A or B?", None), ("Answer: (A) or (B)", None), ("(A) and (B) are both possible", None),
+    ("A nurse from Lyon", None), ("the answer is a nurse", None), ("None of them", None), ("E", None),
+    ("Answer: E", None), ("", None), (None, None), ("I do not know.", None),
+])
+def test_parse_choice(text, expected):
+    assert parse_choice(text, LABELS) == expected
+
+
+def test_parse_choice_numeric_labels_and_option_texts():
+    labels = option_labels(30)
+    assert parse_choice("Answer: 12", labels) == "12" and parse_choice("12. Ann Lee", labels) == "12"
+    assert parse_choice("31", labels) is None
+    assert parse_choice("It is Ann Lee.", ["A", "B"], options=["Ann Lee", "Bo Ng"]) == "A"
+    assert parse_choice("Ann Lee or Bo Ng", ["A", "B"], options=["Ann Lee", "Bo Ng"]) is None
+    assert parse_choice("B", []) is None
+
+
+@pytest.mark.parametrize("text, allowed, expected", [
+    ("female", ["male", "female"], "female"), ("Female.", ["male", "female"], "female"),
+    ("  MALE  ", ["male", "female"], "male"), ("Gender: Female", ["male", "female"], "female"),
+    ("**female**", ["male", "female"], "female"), ("She is female.", ["male", "female"], "female"),
+    ("Software Engineer", ["software-engineer", "nurse"], "software-engineer"),
+    ("Occupation: software_engineer", ["Software Engineer", "nurse"], "Software Engineer"),
+    ("25-34", ["18-24", "25-34", "35-44"], "25-34"), ("Age range: 25 - 34", ["18-24", "25-34"], "25-34"),
+    ("project manager", ["manager", "project manager"], "project manager"),
+    ("The person is male, not female", ["male", "female"], None),
+    ("teacher", ["male", "female"], None), ("", ["male"], None), (None, ["male"], None),
+    ("Lyon\nor maybe Paris", ["Lyon", "Paris"], "Lyon"),
+    ("Answer: Lyon", None, "Lyon"), ('"Night   nurse".', None, "Night nurse"), ("  nurse\n\nwhy: ...", None, "nurse"),
+    ("Occupation: night nurse", None, "night nurse"), ("...", None, None), ("", None, None),
+    ("12:30 pm", None, "12:30 pm"),
+])
+def test_parse_attribute(text, allowed, expected):
+    assert parse_attribute(text, allowed) == expected
+
+
+def test_normalise_value():
+    assert normalise_value(" Software-Engineer ") == normalise_value("software_engineer") == "software engineer"
+
+
+def test_an_unreadable_cache_entry_is_asked_again(tmp_path):
+    import sqlite3
+
+    endpoint = FakeEndpoint()
+    reqs = requests_for(2)
+    with client_for(tmp_path, endpoint) as client:
+        client.complete(reqs)
+        key = client.key(reqs[0])
+    with sqlite3.connect(tmp_path / "cache" / "responses.sqlite3") as db:
+        db.execute("UPDATE responses SET response = '{broken' WHERE key = ?", (key,))
+    with client_for(tmp_path, endpoint) as client:
+        assert client.estimate_calls(reqs) == 1
+        out = client.complete(reqs)
+    assert len(endpoint.bodies) == 3 and not out[0].cached and out[1].cached
+
+
+def test_an_unusable_cache_directory_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    with pytest.raises(LLMError, match="cannot open the LLM response cache"):
+        client_for(tmp_path, FakeEndpoint(), cache_dir=str(blocker / "cache"))

@@ -1,0 +1,93 @@
+"""The LLM client against a real OpenAI-compatible server (llama.cpp with SmolLM2-135M-Instruct).
+
+Skipped, with the install command, when the server is not installed (see tests/llm_server.py).
+What is tested is the pipeline (prompting, sampling with seeds, logprobs, caching, concurrency), not
+the quality of a 135M model's answers.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cpa_core.llm import LLMClient, LLMRequest, LLMSettings, sample_seed
+from cpa_core.prompts import (ATTRIBUTE_V1, CLUES_V1, FORCED_CHOICE_V1, attribute_choices, format_options,
+                              option_labels, parse_attribute, parse_choice, parse_clues)
+from llm_server import llm_server  # noqa: F401  (the session fixture)
+
+TEXT = ("Our head nurse, who has run the night shift at the children's hospital in Lyon since 2009, "
+        "won the regional chess cup last spring and plays the cello in a local orchestra.")
+
+
+@pytest.fixture
+def make_client(llm_server, tmp_path):  # noqa: F811
+    clients = []
+
+    def make(**overrides) -> LLMClient:
+        values = dict(base_url=llm_server.base_url, model=llm_server.model, api_key_env="CPA_TEST_NO_KEY",
+                      max_tokens=24, timeout_s=60.0, max_retries=1, concurrency=1, cache_dir=str(tmp_path / "cache"))
+        values.update(overrides)
+        client = LLMClient(LLMSettings(**values))
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+def clue_request(seed: int, sample_index: int = 0) -> LLMRequest:
+    return LLMRequest(messages=CLUES_V1.render(text=TEXT, max_clues=3), sample_index=sample_index, seed=seed)
+
+
+def test_chat_completion_through_the_client(make_client):
+    client = make_client()
+    (answer,) = client.complete([clue_request(seed=1)])
+    assert isinstance(answer.text, str) and answer.text.strip()
+    assert answer.finish_reason in ("stop", "length") and not answer.cached
+    assert answer.completion_tokens is None or 0 < answer.completion_tokens <= 24
+    clues = parse_clues(answer.text)
+    assert clues is None or all(isinstance(c, str) and c for c in clues)
+    assert client.calls_made_ == 1 and client.retries_ == 0
+
+
+def test_same_seed_gives_the_same_answer(make_client):
+    client = make_client()
+    seed = sample_seed(7, "doc-1", 0)
+    # different sample indexes are different cache keys, so both are really drawn from the server
+    first, second = client.complete([clue_request(seed, sample_index=0), clue_request(seed, sample_index=1)])
+    assert client.calls_made_ == 2 and first.text == second.text
+
+
+def test_second_run_costs_no_request(make_client):
+    requests = [clue_request(seed=sample_seed(3, "doc", j), sample_index=j) for j in range(3)]
+    first = make_client().complete(requests)
+    again = make_client()
+    assert again.estimate_calls(requests) == 0
+    second = again.complete(requests)
+    assert again.calls_made_ == 0 and again.cache_hits_ == 3
+    assert [r.text for r in second] == [r.text for r in first] and all(r.cached for r in second)
+
+
+def test_logprobs_with_top_logprobs_come_back_parsed(make_client):
+    client = make_client()
+    labels = option_labels(3)
+    messages = FORCED_CHOICE_V1.render(text=TEXT, options=format_options(
+        ["a chess-playing nurse in Lyon", "a baker in Oslo", "a pilot in Lima"]), labels=", ".join(labels))
+    (answer,) = client.complete([LLMRequest(messages=messages, seed=5, logprobs=True, top_logprobs=3, max_tokens=4)])
+    assert answer.logprobs, "no logprobs came back"
+    for position in answer.logprobs:
+        assert isinstance(position.token, str) and position.logprob <= 1e-6
+        assert 1 <= len(position.top) <= 4 and all(lp <= 1e-6 for _, lp in position.top)
+    assert answer.top_logprobs(0) and answer.logprobs[0].token in answer.top_logprobs(0)
+    assert parse_choice(answer.text, labels) in (*labels, None)
+
+
+def test_concurrency_two(make_client):
+    client = make_client(concurrency=2, max_tokens=12)
+    values = ["female", "male"]
+    messages = ATTRIBUTE_V1.render(text=TEXT, attribute="gender", choices=attribute_choices(values))
+    requests = [LLMRequest(messages=messages, sample_index=j, seed=sample_seed(11, "doc", j)) for j in range(4)]
+    answers = client.complete(requests)
+    assert len(answers) == 4 and all(isinstance(a.text, str) for a in answers)
+    assert client.calls_made_ == 4 and client.retries_ == 0
+    assert all(parse_attribute(a.text, values) in (*values, None) for a in answers)
