@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LLM_STAMP := $(VENV)/.llm-server
 
 .PHONY: run audit test bench clean
 
@@ -13,6 +14,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# the local OpenAI-compatible server for the LLM attackers' integration tests (wheel cached in ~/.cache/cpa)
+$(LLM_STAMP): $(STAMP) scripts/install_llm_server.sh
+	bash scripts/install_llm_server.sh $(PY)
+	touch $(LLM_STAMP)
+
 run: $(STAMP)
 	$(VENV)/bin/streamlit run app.py
 
@@ -20,7 +26,7 @@ audit: $(STAMP)
 	$(VENV)/bin/cpa audit --documents sample_data/documents.csv --registry sample_data/registry.csv \
 		--config sample_data/audit.toml --out out/sample-audit
 
-test: $(STAMP)
+test: $(STAMP) $(LLM_STAMP)
 	$(PY) -m pytest tests
 
 bench: $(STAMP)

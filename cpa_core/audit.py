@@ -73,6 +73,10 @@ class AuditConfig:
                 {confidence_label(c) for c in self.confidences}:
             raise ConfigError(f"the flagging confidence {self.flag_confidence} is not among the audited levels "
                               f"{[confidence_label(c) for c in self.confidences]}")
+        required = self.attacker.get("score")
+        if required and self.score != required:
+            raise ConfigError(f"the attacker '{self.attacker.get('attacker')}' scores candidates itself and needs "
+                              f"score '{required}', found '{self.score}'")
         if get_score(self.score).needs_weights and self.attacker.get("kind") == "rank":
             raise ConfigError(f"score '{self.score}' needs candidate weights, but the attacker gives only ranks; "
                               "use score 'rank'")

@@ -19,6 +19,7 @@ from .conformal import confidence_label
 from .data import load_documents, load_registry
 from .errors import CalibrationWarning, CPAError
 from .progress import ProgressBar
+from .scores import SCORES
 
 EPILOG = """examples:
   cpa audit --documents sample_data/documents.csv --registry sample_data/registry.csv \\
@@ -71,7 +72,7 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
     threat.add_argument("--temperature", type=float, help="softmax temperature over similarities")
     threat.add_argument("--top-k", type=int, metavar="K", help="truncate each candidate pool to its top K")
     protocol = parser.add_argument_group("calibration protocol")
-    protocol.add_argument("--score", choices=["aps", "rank", "probability"], help="nonconformity score (default aps)")
+    protocol.add_argument("--score", choices=sorted(SCORES), help="nonconformity score (default aps; given: the attacker's own score)")
     protocol.add_argument("--confidence", type=_confidence, action="append", metavar="LEVEL",
                           help="confidence level, repeatable (default 0.90 0.95 0.99)")
     protocol.add_argument("--n-cal", type=int, metavar="N", help="calibration documents (default: half)")

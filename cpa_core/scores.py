@@ -9,6 +9,8 @@ what makes a certified set a prefix of the ranking (see :mod:`cpa_core.conformal
 - ``rank``: the number of candidates with ``p(y'|x) >= p(y|x)`` (1 = the unique top candidate); needs
   only the ranking.
 - ``probability``: ``1 - p(y|x)``.
+- ``given``: the attacker's own nonconformity score, stored as minus the weight (attackers that score
+  candidates directly, such as Profile-CPA, declare it and need it).
 """
 
 from __future__ import annotations
@@ -86,10 +88,15 @@ def _probability(weights: np.ndarray) -> np.ndarray:
     return np.round(1.0 - np.where(np.isfinite(weights), weights, 0.0), SCORE_DECIMALS)
 
 
+def _given(weights: np.ndarray) -> np.ndarray:
+    return np.round(-weights, SCORE_DECIMALS)
+
+
 SCORES: dict[str, Score] = {
     "aps": Score("aps", True, _aps, "probability mass accumulated from the top down to the candidate"),
     "rank": Score("rank", False, _rank, "rank of the candidate in the attacker's list (ties share the worst rank)"),
     "probability": Score("probability", True, _probability, "one minus the candidate's weight"),
+    "given": Score("given", True, _given, "the attacker's own score of the candidate (minus its weight)"),
 }
 
 

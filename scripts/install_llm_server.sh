@@ -73,7 +73,7 @@ else
     # --no-index for the package itself is not possible (its dependencies come from the index); the
     # local wheel has the exact version pinned, so pip picks it over building from source.
     "$PYTHON" -m pip install --no-cache-dir --find-links "$WHEEL_DIR" \
-        "llama-cpp-python[server]==$LLAMA_VERSION" openai
+        "llama-cpp-python[server]==$LLAMA_VERSION"
 fi
 
 # 2. The model, without its dependencies.
