@@ -109,5 +109,8 @@ class CandidateTable:
         """0-based position of each document's true identity in its ranked pool, ``-1`` if absent."""
         index = {ident: i for i, ident in enumerate(self.candidate_ids.tolist())}
         truth = np.array([index.get(ident, -2) for ident in identity_ids], dtype=np.int64)
-        hits = self.candidates == truth[:, None]
-        return np.where(hits.any(axis=1), hits.argmax(axis=1), -1)
+        if self.width == 0 or len(truth) == 0:
+            return np.full(len(truth), -1)
+        position = (self.candidates == truth[:, None]).argmax(axis=1)
+        found = self.candidates[np.arange(len(truth)), position] == truth
+        return np.where(found, position, -1)

@@ -33,7 +33,9 @@ def _tie_group_end(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     if width == 0:
         return values
     is_end = np.ones((n, width), dtype=bool)
-    is_end[:, :-1] = weights[:, :-1] != weights[:, 1:]
+    np.not_equal(weights[:, :-1], weights[:, 1:], out=is_end[:, :-1])
+    if is_end.all():  # no ties: every candidate ends its own group
+        return values
     ends = np.where(is_end, values, np.inf)
     return np.minimum.accumulate(ends[:, ::-1], axis=1)[:, ::-1]
 
@@ -43,9 +45,20 @@ SCORE_DECIMALS = 12
 0.5 + 0.4) must compare equal across documents. Rounding is monotone, so validity is unaffected."""
 
 
-def _pad(scores: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray:
-    scores[np.arange(scores.shape[1])[None, :] >= pool_sizes[:, None]] = np.inf
-    return scores
+def _round(values: np.ndarray) -> np.ndarray:
+    """``values`` rounded to ``SCORE_DECIMALS`` decimals, in place."""
+    scale = 10.0 ** SCORE_DECIMALS
+    values *= scale
+    np.rint(values, out=values)
+    values /= scale
+    return values
+
+
+def _padding(weights: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray | None:
+    """Mask of the padding entries, or ``None`` when every row fills the table."""
+    if (pool_sizes >= weights.shape[1]).all():
+        return None
+    return np.arange(weights.shape[1])[None, :] >= pool_sizes[:, None]
 
 
 @dataclass(frozen=True)
@@ -70,12 +83,16 @@ class Score:
         -------
         ndarray of shape (n, K), non-decreasing along each row, ``+inf`` at padding.
         """
-        w = np.where(np.arange(weights.shape[1])[None, :] < pool_sizes[:, None], weights, -np.inf)
-        return _pad(self._compute(w), pool_sizes)
+        padding = _padding(weights, pool_sizes)
+        if padding is None:
+            return self._compute(weights)
+        scores = self._compute(np.where(padding, -np.inf, weights))
+        scores[padding] = np.inf
+        return scores
 
 
 def _aps(weights: np.ndarray) -> np.ndarray:
-    cumulative = np.round(np.cumsum(np.where(np.isfinite(weights), weights, 0.0), axis=1), SCORE_DECIMALS)
+    cumulative = _round(np.cumsum(np.where(np.isfinite(weights), weights, 0.0), axis=1))
     return _tie_group_end(cumulative, weights)
 
 
@@ -85,11 +102,11 @@ def _rank(weights: np.ndarray) -> np.ndarray:
 
 
 def _probability(weights: np.ndarray) -> np.ndarray:
-    return np.round(1.0 - np.where(np.isfinite(weights), weights, 0.0), SCORE_DECIMALS)
+    return _round(1.0 - np.where(np.isfinite(weights), weights, 0.0))
 
 
 def _given(weights: np.ndarray) -> np.ndarray:
-    return np.round(-weights, SCORE_DECIMALS)
+    return _round(-weights.astype(float))
 
 
 SCORES: dict[str, Score] = {
