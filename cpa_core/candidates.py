@@ -43,7 +43,7 @@ def top_candidates(values: np.ndarray, k: int | None) -> tuple[np.ndarray, np.nd
     if k is None or k >= m:
         order = np.argsort(-values, axis=1)
         return order, np.take_along_axis(values, order, axis=1)
-    columns = np.sort(np.argpartition(-values, k - 1, axis=1)[:, :k], axis=1)
+    columns = np.sort(np.argpartition(values, m - k, axis=1)[:, m - k:], axis=1)
     picked = np.take_along_axis(values, columns, axis=1)
     order = np.argsort(-picked, axis=1)
     return np.take_along_axis(columns, order, axis=1), np.take_along_axis(picked, order, axis=1)

@@ -131,7 +131,9 @@ class Calibration:
         table = self.q_hat_[confidence_label(confidence)]
         if strata is None:
             return np.full(n_docs, table[ALL])
-        return np.array([table.get(s, math.inf) for s in strata], dtype=float)
+        keys, codes = np.unique(np.asarray(strata, dtype=object).astype(str), return_inverse=True)
+        by_key = {str(k): v for k, v in table.items()}
+        return np.array([by_key.get(k, math.inf) for k in keys], dtype=float)[codes]
 
     def q_hat(self, confidence, stratum: Hashable = ALL) -> float:
         return self.q_hat_[confidence_label(confidence)].get(stratum, math.inf)

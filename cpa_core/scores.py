@@ -27,17 +27,21 @@ def _tie_group_end(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Replace each entry by its value at the last position of its run of equal weights.
 
     ``values`` must be increasing along each row, so the value at the end of a candidate's tie group
-    is the smallest end value at or after its position.
+    is the smallest end value at or after its position. Only rows with ties are touched; ``values``
+    is modified in place (callers pass a fresh array).
     """
     n, width = weights.shape
-    if width == 0:
+    if width < 2:
         return values
-    is_end = np.ones((n, width), dtype=bool)
-    np.not_equal(weights[:, :-1], weights[:, 1:], out=is_end[:, :-1])
-    if is_end.all():  # no ties: every candidate ends its own group
+    ties = weights[:, :-1] == weights[:, 1:]
+    rows = np.flatnonzero(ties.any(axis=1))
+    if rows.size == 0:  # no ties: every candidate ends its own group
         return values
-    ends = np.where(is_end, values, np.inf)
-    return np.minimum.accumulate(ends[:, ::-1], axis=1)[:, ::-1]
+    is_end = np.ones((rows.size, width), dtype=bool)
+    is_end[:, :-1] = ~ties[rows]
+    ends = np.where(is_end, values[rows], np.inf)
+    values[rows] = np.minimum.accumulate(ends[:, ::-1], axis=1)[:, ::-1]
+    return values
 
 
 SCORE_DECIMALS = 12
@@ -97,8 +101,8 @@ def _aps(weights: np.ndarray) -> np.ndarray:
 
 
 def _rank(weights: np.ndarray) -> np.ndarray:
-    positions = np.broadcast_to(np.arange(1, weights.shape[1] + 1, dtype=float), weights.shape)
-    return _tie_group_end(positions.copy(), weights)
+    positions = np.broadcast_to(np.arange(1, weights.shape[1] + 1, dtype=float), weights.shape).copy()
+    return _tie_group_end(positions, weights)
 
 
 def _probability(weights: np.ndarray) -> np.ndarray:

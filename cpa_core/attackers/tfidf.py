@@ -46,7 +46,7 @@ class TfidfIndex:
         width = m if top_k is None else min(top_k, m)
         candidates = np.empty((n, width), dtype=np.int32)
         weights = np.empty((n, width), dtype=np.float64)
-        profiles_t = self.profiles_.T.tocsc()
+        profiles_t = self.profiles_.T.tocsr()
         for start in range(0, n, chunk_size):
             stop = min(start + chunk_size, n)
             similarities = (queries[start:stop] @ profiles_t).toarray()
