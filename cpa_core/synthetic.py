@@ -366,8 +366,8 @@ def _item_modes(rng, person: dict, group: str) -> dict[str, list[str]]:
     A case summary mentions only a few of the person's keywords, events and details (``MENTIONED``),
     and the release treats each mentioned item according to the group's policy. A release rarely
     removes every specific fact, though: unless the document is one of the well-protected ones
-    (``PROTECTED_SHARE``), one mentioned event that the policy would have removed slips through with
-    probability ``EVENT_SLIP`` when no other did, and likewise one detail (``DETAIL_SLIP``).
+    (``PROTECTED_SHARE``), when no mentioned event is left verbatim one of them slips through verbatim
+    with probability ``EVENT_SLIP``, and likewise a detail (``DETAIL_SLIP``).
     """
     policy, modes, mentioned = POLICIES[group], {}, {}
     for kind, (low, high) in MENTIONED.items():
