@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .attackers.imported import load_candidate_scores
 from .audit import run_audit
-from .config import ProjectConfig, declare_audit, load_config
+from .config import ATTACKERS, ProjectConfig, declare_audit, load_config
 from .conformal import confidence_label
 from .data import load_documents, load_registry
 from .errors import CalibrationWarning, CPAError
@@ -65,7 +65,10 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
     threat = parser.add_argument_group("threat configuration")
     threat.add_argument("--knowledge", metavar="LEVEL", help="knowledge level declared in the config (K1, K2, K3, ...)")
     threat.add_argument("--fields", metavar="A,B,...", help="custom knowledge level: registry fields the attacker sees")
-    threat.add_argument("--attacker", choices=["tfidf", "imported"], help="attacker (default tfidf; imported with --scores)")
+    threat.add_argument("--attacker", choices=list(ATTACKERS),
+                        help="attacker (default tfidf; dense: sentence embeddings; imported with --scores)")
+    threat.add_argument("--model", metavar="PATH_OR_NAME",
+                        help="sentence-transformers model of the dense attacker (default: the packaged all-MiniLM-L6-v2)")
     threat.add_argument("--scores", metavar="FILE", help="bring your own attacker: long table doc_id, candidate_id, score")
     threat.add_argument("--scores-kind", choices=["probability", "score", "rank"], default="probability",
                         help="what the imported score column holds (default probability)")
@@ -151,7 +154,7 @@ def _load(args, documents_file: str | None = None):
     overrides = {"score": args.score, "confidence": args.confidence, "n_cal": args.n_cal, "n_test": args.n_test,
                  "seed": args.seed, "group_column": args.group_column, "top_k": args.top_k,
                  "miss_policy": args.miss_policy, "flag_below": args.flag_below,
-                 "leakage_threshold": args.leakage_threshold, "flag_confidence": args.flag_confidence, "temperature": args.temperature}
+                 "leakage_threshold": args.leakage_threshold, "flag_confidence": args.flag_confidence, "model": args.model, "temperature": args.temperature}
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
     config, attacker = declare_audit(project, registry, knowledge=args.knowledge, fields=fields,
                                      attacker=args.attacker, imported=imported, overrides=overrides)

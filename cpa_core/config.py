@@ -51,6 +51,7 @@ AUDIT_SCHEMA = {
 ATTACKER_SCHEMAS = {
     "tfidf": {"max_features": INTEGER, "ngram_max": INTEGER, "min_df": NUMBER, "temperature": NUMBER,
               "chunk_size": INTEGER},
+    "dense": {"model": TEXT, "temperature": NUMBER, "batch_size": INTEGER, "cache_dir": TEXT},
 }
 SECTIONS = {"knowledge", "attacker", "audit", "columns"}
 COLUMN_TABLES = {"documents", "registry", "scores"}
@@ -133,7 +134,7 @@ def load_config(path: str | Path) -> ProjectConfig:
     return parse_config(text, str(path))
 
 
-ATTACKERS = ("tfidf", "imported")
+ATTACKERS = ("tfidf", "dense", "imported")
 
 
 def declare_audit(project: ProjectConfig, registry, *, knowledge: str | None = None, fields=None,
@@ -171,8 +172,15 @@ def declare_audit(project: ProjectConfig, registry, *, knowledge: str | None = N
         if imported is None:
             raise ConfigError("the 'imported' attacker needs a table of candidate scores (--scores FILE)")
         chosen = imported
+    elif name == "dense":
+        from .attackers.dense import DenseAttacker
+        params = dict(project.attackers.get("dense", {}))
+        params.update({k: settings[k] for k in ("temperature", "model") if k in settings})
+        chosen = DenseAttacker(**params, top_k=top_k)
     else:
-        params = {k: v for k, v in project.attackers.get("tfidf", {}).items()}
+        if settings.get("model") is not None:
+            raise ConfigError("a model (--model) applies to the dense attacker only; add --attacker dense")
+        params = dict(project.attackers.get("tfidf", {}))
         params.update({k: settings[k] for k in ("temperature",) if k in settings})
         chosen = TfidfAttacker(**params, top_k=top_k)
     config = AuditConfig(

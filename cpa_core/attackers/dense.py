@@ -333,6 +333,9 @@ class DenseAttacker:
         if self.model is not None and self.encoder is None and self.model.startswith(("/", "./", "../", "~")) \
                 and not Path(self.model).expanduser().is_dir():
             raise ConfigError(f"model directory not found: {self.model}")
+        if self.model_fingerprint is not None and (not isinstance(self.model_fingerprint, str)
+                                                   or not self.model_fingerprint.strip()):
+            raise ConfigError(f"model_fingerprint must be a non-empty string, found {self.model_fingerprint!r}")
         if self.cache_dir is not None and not isinstance(self.cache_dir, (str, os.PathLike)):
             raise ConfigError(f"cache_dir must be a directory path, found {self.cache_dir!r}")
         if self.model is None and self.encoder is None and packaged_model_zip() is None:
