@@ -29,6 +29,7 @@ sys.path.insert(0, str(HERE))
 import bench_conformal  # noqa: E402
 import bench_tfidf  # noqa: E402
 
+STANDALONE_MARKER = "<!-- standalone benchmarks: recorded from bench_dense.py, bench_dashboard.py, bench_llm.py -->"
 TARGET_MAPIE_SPEEDUP = 20.0
 TARGET_FLOOR_RATIO = 1.5
 TARGET_RETHRESHOLD_MS = 50.0
@@ -279,7 +280,10 @@ def main(argv=None) -> int:
     text, _ = report(info, a, b, c, args.quick, args.write, started, (load_start, os.getloadavg()[0]), args.large)
     print(text)
     if args.write:
-        (HERE / "RESULTS.md").write_text(text, encoding="utf-8")
+        results = HERE / "RESULTS.md"
+        # sections recorded by the standalone benchmarks (dense, dashboard, LLM) follow the marker: keep them
+        kept = results.read_text(encoding="utf-8").partition(STANDALONE_MARKER)[2] if results.exists() else ""
+        results.write_text(text.rstrip() + "\n\n" + STANDALONE_MARKER + kept, encoding="utf-8")
         log(f"wrote {HERE / 'RESULTS.md'}")
     return 0
 
