@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from fractions import Fraction
 from typing import Hashable, Sequence
 
@@ -141,6 +142,11 @@ class ScoredSplit:
     def __len__(self) -> int:
         return len(self.table)
 
+    @cached_property
+    def group_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, codes)`` with ``groups == keys[codes]``, computed once per split."""
+        return np.unique(self.groups.astype(str), return_inverse=True)
+
     @property
     def in_pool(self) -> np.ndarray:
         return self.truth_positions >= 0
@@ -180,8 +186,10 @@ class Certificate:
 
 def certify(split: ScoredSplit, calibration: Calibration, confidence) -> Certificate:
     """Apply the calibrated thresholds to a scored split at one confidence level."""
-    strata = None if split.groups is None or set(calibration.strata) == {ALL} else split.groups
-    q_hat = calibration.thresholds_for(confidence, strata, len(split))
+    if split.groups is None or set(calibration.strata) == {ALL}:
+        q_hat = calibration.thresholds_for(confidence, None, len(split))
+    else:
+        q_hat = calibration.thresholds_by_code(confidence, *split.group_codes)
     sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
     covered = split.in_pool & (split.truth_positions < sizes)
     return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split)

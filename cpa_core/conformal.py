@@ -128,12 +128,15 @@ class Calibration:
 
         A stratum never seen during calibration has no data, hence ``+inf``.
         """
-        table = self.q_hat_[confidence_label(confidence)]
         if strata is None:
-            return np.full(n_docs, table[ALL])
+            return np.full(n_docs, self.q_hat_[confidence_label(confidence)][ALL])
         keys, codes = np.unique(np.asarray(strata, dtype=object).astype(str), return_inverse=True)
-        by_key = {str(k): v for k, v in table.items()}
-        return np.array([by_key.get(k, math.inf) for k in keys], dtype=float)[codes]
+        return self.thresholds_by_code(confidence, keys, codes)
+
+    def thresholds_by_code(self, confidence, keys: Sequence[Hashable], codes: np.ndarray) -> np.ndarray:
+        """Per-document threshold for strata given as ``keys[codes]`` (no per-document lookups)."""
+        by_key = {str(k): v for k, v in self.q_hat_[confidence_label(confidence)].items()}
+        return np.array([by_key.get(str(k), math.inf) for k in keys], dtype=float)[codes]
 
     def q_hat(self, confidence, stratum: Hashable = ALL) -> float:
         return self.q_hat_[confidence_label(confidence)].get(stratum, math.inf)

@@ -215,6 +215,16 @@ class LLMClueExtractor:
         return out
 
 
+def extractor_params(extractor: Any) -> dict | None:
+    """A retrieval attacker's clue extractor for its params (``None`` without one)."""
+    if extractor is None:
+        return None
+    params = getattr(extractor, "params", None)
+    if callable(params):
+        return params()
+    return {"clue_extractor": getattr(extractor, "__name__", type(extractor).__name__)}
+
+
 def retrieval_estimate_calls(attacker: Any, doc_ids: Sequence, texts: Sequence[str], level) -> int:
     """LLM calls of a retrieval attacker's run: its clue extraction, when the level's query mode uses one."""
     extractor = getattr(attacker, "clue_extractor", None)
@@ -222,3 +232,38 @@ def retrieval_estimate_calls(attacker: Any, doc_ids: Sequence, texts: Sequence[s
         return 0
     estimate = getattr(extractor, "estimate_calls", None)
     return int(estimate(list(doc_ids), [str(t) for t in texts])) if callable(estimate) else 0
+
+
+def attacker_clients(attacker: Any) -> list:
+    """The distinct LLM clients an attacker uses (its own, its shortlister's, their clue extractors')."""
+    found: dict[int, Any] = {}
+    stack = [attacker]
+    while stack:
+        item = stack.pop()
+        if item is None:
+            continue
+        client = getattr(item, "client", None)
+        if client is not None and hasattr(client, "complete"):
+            found.setdefault(id(client), client)
+        stack += [getattr(item, "shortlister", None), getattr(item, "clue_extractor", None)]
+    return list(found.values())
+
+
+def run_counters(attacker: Any) -> dict:
+    """The counters of an attacker's last run, by where they sit in its params (``{}`` when none).
+
+    For example ``{"attacker": {...invalid picks...}, "shortlister.clue_extractor": {...no-clue documents...}}``.
+    """
+    out: dict = {}
+
+    def walk(params: dict, path: str) -> None:
+        for key, value in params.items():
+            if key == "counters" and isinstance(value, dict):
+                out[path or "attacker"] = value
+            elif isinstance(value, dict):
+                walk(value, f"{path}.{key}" if path else key)
+
+    params = getattr(attacker, "params", None)
+    if callable(params):
+        walk(params(), "")
+    return out

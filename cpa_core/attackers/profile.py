@@ -114,6 +114,21 @@ def attributes_from_registry(registry: Registry, columns: Sequence[str], *, free
     return out
 
 
+def categorical_columns(registry: Registry, fields: Sequence[str],
+                        max_values: int = MAX_ALLOWED_VALUES) -> list[str]:
+    """The fields (in order) whose registry column has between 1 and ``max_values`` distinct values: the
+    default attributes of Profile-CPA at a knowledge level (age band, gender, occupation, city, ...)."""
+    out = []
+    for name in fields:
+        values = {_registry_value(v) for v in registry.frame[name].tolist()} - {""}
+        if 0 < len(values) <= max_values:
+            out.append(name)
+    if not out:
+        raise ConfigError(f"no field among {list(fields)} has at most {max_values} distinct values: declare the "
+                          "Profile-CPA attributes (and free_text ones) explicitly")
+    return out
+
+
 def value_scores(counts: dict[str, int]) -> dict[str, float]:
     """Score of each answered value: the share of the answers naming a strictly more frequent value.
 
