@@ -250,6 +250,23 @@ def document_groups(documents: Documents, config: AuditConfig) -> np.ndarray | N
     return documents.frame["group"].to_numpy(dtype=object)
 
 
+def _split(documents: Documents, config: AuditConfig):
+    groups = document_groups(documents, config)
+    cal, test = split_indices(len(documents), config.n_cal, config.n_test, config.seed, groups)
+    return groups, cal, test
+
+
+def estimate_llm_calls(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig) -> int:
+    """The dry run: LLM calls :func:`run_audit` would make (answers already cached cost none)."""
+    _, cal, test = _split(documents, config)
+    frame = documents.frame.iloc[np.concatenate([cal, test])]
+    ids, texts = frame["doc_id"].tolist(), frame["text"].tolist()
+    if hasattr(attacker, "estimate_calls"):
+        return int(attacker.estimate_calls(ids, texts, registry, config.knowledge))
+    from .attackers.llm_clues import retrieval_estimate_calls
+    return int(retrieval_estimate_calls(attacker, ids, texts, config.knowledge))
+
+
 def run_audit(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig,
               progress: Progress | None = None, table: CandidateTable | None = None) -> AuditResult:
     """Split, attack, score, calibrate.
@@ -260,8 +277,7 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
         A precomputed attack (e.g. shared by several audits on matched splits); the attacker is
         not called when it is given.
     """
-    groups = document_groups(documents, config)
-    cal, test = split_indices(len(documents), config.n_cal, config.n_test, config.seed, groups)
+    groups, cal, test = _split(documents, config)
     if table is None:
         selected = np.concatenate([cal, test])
         attacked = attack_documents(documents, registry, attacker, config.knowledge, selected, progress)

@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 
 from .attackers.imported import load_candidate_scores
-from .audit import run_audit
+from .audit import estimate_llm_calls, run_audit
 from .config import ATTACKERS, ProjectConfig, declare_audit, load_config
 from .conformal import confidence_label
 from .data import load_documents, load_registry
@@ -72,6 +72,16 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
     threat.add_argument("--scores", metavar="FILE", help="bring your own attacker: long table doc_id, candidate_id, score")
     threat.add_argument("--scores-kind", choices=["probability", "score", "rank"], default="probability",
                         help="what the imported score column holds (default probability)")
+    llm = parser.add_argument_group("LLM attackers (forced_choice, profile, direct_plus_clues levels)")
+    llm.add_argument("--llm-url", metavar="URL", help="OpenAI-compatible endpoint (base_url); the key comes from "
+                     "the environment variable named by [llm] api_key_env (default OPENAI_API_KEY)")
+    llm.add_argument("--llm-model", metavar="NAME", help="model name at the endpoint")
+    llm.add_argument("--samples", type=int, metavar="M", help="LLM samples per document (forced choice, profile)")
+    llm.add_argument("--shortlist-k", type=int, metavar="K", help="forced choice: options shown to the LLM")
+    llm.add_argument("--logprobs", action="store_true", help="forced choice: use option log-probabilities")
+    llm.add_argument("--call-budget", type=int, metavar="N", help="refuse a run needing more LLM calls than N")
+    llm.add_argument("--dry-run", action="store_true",
+                     help="print the number of LLM calls the run would make (cached answers are free) and stop")
     threat.add_argument("--temperature", type=float, help="softmax temperature over similarities")
     threat.add_argument("--top-k", type=int, metavar="K", help="truncate each candidate pool to its top K")
     protocol = parser.add_argument_group("calibration protocol")
@@ -156,9 +166,26 @@ def _load(args, documents_file: str | None = None):
                  "miss_policy": args.miss_policy, "flag_below": args.flag_below,
                  "leakage_threshold": args.leakage_threshold, "flag_confidence": args.flag_confidence, "model": args.model, "temperature": args.temperature}
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
+    project = _with_llm_options(project, args)
     config, attacker = declare_audit(project, registry, knowledge=args.knowledge, fields=fields,
                                      attacker=args.attacker, imported=imported, overrides=overrides)
     return project, documents, registry, config, attacker
+
+
+def _with_llm_options(project: ProjectConfig, args) -> ProjectConfig:
+    """The project configuration with the command line's LLM options applied."""
+    from dataclasses import replace
+    llm = {**project.llm, **{k: v for k, v in (("base_url", args.llm_url), ("model", args.llm_model),
+                                                 ("call_budget", args.call_budget)) if v is not None}}
+    attackers = {name: dict(params) for name, params in project.attackers.items()}
+    forced = attackers.setdefault("forced_choice", {})
+    for key, value in (("m", args.samples), ("shortlist_k", args.shortlist_k),
+                       ("mode", "logprobs" if args.logprobs else None)):
+        if value is not None:
+            forced[key] = value
+    if args.samples is not None:
+        attackers.setdefault("profile", {})["m"] = args.samples
+    return replace(project, llm=llm, attackers=attackers)
 
 
 def _explainer(attacker, registry, level):
@@ -173,6 +200,10 @@ def cmd_audit(args) -> int:
     from .metrics import summarize
     from .records import write_audit
     _, documents, registry, config, attacker = _load(args)
+    if args.dry_run:
+        calls = estimate_llm_calls(documents, registry, attacker, config)
+        print(f"{calls} LLM calls needed (answers already cached are not counted)")
+        return 0
     result = run_audit(documents, registry, attacker, config, ProgressBar())
     for note in result.calibration.warnings_:
         _say(f"warning: {note}")

@@ -53,7 +53,19 @@ ATTACKER_SCHEMAS = {
               "chunk_size": INTEGER},
     "dense": {"model": TEXT, "temperature": NUMBER, "batch_size": INTEGER, "cache_dir": TEXT},
 }
-SECTIONS = {"knowledge", "attacker", "audit", "columns"}
+TEXTS = (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of texts")
+ATTACKER_SCHEMAS.update({
+    "clues": {"max_clues": INTEGER, "retries": INTEGER, "seed": INTEGER, "max_tokens": INTEGER},
+    "forced_choice": {"m": INTEGER, "shortlist_k": INTEGER, "mode": TEXT, "seed": INTEGER, "shortlister": TEXT,
+                      "max_tokens": INTEGER},
+    "profile": {"m": INTEGER, "seed": INTEGER, "attributes": TEXTS, "free_text": TEXTS, "max_tokens": INTEGER},
+})
+LLM_SCHEMA = {
+    "base_url": TEXT, "model": TEXT, "api_key_env": TEXT, "temperature": NUMBER, "top_p": NUMBER,
+    "max_tokens": INTEGER, "timeout_s": NUMBER, "max_retries": INTEGER, "concurrency": INTEGER,
+    "call_budget": INTEGER, "cache_dir": TEXT,
+}
+SECTIONS = {"knowledge", "attacker", "audit", "columns", "llm"}
 COLUMN_TABLES = {"documents", "registry", "scores"}
 
 
@@ -66,6 +78,7 @@ class ProjectConfig:
     attackers: dict[str, dict] = field(default_factory=dict)
     audit: dict = field(default_factory=dict)
     columns: dict[str, dict[str, str]] = field(default_factory=dict)
+    llm: dict = field(default_factory=dict)
 
     def level(self, name: str) -> KnowledgeLevel:
         if name not in self.levels:
@@ -121,7 +134,8 @@ def parse_config(text: str, file: str = "<config>") -> ProjectConfig:
             raise ConfigError(f"{file}: unknown key '{name}' in [columns]; expected one of {', '.join(sorted(COLUMN_TABLES))}")
         columns[name] = _check(file, f"columns.{name}", _table(file, f"columns.{name}", mapping),
                                {key: TEXT for key in mapping})
-    return ProjectConfig(file, levels, attackers, audit, columns)
+    llm = _check(file, "llm", raw.get("llm", {}), LLM_SCHEMA)
+    return ProjectConfig(file, levels, attackers, audit, columns, llm)
 
 
 def load_config(path: str | Path) -> ProjectConfig:
@@ -134,16 +148,31 @@ def load_config(path: str | Path) -> ProjectConfig:
     return parse_config(text, str(path))
 
 
-ATTACKERS = ("tfidf", "dense", "imported")
+ATTACKERS = ("tfidf", "dense", "imported", "forced_choice", "profile")
+LLM_ATTACKERS = ("forced_choice", "profile")
+
+
+def make_llm_client(llm: dict, http_client=None):
+    """An :class:`~cpa_core.llm.LLMClient` for the ``[llm]`` settings (endpoint, model, decoding, budget)."""
+    from .llm import LLMClient, LLMSettings
+
+    if not llm.get("base_url") or not llm.get("model"):
+        raise ConfigError("an LLM attacker needs an endpoint: declare [llm] base_url and model "
+                          "(or --llm-url and --llm-model)")
+    try:
+        return LLMClient(LLMSettings(**llm), http_client)
+    except ValueError as error:
+        raise ConfigError(f"[llm]: {error}") from None
 
 
 def declare_audit(project: ProjectConfig, registry, *, knowledge: str | None = None, fields=None,
-                  attacker: str | None = None, imported=None, overrides: dict | None = None):
+                  attacker: str | None = None, imported=None, overrides: dict | None = None, llm_client=None):
     """The audit configuration and attacker declared by a file plus explicit overrides.
 
     Overrides (e.g. from the command line or the dashboard) win over ``[audit]``; ``None`` values are
     ignored. ``fields`` declares a custom knowledge level; ``imported`` is an
     :class:`~cpa_core.attackers.imported.ImportedAttacker` for the ``imported`` attacker.
+    ``llm_client`` replaces the client built from ``[llm]`` (LLM attackers and clue extraction).
 
     Returns
     -------
@@ -172,17 +201,50 @@ def declare_audit(project: ProjectConfig, registry, *, knowledge: str | None = N
         if imported is None:
             raise ConfigError("the 'imported' attacker needs a table of candidate scores (--scores FILE)")
         chosen = imported
-    elif name == "dense":
-        from .attackers.dense import DenseAttacker
-        params = dict(project.attackers.get("dense", {}))
-        params.update({k: settings[k] for k in ("temperature", "model") if k in settings})
-        chosen = DenseAttacker(**params, top_k=top_k)
     else:
-        if settings.get("model") is not None:
+        if settings.get("model") is not None and name != "dense":
             raise ConfigError("a model (--model) applies to the dense attacker only; add --attacker dense")
-        params = dict(project.attackers.get("tfidf", {}))
-        params.update({k: settings[k] for k in ("temperature",) if k in settings})
-        chosen = TfidfAttacker(**params, top_k=top_k)
+        needs_llm = name in LLM_ATTACKERS or level.query_mode == "direct_plus_clues"
+        client = (llm_client or make_llm_client(project.llm)) if needs_llm else None
+        clues = None
+        if level.query_mode == "direct_plus_clues":
+            from .attackers.llm_clues import LLMClueExtractor
+            clues = LLMClueExtractor(client, **project.attackers.get("clues", {}))
+
+        def retrieval(kind: str):
+            if kind == "dense":
+                from .attackers.dense import DenseAttacker
+                params = dict(project.attackers.get("dense", {}))
+                params.update({k: settings[k] for k in ("temperature", "model") if k in settings and name == "dense"})
+                return DenseAttacker(**params, top_k=top_k, clue_extractor=clues)
+            if kind != "tfidf":
+                raise ConfigError(f"unknown retrieval attacker '{kind}'; expected tfidf or dense")
+            params = dict(project.attackers.get("tfidf", {}))
+            params.update({k: settings[k] for k in ("temperature",) if k in settings and name == "tfidf"})
+            return TfidfAttacker(**params, top_k=top_k, clue_extractor=clues)
+
+        if name == "forced_choice":
+            from .attackers.forced_choice import ForcedChoiceAttacker
+            params = dict(project.attackers.get("forced_choice", {}))
+            shortlister = retrieval(params.pop("shortlister", "tfidf"))
+            if params.get("mode", "sampling") not in ("sampling", "logprobs"):
+                raise ConfigError(f"[attacker.forced_choice] mode: expected 'sampling' or 'logprobs', "
+                                  f"found {params['mode']!r}")
+            chosen = ForcedChoiceAttacker(shortlister, client, **params)
+        elif name == "profile":
+            from .attackers.profile import ProfileAttacker, attributes_from_registry, categorical_columns
+            params = dict(project.attackers.get("profile", {}))
+            columns = params.pop("attributes", None) or categorical_columns(registry, level.fields)
+            outside = [c for c in columns if c not in level.fields]
+            if outside:
+                raise ConfigError(f"Profile-CPA attribute '{outside[0]}' is not a field of knowledge level "
+                                  f"'{level.name}' ({list(level.fields)})")
+            attributes = attributes_from_registry(registry, columns, free_text=params.pop("free_text", ()))
+            chosen = ProfileAttacker(client, attributes, **params)
+            if (overrides or {}).get("score") is None:  # Profile-CPA scores candidates itself
+                settings["score"] = "given"
+        else:
+            chosen = retrieval(name)
     config = AuditConfig(
         knowledge=level, attacker=chosen.params(), score=settings.get("score", "aps"),
         confidences=tuple(settings.get("confidence", DEFAULT_CONFIDENCES)),
