@@ -26,8 +26,8 @@ class Param:
     """One parameter of an attacker form.
 
     ``kind`` is ``"float"``, ``"int"``, ``"select"`` or ``"text"``; ``target`` says where the value goes: the
-    attacker's own section of the configuration (``"attacker"``, e.g. ``[attacker.tfidf]``) or how
-    an uploaded table of scores is read (``"upload"``).
+    attacker's own section of the configuration (``"attacker"``, e.g. ``[attacker.tfidf]``), the LLM
+    endpoint (``"llm"``, i.e. ``[llm]``) or how an uploaded table of scores is read (``"upload"``).
     """
 
     name: str
@@ -51,10 +51,10 @@ class AttackerForm:
     needs_scores_upload: bool = False
     sends_data_out: bool = False  # e.g. an LLM endpoint: the page says so before any run
 
-    def defaults(self, project_section: dict | None = None) -> dict:
-        """Default parameter values, taken from the attacker's section of the configuration file."""
-        section = project_section or {}
-        return {p.name: section.get(p.name, p.default) if p.target == "attacker" else p.default for p in self.params}
+    def defaults(self, project_section: dict | None = None, llm_section: dict | None = None) -> dict:
+        """Default parameter values, taken from the attacker's and the LLM sections of the configuration file."""
+        sections = {"attacker": project_section or {}, "llm": llm_section or {}}
+        return {p.name: sections.get(p.target, {}).get(p.name, p.default) for p in self.params}
 
 
 FORMS: dict[str, AttackerForm] = {
@@ -88,6 +88,40 @@ FORMS: dict[str, AttackerForm] = {
             Param("batch_size", "Batch size", "int", 32, "Texts per forward pass of the model.", min=1, max=1024,
                   step=1),
         ),
+    ),
+    "forced_choice": AttackerForm(
+        "forced_choice", "LLM forced choice (sampling-only)",
+        "A TF-IDF shortlist of the top K profiles is shown to an LLM as labelled options (in a shuffled order per "
+        "sample); the LLM must pick one, m times per document with distinct seeds, and the pick frequencies are "
+        "the weights. With 'logprobs', the option labels' log-probabilities give the weights instead.",
+        (
+            Param("base_url", "LLM endpoint (OpenAI-compatible)", "text", "http://127.0.0.1:8080/v1",
+                  "The base URL of the chat-completions server. The API key is read from the environment "
+                  "(OPENAI_API_KEY by default), never stored.", target="llm"),
+            Param("model", "LLM model", "text", "", "The model name at the endpoint.", target="llm"),
+            Param("m", "Samples per document m", "int", 5,
+                  "More samples give finer weights and smaller sets, not more validity.", min=1, max=50, step=1),
+            Param("shortlist_k", "Shortlist size K", "int", 10, "Options shown to the LLM (the candidate pool).",
+                  min=2, max=26, step=1),
+            Param("mode", "Access", "select", "sampling", "sampling: pick frequencies; logprobs: the option "
+                  "labels' log-probabilities, when the endpoint exposes them.", options=("sampling", "logprobs")),
+        ),
+        sends_data_out=True,
+    ),
+    "profile": AttackerForm(
+        "profile", "Profile-CPA (LLM attribute prediction)",
+        "The LLM does not see the candidates: it predicts each attribute (age band, gender, occupation, city, ...) "
+        "m times; each attribute is certified on the calibration split and the identity set is the registry "
+        "rows consistent with every certified attribute set.",
+        (
+            Param("base_url", "LLM endpoint (OpenAI-compatible)", "text", "http://127.0.0.1:8080/v1",
+                  "The base URL of the chat-completions server. The API key is read from the environment "
+                  "(OPENAI_API_KEY by default), never stored.", target="llm"),
+            Param("model", "LLM model", "text", "", "The model name at the endpoint.", target="llm"),
+            Param("m", "Samples per attribute m", "int", 5,
+                  "More samples give finer attribute distributions.", min=1, max=50, step=1),
+        ),
+        sends_data_out=True,
     ),
     "imported": AttackerForm(
         "imported", "Imported scores (bring your own attacker)",
@@ -135,7 +169,8 @@ def declare(data: DataSet, threat: ThreatChoice, imported: ImportedAttacker | No
         "group_column": (data.group_column or "group") if threat.per_group else None,
         "query_mode": threat.query_mode,
     }
-    project = replace(project, attackers={**project.attackers, form.name: section},
+    llm = {**project.llm, **{p.name: params[p.name] for p in form.params if p.target == "llm" and params.get(p.name)}}
+    project = replace(project, attackers={**project.attackers, form.name: section}, llm=llm,
                       audit={k: v for k, v in audit.items() if v is not None})
     if form.needs_scores_upload and imported is None:
         raise ConfigError("the imported-scores attacker needs a table of candidate scores: upload one above")
@@ -165,7 +200,7 @@ def default_threat(data: DataSet) -> ThreatChoice:
         n_cal = n_test = None
     return ThreatChoice(
         attacker=form.name,
-        attacker_params=tuple(form.defaults(project.attackers.get(form.name)).items()),
+        attacker_params=tuple(form.defaults(project.attackers.get(form.name), project.llm).items()),
         knowledge=knowledge,
         custom_fields=tuple(data.registry.fields),
         score=audit.get("score", "aps"),

@@ -19,7 +19,7 @@ import streamlit as st
 from cpa_core.attackers.base import Attacker
 from cpa_core.attackers.imported import ImportedAttacker, load_candidate_scores
 from cpa_core.attackers.tfidf import TfidfIndex
-from cpa_core.audit import AuditConfig, AuditResult, run_audit
+from cpa_core.audit import AuditConfig, AuditResult, estimate_llm_calls, run_audit
 from cpa_core.config import ProjectConfig, load_config, parse_config
 from cpa_core.data import Documents, Registry, load_documents, load_registry, read_table
 from cpa_core.errors import CalibrationWarning, ConfigError
@@ -157,3 +157,8 @@ def explained_worklist(key: str, confidence: float, flag_below: int, leakage_thr
     cert = certificate(_run.result, confidence)
     return worklist(cert, flag_below, _run.result.config.config_id, leakage_threshold=leakage_threshold,
                     explain=explainer(_data, _run))
+
+
+def llm_calls(data: DataSet, config: AuditConfig, attacker: Attacker) -> int:
+    """The dry run of the declared audit: LLM calls not yet answered by the cache."""
+    return estimate_llm_calls(data.documents, data.registry, attacker, config)

@@ -54,6 +54,9 @@ HELP: dict[str, str] = {
     "score": "Nonconformity score of the candidate: it is in the set when the score is at most q̂.",
     "pool_size": "Number of candidates the attacker ranked for this document.",
     "n_flagged": "Number of flagged test documents under the current k and leakage threshold.",
+    "llm_calls": "How many requests the attack would send to the LLM endpoint for the calibration and test "
+                 "documents (m per document and attribute, or one per document for clues and log-probabilities). "
+                 "Answers already in the local cache are free and not counted.",
     "config_id": "A short hash of the full declared threat configuration; certificates of different ids are not "
                  "comparable.",
     "n_read": "Rows read from the file (header excluded).",

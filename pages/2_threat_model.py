@@ -10,7 +10,7 @@ from cpa_core.knowledge import QUERY_MODES, KnowledgeLevel, profile_texts
 from cpa_core.scores import SCORES
 from cpa_ui import nav
 from cpa_ui.attackers import FORMS, available_forms, default_threat, usable_levels
-from cpa_ui.cache import scores_from_upload
+from cpa_ui.cache import llm_calls, scores_from_upload
 from cpa_ui.components import declared, require_data, show_error
 from cpa_ui.help import HELP
 from cpa_ui.state import CUSTOM_LEVEL, ThreatChoice, state, widget_key
@@ -41,7 +41,7 @@ form = forms[attacker]
 st.caption(form.description)
 if form.sends_data_out:
     st.warning("This attacker sends document text to the configured endpoint.", icon=":material/cloud_upload:")
-defaults = form.defaults(data.project.attackers.get(form.name))
+defaults = form.defaults(data.project.attackers.get(form.name), data.project.llm)
 current = threat.params if threat.attacker == attacker else {}
 params = {}
 columns = st.columns(max(len(form.params), 1))
@@ -164,4 +164,11 @@ if declaration is not None:
     st.info(configuration_summary(config, n_documents=n_documents, n_profiles=len(data.registry),
                                   groups=data.groups if per_group else ()), icon=":material/gavel:")
     st.caption(f"Configuration id {config.config_id}. {HELP['config_id']}")
+    if form.sends_data_out or config.knowledge.query_mode == "direct_plus_clues":
+        try:
+            calls = llm_calls(data, config, declaration[1])
+        except CPAError as error:
+            show_error(error, "The LLM calls could not be estimated: ")
+        else:
+            st.metric("Estimated LLM calls", f"{calls:,}", help=HELP["llm_calls"])
     st.page_link(nav.CALIBRATE, label="Next: run the attack and calibrate", icon=":material/arrow_forward:")

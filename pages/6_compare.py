@@ -9,7 +9,7 @@ import streamlit as st
 from cpa_core.errors import CPAError
 from cpa_core.stress import drift
 from cpa_ui.analysis import certificate, compare_table, documents_of_group, without_empty
-from cpa_ui.attackers import declare, default_threat, usable_levels
+from cpa_ui.attackers import available_forms, declare, default_threat, usable_levels
 from cpa_ui.cache import audit_run
 from cpa_ui.components import require_data, show_error
 from cpa_ui.figures import fig_compare, fig_drift, fig_set_size_ecdf
@@ -50,6 +50,27 @@ if st.button("Run the comparison", type="primary", disabled=len(chosen) < 2, key
              icon=":material/play_arrow:"):
     try:
         runs = run_all([(level, replace(threat, knowledge=level), None) for level in chosen])
+    except CPAError as error:
+        show_error(error, "The comparison could not run: ")
+    else:
+        state.comparison = Comparison(runs=tuple(runs))
+
+offered = {f.name: f for f in available_forms() if not f.needs_scores_upload or state.imported is not None}
+picked = st.multiselect(f"Attackers to compare (knowledge level {threat.knowledge})", list(offered),
+                        format_func=lambda name: offered[name].label,
+                        key=widget_key("compare.attackers", [threat.attacker] if threat.attacker in offered else []),
+                        help="Each attacker runs on the same split with its parameters from the threat-model page "
+                             "(the one declared there) or from the configuration file (the others), e.g. TF-IDF "
+                             "beside an LLM forced choice.")
+if st.button("Run the attacker comparison", disabled=len(picked) < 2, key="compare.run_attackers",
+             icon=":material/play_arrow:"):
+    def params_of(name: str) -> tuple:
+        if name == threat.attacker:
+            return threat.attacker_params
+        return tuple(offered[name].defaults(data.project.attackers.get(name), data.project.llm).items())
+    try:
+        runs = run_all([(offered[name].label, replace(threat, attacker=name, attacker_params=params_of(name)), None)
+                        for name in picked])
     except CPAError as error:
         show_error(error, "The comparison could not run: ")
     else:
