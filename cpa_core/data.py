@@ -57,9 +57,7 @@ class ValidationReport:
 
 
 @dataclass(frozen=True)
-class Documents:
-    """Released documents: ``frame`` has columns doc_id, text, identity_id and optionally group."""
-
+class _Table:
     frame: pd.DataFrame
     file: str
     sha256: str
@@ -67,6 +65,11 @@ class Documents:
 
     def __len__(self) -> int:
         return len(self.frame)
+
+
+@dataclass(frozen=True)
+class Documents(_Table):
+    """Released documents: ``frame`` has columns doc_id, text, identity_id and optionally group."""
 
     @property
     def has_groups(self) -> bool:
@@ -74,16 +77,8 @@ class Documents:
 
 
 @dataclass(frozen=True)
-class Registry:
+class Registry(_Table):
     """A profile registry: ``frame`` has an identity_id column and any profile fields."""
-
-    frame: pd.DataFrame
-    file: str
-    sha256: str
-    report: ValidationReport
-
-    def __len__(self) -> int:
-        return len(self.frame)
 
     @property
     def fields(self) -> list[str]:

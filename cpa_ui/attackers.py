@@ -57,6 +57,13 @@ class AttackerForm:
         return {p.name: sections.get(p.target, {}).get(p.name, p.default) for p in self.params}
 
 
+LLM_ENDPOINT = (
+    Param("base_url", "LLM endpoint (OpenAI-compatible)", "text", "http://127.0.0.1:8080/v1",
+          "The base URL of the chat-completions server. The API key is read from the environment "
+          "(OPENAI_API_KEY by default), never stored.", target="llm"),
+    Param("model", "LLM model", "text", "", "The model name at the endpoint.", target="llm"),
+)
+
 FORMS: dict[str, AttackerForm] = {
     "tfidf": AttackerForm(
         "tfidf", "TF-IDF retrieval",
@@ -95,10 +102,7 @@ FORMS: dict[str, AttackerForm] = {
         "sample); the LLM must pick one, m times per document with distinct seeds, and the pick frequencies are "
         "the weights. With 'logprobs', the option labels' log-probabilities give the weights instead.",
         (
-            Param("base_url", "LLM endpoint (OpenAI-compatible)", "text", "http://127.0.0.1:8080/v1",
-                  "The base URL of the chat-completions server. The API key is read from the environment "
-                  "(OPENAI_API_KEY by default), never stored.", target="llm"),
-            Param("model", "LLM model", "text", "", "The model name at the endpoint.", target="llm"),
+            *LLM_ENDPOINT,
             Param("m", "Samples per document m", "int", 5,
                   "More samples give finer weights and smaller sets, not more validity.", min=1, max=50, step=1),
             Param("shortlist_k", "Shortlist size K", "int", 10, "Options shown to the LLM (the candidate pool).",
@@ -114,10 +118,7 @@ FORMS: dict[str, AttackerForm] = {
         "m times; each attribute is certified on the calibration split and the identity set is the registry "
         "rows consistent with every certified attribute set.",
         (
-            Param("base_url", "LLM endpoint (OpenAI-compatible)", "text", "http://127.0.0.1:8080/v1",
-                  "The base URL of the chat-completions server. The API key is read from the environment "
-                  "(OPENAI_API_KEY by default), never stored.", target="llm"),
-            Param("model", "LLM model", "text", "", "The model name at the endpoint.", target="llm"),
+            *LLM_ENDPOINT,
             Param("m", "Samples per attribute m", "int", 5,
                   "More samples give finer attribute distributions.", min=1, max=50, step=1),
         ),
