@@ -68,18 +68,18 @@ def probability_matrix(n_rows: int, n_classes: int, seed: int,
 
 
 def ours_core(probs: np.ndarray, labels: np.ndarray, n_cal: int, levels=LEVELS) -> dict:
-    """sort rows -> APS scores -> calibrate -> set sizes at each level (cpa_core's public functions)."""
+    """calibration rows: truth scores in one pass (no sort) -> calibrate; test rows: sort -> APS scores ->
+    set sizes at each level (cpa_core's public functions)."""
     n, m = probs.shape
-    index, weights = top_candidates(probs, None)                    # rows sorted by decreasing p
-    table = CandidateTable(np.arange(n), index, weights, np.full(n, m), np.arange(m))
-    scores = get_score("aps").sorted_scores(table.weights, table.pool_sizes)
-    positions = table.truth_positions(labels)                       # where each truth ranks
-    truth_scores = scores[np.arange(n), positions]
-    calibration = calibrate(truth_scores[:n_cal], levels)
-    test_scores, test_pool, test_pos = scores[n_cal:], table.pool_sizes[n_cal:], positions[n_cal:]
+    aps = get_score("aps")
+    calibration = calibrate(aps.truth_scores(probs[:n_cal], labels[:n_cal]), levels)
+    index, weights = top_candidates(probs[n_cal:], None)            # test rows sorted by decreasing p
+    table = CandidateTable(np.arange(n_cal, n), index, weights, np.full(n - n_cal, m), np.arange(m))
+    test_scores = aps.sorted_scores(table.weights, table.pool_sizes)
+    test_pos = table.truth_positions(labels[n_cal:])                # where each truth ranks
     out = {}
     for level in levels:
-        sizes = set_sizes(test_scores, test_pool, calibration.q_hat(level))
+        sizes = set_sizes(test_scores, table.pool_sizes, calibration.q_hat(level))
         out[level] = (sizes, test_pos < sizes)
     return out
 

@@ -67,12 +67,30 @@ def _padding(weights: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray | None:
 
 @dataclass(frozen=True)
 class Score:
-    """A nonconformity score: ``name``, whether it needs weights, and its computation."""
+    """A nonconformity score: ``name``, whether it needs weights, and its computation.
+
+    ``sorted_scores`` scores every ranked candidate (what certified sets need); ``truth_scores`` scores
+    one candidate per row straight from an unsorted weight matrix (what calibration needs), in one pass.
+    """
 
     name: str
     needs_weights: bool
     _compute: Callable[[np.ndarray], np.ndarray]
     description: str
+    _truth: Callable[[np.ndarray, np.ndarray], np.ndarray] = None
+
+    def truth_scores(self, weights: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """Score of candidate ``columns[i]`` in row ``i`` of an unsorted weight matrix (no padding).
+
+        Equal to the corresponding entry of :meth:`sorted_scores` on the sorted rows.
+
+        Parameters
+        ----------
+        weights : ndarray of shape (n, M)
+        columns : ndarray of shape (n,), int
+        """
+        truth = np.take_along_axis(weights, np.asarray(columns)[:, None], axis=1)
+        return self._truth(weights, truth)
 
     def sorted_scores(self, weights: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray:
         """Scores of the ranked candidates.
@@ -113,11 +131,19 @@ def _given(weights: np.ndarray) -> np.ndarray:
     return _round(-weights.astype(float))
 
 
+def _at_least(weights: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    return weights >= truth
+
+
 SCORES: dict[str, Score] = {
-    "aps": Score("aps", True, _aps, "probability mass accumulated from the top down to the candidate"),
-    "rank": Score("rank", False, _rank, "rank of the candidate in the attacker's list (ties share the worst rank)"),
-    "probability": Score("probability", True, _probability, "one minus the candidate's weight"),
-    "given": Score("given", True, _given, "the attacker's own score of the candidate (minus its weight)"),
+    "aps": Score("aps", True, _aps, "probability mass accumulated from the top down to the candidate",
+                 lambda w, t: _round(np.where(_at_least(w, t), w, 0.0).sum(axis=1))),
+    "rank": Score("rank", False, _rank, "rank of the candidate in the attacker's list (ties share the worst rank)",
+                  lambda w, t: np.count_nonzero(_at_least(w, t), axis=1).astype(float)),
+    "probability": Score("probability", True, _probability, "one minus the candidate's weight",
+                         lambda w, t: _round(1.0 - t[:, 0])),
+    "given": Score("given", True, _given, "the attacker's own score of the candidate (minus its weight)",
+                   lambda w, t: _round(-t[:, 0].astype(float))),
 }
 
 

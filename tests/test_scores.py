@@ -61,3 +61,17 @@ def test_aps_brute_force(raw):
     w = w / w.sum()
     expected = [w[w >= w[j]].sum() for j in range(len(w))]
     assert np.allclose(scores("aps", w)[0], expected)
+
+
+@given(st.lists(st.lists(st.sampled_from([0.0, 0.05, 0.1, 0.2, 0.25, 0.4]), min_size=3, max_size=3), min_size=1,
+                max_size=8), st.sampled_from(sorted(SCORES)), st.data())
+def test_truth_scores_from_the_unsorted_matrix_equal_the_sorted_path(rows, name, data):
+    from cpa_core.candidates import top_candidates
+
+    weights = np.array(rows, dtype=float)
+    truth = np.array([data.draw(st.integers(0, 2)) for _ in rows])
+    index, ranked = top_candidates(weights, None)
+    sorted_scores = get_score(name).sorted_scores(ranked, np.full(len(rows), 3))
+    position = np.argmax(index == truth[:, None], axis=1)
+    expected = sorted_scores[np.arange(len(rows)), position]
+    assert np.allclose(get_score(name).truth_scores(weights, truth), expected, atol=1e-12)
