@@ -120,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         "scores": "APS vs rank vs probability score at matched splits",
         "ncal": "calibration-size ablation (--n-cals)",
         "seeds": "split stability: mean and standard deviation over seeds (--seeds)",
+        "budget": "sampling-budget ablation of an LLM attacker: m samples per document (--ms)",
     }
     for name, text in specs.items():
         sub = tests.add_parser(name, help=text, description=text)
@@ -134,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--n-cals", type=_ints, default=[50, 100, 150], help="comma-separated n_cal values")
         if name == "seeds":
             sub.add_argument("--seeds", type=_ints, default=[0, 1, 2, 3, 4], help="comma-separated seeds")
+        if name == "budget":
+            sub.add_argument("--ms", type=_ints, default=[1, 3, 5, 10], help="comma-separated sampling budgets m")
     sample = commands.add_parser("sample-data", help="regenerate the synthetic demo data")
     sample.add_argument("--out", default="sample_data", metavar="DIR", help="output folder (default sample_data)")
     sample.add_argument("--seed", type=int, default=20261122, help="generator seed")
@@ -196,10 +199,50 @@ def _explainer(attacker, registry, level):
     return lambda query, rows: index.shared_terms(query, [r for r in rows if r < index.profiles_.shape[0]])
 
 
+def _close_llm(attacker) -> None:
+    from .attackers.llm_clues import attacker_clients
+    for client in attacker_clients(attacker):
+        client.close()
+
+
+def _llm_report(result, attacker):
+    """The attacker's LLM counters (counts only) into the result's inputs, hence its manifest; one line said."""
+    from dataclasses import replace
+    from .attackers.llm_clues import run_counters
+    counters = run_counters(attacker)
+    for where, values in counters.items():
+        shown = ", ".join(f"{k} {v}" for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+        _say(f"LLM ({where}): {shown}")
+    return replace(result, inputs={**result.inputs, "llm_counters": counters}) if counters else result
+
+
+def _write_attribute_sets(result, attacker, out: str) -> None:
+    """Profile-CPA: the certified attribute value sets of every test document, per confidence level."""
+    from .attackers.profile import ProfileAttacker, certified_attribute_sets
+    if not isinstance(attacker, ProfileAttacker):
+        return
+    levels = list(result.config.confidences)
+    per_level = {confidence_label(c): certified_attribute_sets(result.certificate(c), attacker) for c in levels}
+    path = Path(out) / "attribute_sets.jsonl"
+    with path.open("w", encoding="utf-8") as handle:
+        for row, doc_id in enumerate(result.test_split.table.doc_ids.tolist()):
+            record = {"doc_id": doc_id, "sets": {label: {name: {"values": list(s.values), "any_value": s.any_value}
+                                                         for name, s in sets[row].items()}
+                                                 for label, sets in per_level.items()}}
+            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+
+
 def cmd_audit(args) -> int:
+    _, documents, registry, config, attacker = _load(args)
+    try:
+        return _audit(args, documents, registry, config, attacker)
+    finally:
+        _close_llm(attacker)
+
+
+def _audit(args, documents, registry, config, attacker) -> int:
     from .metrics import summarize
     from .records import write_audit
-    _, documents, registry, config, attacker = _load(args)
     if args.dry_run:
         calls = estimate_llm_calls(documents, registry, attacker, config)
         print(f"{calls} LLM calls needed (answers already cached are not counted)")
@@ -207,7 +250,9 @@ def cmd_audit(args) -> int:
     result = run_audit(documents, registry, attacker, config, ProgressBar())
     for note in result.calibration.warnings_:
         _say(f"warning: {note}")
+    result = _llm_report(result, attacker)
     paths = write_audit(result, args.out, _explainer(attacker, registry, config.knowledge))
+    _write_attribute_sets(result, attacker, args.out)
     summary = summarize(result)
     for label, entry in summary["confidence"].items():
         _say(f"confidence {label}: coverage {entry['coverage']:.3f} (conditional "
@@ -221,8 +266,15 @@ def cmd_audit(args) -> int:
 
 
 def cmd_stress(args) -> int:
-    from . import stress
     project, documents, registry, config, attacker = _load(args)
+    try:
+        return _stress(args, project, documents, registry, config, attacker)
+    finally:
+        _close_llm(attacker)
+
+
+def _stress(args, project, documents, registry, config, attacker) -> int:
+    from . import stress
     bar = ProgressBar()
     if args.test == "drift":
         if not args.test_knowledge and not args.test_documents:
@@ -236,6 +288,8 @@ def cmd_stress(args) -> int:
             config_b = replace(config, knowledge=project.level(args.test_knowledge))
             config_b.knowledge.check_against(registry)
         table = stress.drift(result_a, run_audit(documents_b, registry, attacker, config_b, bar))
+    elif args.test == "budget":
+        table = stress.sampling_budget_ablation(documents, registry, config, attacker, args.ms, bar)
     else:
         full = stress.full_attack(documents, registry, attacker, config, bar)
         if args.test == "topk":

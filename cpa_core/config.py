@@ -57,13 +57,15 @@ TEXTS = (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "
 ATTACKER_SCHEMAS.update({
     "clues": {"max_clues": INTEGER, "retries": INTEGER, "seed": INTEGER, "max_tokens": INTEGER},
     "forced_choice": {"m": INTEGER, "shortlist_k": INTEGER, "mode": TEXT, "seed": INTEGER, "shortlister": TEXT,
-                      "max_tokens": INTEGER},
-    "profile": {"m": INTEGER, "seed": INTEGER, "attributes": TEXTS, "free_text": TEXTS, "max_tokens": INTEGER},
+                      "max_tokens": INTEGER, "option_chars": INTEGER, "top_logprobs": INTEGER,
+                      "label_positions": INTEGER, "shuffle": (lambda v: isinstance(v, bool), "true or false")},
+    "profile": {"m": INTEGER, "seed": INTEGER, "attributes": TEXTS, "free_text": TEXTS, "max_tokens": INTEGER,
+                "max_allowed_values": INTEGER},
 })
 LLM_SCHEMA = {
     "base_url": TEXT, "model": TEXT, "api_key_env": TEXT, "temperature": NUMBER, "top_p": NUMBER,
     "max_tokens": INTEGER, "timeout_s": NUMBER, "max_retries": INTEGER, "concurrency": INTEGER,
-    "call_budget": INTEGER, "cache_dir": TEXT,
+    "call_budget": INTEGER, "cache_dir": TEXT, "backoff_base_s": NUMBER, "backoff_max_s": NUMBER,
 }
 SECTIONS = {"knowledge", "attacker", "audit", "columns", "llm"}
 COLUMN_TABLES = {"documents", "registry", "scores"}
@@ -232,14 +234,17 @@ def declare_audit(project: ProjectConfig, registry, *, knowledge: str | None = N
                                   f"found {params['mode']!r}")
             chosen = ForcedChoiceAttacker(shortlister, client, **params)
         elif name == "profile":
-            from .attackers.profile import ProfileAttacker, attributes_from_registry, categorical_columns
+            from .attackers.profile import (MAX_ALLOWED_VALUES, ProfileAttacker, attributes_from_registry,
+                                            categorical_columns)
             params = dict(project.attackers.get("profile", {}))
-            columns = params.pop("attributes", None) or categorical_columns(registry, level.fields)
+            max_values = params.pop("max_allowed_values", MAX_ALLOWED_VALUES)
+            columns = params.pop("attributes", None) or categorical_columns(registry, level.fields, max_values)
             outside = [c for c in columns if c not in level.fields]
             if outside:
                 raise ConfigError(f"Profile-CPA attribute '{outside[0]}' is not a field of knowledge level "
                                   f"'{level.name}' ({list(level.fields)})")
-            attributes = attributes_from_registry(registry, columns, free_text=params.pop("free_text", ()))
+            attributes = attributes_from_registry(registry, columns, free_text=params.pop("free_text", ()),
+                                                  max_allowed_values=max_values)
             chosen = ProfileAttacker(client, attributes, **params)
             if (overrides or {}).get("score") is None:  # Profile-CPA scores candidates itself
                 settings["score"] = "given"

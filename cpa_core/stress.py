@@ -6,6 +6,7 @@ so every variant sees matched attacker output.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 from typing import Sequence
 
@@ -13,10 +14,11 @@ import numpy as np
 import pandas as pd
 
 from .attackers.base import Attacker
-from .audit import AuditConfig, AuditResult, attack_documents, certify, run_audit
+from .audit import AuditConfig, AuditResult, attack_documents, certify, estimate_llm_calls, run_audit
 from .conformal import calibrate
 from .candidates import CandidateTable, Progress
 from .data import Documents, Registry
+from .errors import ConfigError
 from .metrics import certificate_metrics
 
 COLUMNS = ["confidence", "coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size",
@@ -80,6 +82,43 @@ def ncal_ablation(documents: Documents, registry: Registry, config: AuditConfig,
     for n_cal in n_cals:
         result = run_audit(documents, registry, None, replace(config, n_cal=int(n_cal)), table=table)
         rows += _rows(result, n_cal_declared=int(n_cal))
+    return pd.DataFrame(rows)
+
+
+def sampling_budget_ablation(documents: Documents, registry: Registry, config: AuditConfig, attacker: Attacker,
+                             ms: Sequence[int] = (1, 3, 5, 10), progress: Progress | None = None) -> pd.DataFrame:
+    """Coverage and set size per sampling budget ``m`` of a sampling-only LLM attacker, on matched splits.
+
+    ``attacker`` is a forced-choice attacker in ``sampling`` mode or a Profile-CPA attacker; each budget is
+    a copy of it with another ``m`` (same seeds, prompts and shortlist), audited on the same split. Sample
+    ``j`` of a document is the same request whatever ``m``, so through the LLM cache the whole ablation costs
+    the largest budget's samples; that total is checked against the call budget before any call. A larger
+    ``m`` gives smaller sets, not more validity: every row carries the guarantee.
+    """
+    names = {f.name for f in dataclasses.fields(attacker)} if dataclasses.is_dataclass(attacker) else set()
+    if "m" not in names:
+        raise ConfigError(f"the sampling-budget ablation needs a sampling attacker (forced_choice or profile), "
+                          f"found '{getattr(attacker, 'name', type(attacker).__name__)}'")
+    if getattr(attacker, "mode", "sampling") != "sampling":
+        raise ConfigError("the sampling-budget ablation needs the forced-choice mode 'sampling' (logprobs mode "
+                          "makes one request per document whatever m)")
+    budgets = sorted({int(m) for m in ms})
+    if not budgets or budgets[0] < 1:
+        raise ConfigError(f"sampling budgets must be at least 1, found {list(ms)}")
+    variants = {m: dataclasses.replace(attacker, m=m) for m in budgets}
+    largest = variants[budgets[-1]]
+    client = getattr(largest, "client", None)
+    budget = getattr(getattr(client, "settings", None), "call_budget", None)
+    if budget is not None:  # the whole ablation, before any call: the largest m's requests hold every other's
+        from .attackers.llm_clues import check_call_budget
+        check_call_budget([(client, estimate_llm_calls(documents, registry, largest, config))],
+                          f"the sampling-budget ablation (m up to {budgets[-1]})")
+    rows = []
+    for m in budgets:
+        variant = variants[m]
+        result = run_audit(documents, registry, variant, replace(config, attacker=variant.params()), progress)
+        counters = variant.params().get("counters") or {}
+        rows += _rows(result, m=m, llm_calls=counters.get("calls"))
     return pd.DataFrame(rows)
 
 

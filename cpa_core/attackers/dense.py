@@ -41,6 +41,7 @@ from ..embedding_cache import EmbeddingCache, texts_digest
 from ..errors import ConfigError
 from ..knowledge import KnowledgeLevel, profile_texts
 from .base import ClueExtractor, build_queries
+from .llm_clues import extractor_params, retrieval_estimate_calls
 
 log = logging.getLogger(__name__)
 
@@ -365,7 +366,15 @@ class DenseAttacker:
             "local directory" if Path(self.model).expanduser().is_dir() else "model name")
         return {"attacker": self.name, "model": self.model_label, "model_source": source,
                 "model_fingerprint": self.fingerprint(), "similarity": "cosine", "normalize_embeddings": True,
-                "temperature": self.temperature, "top_k": self.top_k}
+                "temperature": self.temperature, "top_k": self.top_k,
+                **({"clue_extractor": extractor_params(self.clue_extractor)} if self.clue_extractor else {})}
+
+    def estimate_calls(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry | None = None,
+                       level: KnowledgeLevel | None = None) -> int:
+        """LLM calls of an attack (a dry run): its clue extraction's at a ``direct_plus_clues`` level, else 0."""
+        if level is None:
+            level = KnowledgeLevel("any", ("any",), "direct_plus_clues")
+        return retrieval_estimate_calls(self, doc_ids, texts, level)
 
     @property
     def cache_key(self) -> str:

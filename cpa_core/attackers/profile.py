@@ -198,7 +198,8 @@ class ProfileAttacker:
             raise ConfigError(f"the sampling budget m must be at least 1, found {self.m}")
         missing = {"text", "attribute", "choices"} - set(self.template.fields)
         if missing:
-            raise ConfigError(f"the attribute prompt {self.template.id} lacks the field(s) {', '.join(sorted(missing))}")
+            raise ConfigError(f"the attribute prompt {self.template.id} lacks the field(s) "
+                              f"{', '.join(sorted(missing))}")
         self._reset()
 
     def _reset(self) -> None:
@@ -332,7 +333,8 @@ class ProfileAttacker:
         out = {"attacker": self.name, "score": "given", "m": self.m, "seed": self.seed,
                "seeds": "sample_seed(seed, doc_id, attribute, j)", "max_tokens": self.max_tokens,
                "attributes": [a.params() for a in self.attributes], "combination": "max over attributes",
-               "attribute_score": "share of answers strictly more frequent (unseen 1.0)", "prompt": self.template.params(),
+               "attribute_score": "share of answers strictly more frequent (unseen 1.0)",
+               "prompt": self.template.params(),
                "llm": client_params(self.client)}
         counters = self.counters()
         if counters is not None:

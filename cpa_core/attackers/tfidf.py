@@ -17,6 +17,7 @@ from ..data import Registry
 from ..errors import ConfigError
 from ..knowledge import KnowledgeLevel, profile_texts
 from .base import ClueExtractor, build_queries
+from .llm_clues import extractor_params, retrieval_estimate_calls
 
 
 class TfidfIndex:
@@ -106,7 +107,15 @@ class TfidfAttacker:
     def params(self) -> dict:
         return {"attacker": self.name, "max_features": self.max_features, "ngram_max": self.ngram_max,
                 "min_df": self.min_df, "temperature": self.temperature, "top_k": self.top_k,
-                "sublinear_tf": True}
+                "sublinear_tf": True,
+                **({"clue_extractor": extractor_params(self.clue_extractor)} if self.clue_extractor else {})}
+
+    def estimate_calls(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry | None = None,
+                       level: KnowledgeLevel | None = None) -> int:
+        """LLM calls of an attack (a dry run): its clue extraction's at a ``direct_plus_clues`` level, else 0."""
+        if level is None:
+            level = KnowledgeLevel("any", ("any",), "direct_plus_clues")
+        return retrieval_estimate_calls(self, doc_ids, texts, level)
 
     def attack(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry, level: KnowledgeLevel,
                progress: Progress | None = None) -> CandidateTable:
