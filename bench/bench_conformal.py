@@ -68,19 +68,30 @@ def probability_matrix(n_rows: int, n_classes: int, seed: int,
 
 
 def ours_core(probs: np.ndarray, labels: np.ndarray, n_cal: int, levels=LEVELS) -> dict:
-    """calibration rows: truth scores in one pass (no sort) -> calibrate; test rows: sort -> APS scores ->
-    set sizes at each level (cpa_core's public functions)."""
+    """cpa_core's public functions on a dense probability matrix, as a user would call them.
+
+    Calibration rows: the truth's APS score in one pass (``truth_scores``, no sort) -> ``calibrate``.
+    Test rows: sorted weights (a value sort; the candidate order is not needed) -> ``sorted_scores`` ->
+    ``set_sizes`` at each level. A set is the top of the ranking, so its members are the candidates whose
+    weight reaches the weight of its last member (tied candidates enter together): the boolean membership
+    matrix (what MAPIE returns) is one comparison per level, and the truth is covered when it is a member.
+    """
     n, m = probs.shape
     aps = get_score("aps")
     calibration = calibrate(aps.truth_scores(probs[:n_cal], labels[:n_cal]), levels)
-    index, weights = top_candidates(probs[n_cal:], None)            # test rows sorted by decreasing p
-    table = CandidateTable(np.arange(n_cal, n), index, weights, np.full(n - n_cal, m), np.arange(m))
-    test_scores = aps.sorted_scores(table.weights, table.pool_sizes)
-    test_pos = table.truth_positions(labels[n_cal:])                # where each truth ranks
+    test = probs[n_cal:]
+    ranked = np.sort(test, axis=1)[:, ::-1]                         # weights by decreasing value
+    pools = np.full(n - n_cal, m)
+    test_scores = aps.sorted_scores(ranked, pools)
+    rows = np.arange(n - n_cal)
+    truth_weights = test[rows, labels[n_cal:]]
     out = {}
     for level in levels:
-        sizes = set_sizes(test_scores, table.pool_sizes, calibration.q_hat(level))
-        out[level] = (sizes, test_pos < sizes)
+        q_hat = calibration.q_hat(level)
+        sizes = set_sizes(test_scores, pools, q_hat)
+        cutoff = np.where(sizes > 0, ranked[rows, np.maximum(sizes, 1) - 1], np.inf)
+        members = test >= cutoff[:, None]                            # (n_test, M) boolean sets
+        out[level] = (sizes, truth_weights >= cutoff, members)
     return out
 
 
@@ -168,6 +179,8 @@ def bench_conformal(quick: bool = False, seed: int = 20261122) -> dict:
     core, objects, mapie = results["core"], results["objects"], results["mapie"]
     for level in LEVELS:  # the two paths of ours agree exactly
         assert np.array_equal(core[level][0], objects[level][0]), "core and audit-object set sizes differ"
+        assert np.array_equal(core[level][1], objects[level][1]), "core and audit-object coverage differ"
+        assert np.array_equal(core[level][2].sum(axis=1), core[level][0]), "membership and set sizes differ"
     n_test = n_rows - n_cal
     levels = {}
     for level in LEVELS:

@@ -124,8 +124,8 @@ def report(info: dict, a: dict, b: dict, c: dict, quick: bool, write: bool, star
             f"{cpu['mapie'] / cpu[key]:.1f}x | {best[key] / best['floor']:.2f}x; {cpu[key] / cpu['floor']:.2f}x |")
 
     row_a(f"floor: `np.argsort(P, axis=1)` of all {n_rows:,} rows", "floor")
-    row_a("**cpa_core**: calibration rows `get_score('aps').truth_scores` -> `calibrate`; test rows "
-          "`top_candidates` -> `sorted_scores` -> `truth_positions` -> `set_sizes` x3", "core")
+    row_a("**cpa_core**: calibration rows `get_score('aps').truth_scores` -> `calibrate`; test rows sorted "
+          "weights -> `sorted_scores` -> `set_sizes` x3 -> boolean membership (n_test, M) x3", "core")
     row_a("cpa_core via audit objects: `CandidateTable` -> `ScoredSplit.build` x2 -> `AuditResult.certificate` x3",
           "objects")
     row_a("MAPIE 1.6 `SplitConformalClassifier(conformity_score='aps', prefit=True, random_state=0)`: "

@@ -114,7 +114,8 @@ class Score:
 
 
 def _aps(weights: np.ndarray) -> np.ndarray:
-    cumulative = _round(np.cumsum(np.where(np.isfinite(weights), weights, 0.0), axis=1))
+    padded = weights.shape[1] > 0 and not np.isfinite(weights[:, -1]).all()  # padding sits at the row ends
+    cumulative = _round(np.cumsum(np.where(np.isfinite(weights), weights, 0.0) if padded else weights, axis=1))
     return _tie_group_end(cumulative, weights)
 
 
