@@ -65,6 +65,9 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
     threat = parser.add_argument_group("threat configuration")
     threat.add_argument("--knowledge", metavar="LEVEL", help="knowledge level declared in the config (K1, K2, K3, ...)")
     threat.add_argument("--fields", metavar="A,B,...", help="custom knowledge level: registry fields the attacker sees")
+    threat.add_argument("--query-mode", choices=["direct", "direct_plus_clues"],
+                        help="direct: the released text is the query; direct_plus_clues: an LLM's clues are appended "
+                             "(default: the knowledge level's)")
     threat.add_argument("--attacker", choices=list(ATTACKERS),
                         help="attacker (default tfidf; dense: sentence embeddings; imported with --scores)")
     threat.add_argument("--model", metavar="PATH_OR_NAME",
@@ -167,7 +170,7 @@ def _load(args, documents_file: str | None = None):
     overrides = {"score": args.score, "confidence": args.confidence, "n_cal": args.n_cal, "n_test": args.n_test,
                  "seed": args.seed, "group_column": args.group_column, "top_k": args.top_k,
                  "miss_policy": args.miss_policy, "flag_below": args.flag_below,
-                 "leakage_threshold": args.leakage_threshold, "flag_confidence": args.flag_confidence, "model": args.model, "temperature": args.temperature}
+                 "leakage_threshold": args.leakage_threshold, "flag_confidence": args.flag_confidence, "model": args.model, "query_mode": args.query_mode, "temperature": args.temperature}
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
     project = _with_llm_options(project, args)
     config, attacker = declare_audit(project, registry, knowledge=args.knowledge, fields=fields,

@@ -46,7 +46,7 @@ NUMBERS = (lambda v: isinstance(v, list) and v != [] and all(_is_number(x) for x
 AUDIT_SCHEMA = {
     "knowledge": TEXT, "attacker": TEXT, "score": TEXT, "confidence": NUMBERS, "n_cal": INTEGER, "n_test": INTEGER,
     "seed": INTEGER, "group_column": TEXT, "top_k": INTEGER, "miss_policy": TEXT, "flag_below": INTEGER,
-    "leakage_threshold": NUMBER, "flag_confidence": NUMBER,
+    "leakage_threshold": NUMBER, "flag_confidence": NUMBER, "query_mode": TEXT,
 }
 ATTACKER_SCHEMAS = {
     "tfidf": {"max_features": INTEGER, "ngram_max": INTEGER, "min_df": NUMBER, "temperature": NUMBER,
@@ -191,6 +191,9 @@ def declare_audit(project: ProjectConfig, registry, *, knowledge: str | None = N
         level = project.level(knowledge or settings["knowledge"])
     else:
         level = full_knowledge(registry)
+    if settings.get("query_mode") and settings["query_mode"] != level.query_mode:
+        from dataclasses import replace
+        level = replace(level, query_mode=settings["query_mode"])  # validated by KnowledgeLevel
     level.check_against(registry)
     name = attacker or ("imported" if imported is not None else settings.get("attacker", "tfidf"))
     if name not in ATTACKERS:

@@ -25,7 +25,7 @@ from .state import CUSTOM_LEVEL, DataSet, ThreatChoice
 class Param:
     """One parameter of an attacker form.
 
-    ``kind`` is ``"float"``, ``"int"``, ``"select"`` or ``"text"``; ``target`` says where the value goes: the
+    ``kind`` is ``"float"``, ``"int"``, ``"select"``, ``"text"`` or ``"fields"`` (registry fields of the level); ``target`` says where the value goes: the
     attacker's own section of the configuration (``"attacker"``, e.g. ``[attacker.tfidf]``), the LLM
     endpoint (``"llm"``, i.e. ``[llm]``) or how an uploaded table of scores is read (``"upload"``).
     """
@@ -63,6 +63,8 @@ LLM_ENDPOINT = (
           "(OPENAI_API_KEY by default), never stored.", target="llm"),
     Param("model", "LLM model", "text", "", "The model name at the endpoint.", target="llm"),
 )
+CLUES_ENDPOINT = tuple(replace(p, label=p.label + " (LLM clues only)",
+                               help=p.help + " Used only in the clue-augmented query mode.") for p in LLM_ENDPOINT)
 
 FORMS: dict[str, AttackerForm] = {
     "tfidf": AttackerForm(
@@ -79,6 +81,7 @@ FORMS: dict[str, AttackerForm] = {
                   min=1, max=3, step=1),
             Param("min_df", "Minimum document frequency", "int", 1,
                   "Ignore terms found in fewer profiles than this.", min=1, max=100, step=1),
+            *CLUES_ENDPOINT,
         ),
     ),
     "dense": AttackerForm(
@@ -94,6 +97,7 @@ FORMS: dict[str, AttackerForm] = {
                   min=0.001, max=10.0, step=0.01),
             Param("batch_size", "Batch size", "int", 32, "Texts per forward pass of the model.", min=1, max=1024,
                   step=1),
+            *CLUES_ENDPOINT,
         ),
     ),
     "forced_choice": AttackerForm(
@@ -121,6 +125,9 @@ FORMS: dict[str, AttackerForm] = {
             *LLM_ENDPOINT,
             Param("m", "Samples per attribute m", "int", 5,
                   "More samples give finer attribute distributions.", min=1, max=50, step=1),
+            Param("attributes", "Attributes to predict", "fields", (),
+                  "Registry fields the LLM predicts (among those the attacker knows); empty: every field of the "
+                  "knowledge level with at most 50 distinct values."),
         ),
         sends_data_out=True,
     ),
@@ -160,7 +167,9 @@ def declare(data: DataSet, threat: ThreatChoice, imported: ImportedAttacker | No
     params = threat.params
     project = data.project
     section = {**project.attackers.get(form.name, {}),
-               **{p.name: params[p.name] for p in form.params if p.target == "attacker" and p.name in params}}
+               **{p.name: list(params[p.name]) if p.kind == "fields" else params[p.name]
+                  for p in form.params if p.target == "attacker" and p.name in params
+                  and not (p.kind == "fields" and not params[p.name])}}
     audit = {
         "score": threat.score, "confidence": list(threat.confidences), "n_cal": threat.n_cal,
         "n_test": threat.n_test, "seed": threat.seed, "top_k": threat.top_k, "miss_policy": threat.miss_policy,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import streamlit as st
 
@@ -50,6 +52,10 @@ for column, param in zip(columns, form.params):
     with column:
         if param.kind == "select":
             params[param.name] = st.selectbox(param.label, param.options, key=key, help=param.help)
+        elif param.kind == "fields":
+            chosen = [f for f in st.session_state.get(key, ()) if f in data.registry.fields]
+            st.session_state[key] = chosen
+            params[param.name] = tuple(st.multiselect(param.label, data.registry.fields, key=key, help=param.help))
         elif param.kind == "text":
             params[param.name] = st.text_input(param.label, key=key, help=param.help).strip() or param.default
         elif param.kind == "int":
@@ -94,12 +100,14 @@ if knowledge == CUSTOM_LEVEL:
     custom_fields = tuple(st.multiselect("Registry fields the attacker sees", data.registry.fields,
                                          key=widget_key("threat.custom_fields",
                                                         [f for f in custom_fields if f in data.registry.fields])))
-    query_mode = st.radio("Query mode", QUERY_MODES, format_func=QUERY_MODE_LABELS.get, horizontal=True,
-                          key=widget_key("threat.query_mode", query_mode if query_mode in QUERY_MODES else "direct"))
+query_mode = st.radio("Query mode", QUERY_MODES, format_func=QUERY_MODE_LABELS.get, horizontal=True,
+                      key=widget_key("threat.query_mode", query_mode if query_mode in QUERY_MODES else "direct"),
+                      help="The clue-augmented mode asks an LLM for identifying clues and appends them to the query.")
+if knowledge == CUSTOM_LEVEL:
     level = KnowledgeLevel(CUSTOM_LEVEL, custom_fields, query_mode) if custom_fields else None
 else:
-    level = data.project.levels[knowledge]
-    st.caption(f"{level.description}  Query mode: {QUERY_MODE_LABELS[level.query_mode].lower()}.")
+    level = replace(data.project.levels[knowledge], query_mode=query_mode)
+    st.caption(level.description)
 if level is not None:
     visible = set(level.fields)
     st.dataframe(pd.DataFrame({"registry field": data.registry.fields,
@@ -107,9 +115,9 @@ if level is not None:
                  hide_index=True, column_config={"the attacker sees it": st.column_config.CheckboxColumn()})
     with st.expander("The profile text the attacker builds for the first registry entry"):
         st.text(profile_texts(data.registry, level)[0])
-if (level is not None and level.query_mode != "direct"):
-    st.warning("No LLM endpoint is configured in this installation, so the clue-augmented query mode cannot run. "
-               "Choose the direct mode.", icon=":material/block:")
+if level is not None and level.query_mode != "direct" and not (params.get("model") or data.project.llm.get("model")):
+    st.warning("No LLM endpoint is configured: enter the LLM endpoint and model of the attacker above to run the "
+               "clue-augmented query mode, or choose the direct mode.", icon=":material/block:")
 
 # --- pool, score, protocol ------------------------------------------------------------------------------------
 st.subheader("Candidate pool and score")

@@ -62,15 +62,22 @@ picked = st.multiselect(f"Attackers to compare (knowledge level {threat.knowledg
                         help="Each attacker runs on the same split with its parameters from the threat-model page "
                              "(the one declared there) or from the configuration file (the others), e.g. TF-IDF "
                              "beside an LLM forced choice.")
-if st.button("Run the attacker comparison", disabled=len(picked) < 2, key="compare.run_attackers",
+modes = st.multiselect("Query modes", ["direct", "direct_plus_clues"], format_func={
+    "direct": "direct", "direct_plus_clues": "+ LLM clues"}.get,
+    key=widget_key("compare.modes", [threat.query_mode]),
+    help="Run each attacker with each query mode, e.g. TF-IDF direct beside TF-IDF + LLM clues (the clues need "
+         "the LLM endpoint declared on the threat-model page).")
+variants = [(name, mode) for name in picked for mode in (modes or [threat.query_mode])]
+if st.button("Run the attacker comparison", disabled=len(variants) < 2, key="compare.run_attackers",
              icon=":material/play_arrow:"):
     def params_of(name: str) -> tuple:
         if name == threat.attacker:
             return threat.attacker_params
         return tuple(offered[name].defaults(data.project.attackers.get(name), data.project.llm).items())
     try:
-        runs = run_all([(offered[name].label, replace(threat, attacker=name, attacker_params=params_of(name)), None)
-                        for name in picked])
+        runs = run_all([(offered[name].label + (" + LLM clues" if mode == "direct_plus_clues" else ""),
+                         replace(threat, attacker=name, attacker_params=params_of(name), query_mode=mode), None)
+                        for name, mode in variants])
     except CPAError as error:
         show_error(error, "The comparison could not run: ")
     else:

@@ -472,3 +472,17 @@ def test_llm_attacker_shows_estimated_calls_before_running(sample_paths, tmp_pat
     metric = next(m for m in at.metric if m.label == "Estimated LLM calls")
     n_cal, n_test = at.session_state["cpa.threat"].n_cal, at.session_state["cpa.threat"].n_test
     assert metric.value == f"{(n_cal + n_test) * 5:,}"  # m = 5 samples per calibration and test document
+
+
+def test_clue_mode_with_an_endpoint_estimates_one_call_per_document(sample_paths, tmp_path, monkeypatch):
+    monkeypatch.setenv("CPA_CACHE_DIR", str(tmp_path))
+    at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.radio(key="w.threat.query_mode").set_value("direct_plus_clues").run()
+    assert any("No LLM endpoint is configured" in w.value for w in at.warning)
+    at.text_input(key="w.threat.param.tfidf.model").set_value("any-model").run()
+    assert not at.exception and not any("No LLM endpoint" in w.value for w in at.warning)
+    metric = next(m for m in at.metric if m.label == "Estimated LLM calls")
+    threat = at.session_state["cpa.threat"]
+    assert threat.query_mode == "direct_plus_clues"
+    assert metric.value == f"{threat.n_cal + threat.n_test:,}"  # one clue request per document

@@ -461,3 +461,20 @@ def test_group_column_other_than_group(tmp_path, cli_inprocess, keep_group_colum
                               "--n-cal", "24", "--n-test", "24", "--confidence", "0.8", "--out", out))
     summary = read_json(out / "summary.json")
     assert set(summary["confidence"]["0.8"]["groups"]) == {"w1", "w2", "w3"}, result.describe()
+
+
+def test_dry_run_counts_llm_calls_without_calling(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    env = {**__import__("os").environ, "CPA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "cpa_core.cli", "audit", "--documents", str(root / "sample_data/documents.csv"),
+         "--registry", str(root / "sample_data/registry.csv"), "--config", str(root / "sample_data/audit.toml"),
+         "--knowledge", "K2", "--query-mode", "direct_plus_clues", "--llm-url", "http://127.0.0.1:9/v1",
+         "--llm-model", "none", "--n-cal", "100", "--n-test", "150", "--dry-run", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith("250 LLM calls needed")  # one clue request per document, none sent
+    assert not (tmp_path / "out").exists()
