@@ -59,7 +59,6 @@ class AuditConfig:
         if not self.confidences:
             raise ConfigError("at least one confidence level is needed")
         for level in self.confidences:
-            confidence_label(level)
             if not 0 < exact_fraction(level) < 1:
                 raise ConfigError(f"a confidence level must lie strictly between 0 and 1, found {level}")
         if self.miss_policy not in MISS_POLICIES:

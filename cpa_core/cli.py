@@ -244,7 +244,6 @@ def cmd_audit(args) -> int:
 
 
 def _audit(args, documents, registry, config, attacker) -> int:
-    from .metrics import summarize
     from .records import write_audit
     if args.dry_run:
         calls = estimate_llm_calls(documents, registry, attacker, config)
@@ -256,7 +255,7 @@ def _audit(args, documents, registry, config, attacker) -> int:
     result = _llm_report(result, attacker)
     paths = write_audit(result, args.out, _explainer(attacker, registry, config.knowledge))
     _write_attribute_sets(result, attacker, args.out)
-    summary = summarize(result)
+    summary = json.loads(paths["summary.json"].read_text(encoding="utf-8"))  # as written, not recomputed
     for label, entry in summary["confidence"].items():
         _say(f"confidence {label}: coverage {entry['coverage']:.3f} (conditional "
              f"{entry['coverage_conditional'] if entry['coverage_conditional'] is None else round(entry['coverage_conditional'], 3)}), "
