@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from cpa_ui import nav
-from cpa_ui.analysis import certificate, kpis
+from cpa_ui.analysis import kpis
 from cpa_ui.components import audit_status, ensure_data
 from cpa_ui.state import state
 from cpa_ui.text import fmt_confidence, fmt_percent
@@ -52,10 +52,10 @@ def home() -> None:
     if state.data_error:
         st.error(f"The bundled sample data could not be loaded: {state.data_error}", icon=":material/error:")
     if run is not None:
-        metrics = kpis(certificate(run.result, state.confidence), state.flag_below, state.leakage_threshold)
+        metrics = kpis(run.result, state.confidence, state.policy)
         st.info(f"At {fmt_confidence(state.confidence)} confidence, {metrics['n_flagged']:,} of "
-                f"{metrics['n_test']:,} test documents ({fmt_percent(metrics['flagged_share'])}) have a certified "
-                f"set of fewer than {state.flag_below} people; coverage on the held-out test split is "
+                f"{metrics['n_test']:,} test documents ({fmt_percent(metrics['flagged_share'])}) are flagged "
+                f"({state.policy.rule}); coverage on the held-out test split is "
                 f"{fmt_percent(metrics['coverage'])}.", icon=":material/flag:")
         st.page_link(nav.EXPLORE, label="Explore the certificate", icon=":material/query_stats:")
     else:

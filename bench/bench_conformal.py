@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from cpa_core import (AuditConfig, AuditResult, CandidateTable, KnowledgeLevel, ScoredSplit, calibrate,
+from cpa_core import (AttackerConfig, AuditConfig, AuditResult, CandidateTable, KnowledgeLevel, ScoredSplit, calibrate,
                       get_score, set_sizes)
 from cpa_core.candidates import top_candidates
 
@@ -102,7 +102,7 @@ def ours_audit_objects(probs: np.ndarray, labels: np.ndarray, n_cal: int, levels
     table = CandidateTable(np.arange(n), index, weights, np.full(n, m), np.arange(m))
     cal = ScoredSplit.build(table.rows(np.arange(n_cal)), labels[:n_cal], None, "aps")
     test = ScoredSplit.build(table.rows(np.arange(n_cal, n)), labels[n_cal:], None, "aps")
-    config = AuditConfig(knowledge=KnowledgeLevel("bench", ("profile",)), attacker={"attacker": "matrix"},
+    config = AuditConfig(knowledge=KnowledgeLevel("bench", ("profile",)), attacker=AttackerConfig("matrix"),
                          confidences=tuple(levels), n_cal=n_cal, n_test=n - n_cal)
     result = AuditResult(config, cal, test, calibrate(cal.calibration_scores("infinite")[0], levels))
     out = {}
@@ -249,7 +249,7 @@ def bench_rethreshold(quick: bool = False, seed: int = 20261122) -> dict:
     level = KnowledgeLevel("bench", ("profile",))
     results = {}
     for name, group_column in (("pooled", None), ("mondrian", "group")):
-        config = AuditConfig(knowledge=level, attacker={"attacker": "synthetic"}, n_cal=n_cal, n_test=n_test,
+        config = AuditConfig(knowledge=level, attacker=AttackerConfig("synthetic"), n_cal=n_cal, n_test=n_test,
                              top_k=k, group_column=group_column)
         scores, strata = cal_split.calibration_scores(config.miss_policy)
         result = AuditResult(config, cal_split, test_split, calibrate(scores, config.confidences,

@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from fractions import Fraction
-from typing import Hashable, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
-from .attackers.base import Attacker
+from .attackers.base import Attacker, TermExplainer
 from .candidates import CandidateTable, Progress
 from .conformal import ALL, Calibration, calibrate, confidence_label, exact_fraction, set_sizes
 from .data import Documents, Registry
 from .errors import ConfigError
 from .knowledge import KnowledgeLevel
+from .metrics import AuditSummary, summarize
+from .policy import ReleasePolicy
+from .records import write_audit
 from .scores import SCORES, get_score
 from .split import split_indices
 
@@ -37,11 +39,36 @@ DEFAULT_CONFIDENCES = (0.90, 0.95, 0.99)
 
 
 @dataclass(frozen=True)
+class AttackerConfig:
+    """The declared attacker.
+
+    ``name`` is its registry name, ``params`` its declared parameters (validated against its spec,
+    defaults filled), ``details`` what the built attacker reports of itself for the manifest (model
+    fingerprint, prompt hashes, LLM settings without key), ``required_score`` the nonconformity score its
+    weights need (``None``: any) and ``weight_kind`` what its weights are.
+    """
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)
+    required_score: str | None = None
+    weight_kind: str = "probability"
+
+    @classmethod
+    def of(cls, attacker: Attacker, params: Mapping[str, Any] | None = None) -> "AttackerConfig":
+        """The configuration of a built attacker (``params``: its declared parameters, if any)."""
+        return cls(attacker.name, dict(params or {}), attacker.params(), attacker.required_score, attacker.weight_kind)
+
+    def to_dict(self) -> dict:
+        return {"attacker": self.name, **dict(self.details)}
+
+
+@dataclass(frozen=True)
 class AuditConfig:
     """The declared threat configuration and protocol of one audit."""
 
     knowledge: KnowledgeLevel
-    attacker: dict
+    attacker: AttackerConfig
     score: str = "aps"
     confidences: tuple = DEFAULT_CONFIDENCES
     n_cal: int | None = None
@@ -73,13 +100,18 @@ class AuditConfig:
                 {confidence_label(c) for c in self.confidences}:
             raise ConfigError(f"the flagging confidence {self.flag_confidence} is not among the audited levels "
                               f"{[confidence_label(c) for c in self.confidences]}")
-        required = self.attacker.get("score")
+        required = self.attacker.required_score
         if required and self.score != required:
-            raise ConfigError(f"the attacker '{self.attacker.get('attacker')}' scores candidates itself and needs "
+            raise ConfigError(f"the attacker '{self.attacker.name}' scores candidates itself and needs "
                               f"score '{required}', found '{self.score}'")
-        if get_score(self.score).needs_weights and self.attacker.get("kind") == "rank":
+        if get_score(self.score).needs_weights and self.attacker.weight_kind == "rank":
             raise ConfigError(f"score '{self.score}' needs candidate weights, but the attacker gives only ranks; "
                               "use score 'rank'")
+
+    @property
+    def policy(self) -> ReleasePolicy:
+        """The declared release policy."""
+        return ReleasePolicy(self.flag_below, self.leakage_threshold)
 
     @property
     def policy_confidence(self):
@@ -90,8 +122,9 @@ class AuditConfig:
         return self.flag_confidence if self.flag_confidence is not None else min(self.confidences, key=exact_fraction)
 
     def to_dict(self) -> dict:
-        out = asdict(self)
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["knowledge"] = self.knowledge.to_dict()
+        out["attacker"] = self.attacker.to_dict()
         out["confidences"] = [confidence_label(c) for c in self.confidences]
         return out
 
@@ -226,6 +259,19 @@ class AuditResult:
         """The calibration documents' own sets (for the records; no guarantee applies to them)."""
         return certify(self.calibration_split, self.calibration_for(confidence), confidence)
 
+    def summary(self, confidences=None, policy: ReleasePolicy | None = None) -> "AuditSummary":
+        """Every figure of the audit at ``confidences`` (default: the audited levels) under ``policy``
+        (default: the declared one): what the CLI, the dashboard and the report show."""
+        return summarize(self, confidences, policy)
+
+    def write(self, out_dir, explain: "TermExplainer | None" = None) -> dict:
+        """Write the audit's folder (summary, records, worklist, manifest); returns the paths by file name."""
+        return write_audit(self, out_dir, explain)
+
+    def with_inputs(self, **inputs) -> "AuditResult":
+        """The result with more facts about its inputs (e.g. LLM counters) for the manifest."""
+        return replace(self, inputs={**self.inputs, **inputs})
+
 
 def score_table(table: CandidateTable, truth_ids, groups, config: AuditConfig) -> ScoredSplit:
     if config.top_k is not None:
@@ -259,11 +305,7 @@ def estimate_llm_calls(documents: Documents, registry: Registry, attacker: Attac
     """The dry run: LLM calls :func:`run_audit` would make (answers already cached cost none)."""
     _, cal, test = _split(documents, config)
     frame = documents.frame.iloc[np.concatenate([cal, test])]
-    ids, texts = frame["doc_id"].tolist(), frame["text"].tolist()
-    if hasattr(attacker, "estimate_calls"):
-        return int(attacker.estimate_calls(ids, texts, registry, config.knowledge))
-    from .attackers.llm_clues import retrieval_estimate_calls
-    return int(retrieval_estimate_calls(attacker, ids, texts, config.knowledge))
+    return int(attacker.estimate_calls(frame["doc_id"].tolist(), frame["text"].tolist(), registry, config.knowledge))
 
 
 def run_audit(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig,

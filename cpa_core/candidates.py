@@ -49,6 +49,31 @@ def top_candidates(values: np.ndarray, k: int | None) -> tuple[np.ndarray, np.nd
     return np.take_along_axis(columns, order, axis=1), np.take_along_axis(picked, order, axis=1)
 
 
+def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m: int, top_k: int | None,
+                       temperature: float, chunk_size: int, progress: Progress | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``top_k`` candidates of ``n`` queries among ``m`` (all when ``None``) and their softmax weights.
+
+    ``similarities(start, stop)`` returns the dense ``(stop - start, m)`` block of queries ``start`` to
+    ``stop``; blocks of ``chunk_size`` queries keep memory at ``chunk_size x m``.
+
+    Returns
+    -------
+    (candidates, weights) : int32 and float64 arrays of shape (n, min(top_k, m))
+    """
+    width = m if top_k is None else min(top_k, m)
+    candidates = np.empty((n, width), dtype=np.int32)
+    weights = np.empty((n, width), dtype=np.float64)
+    for start in range(0, n, chunk_size):
+        stop = min(start + chunk_size, n)
+        index, values = top_candidates(similarities(start, stop), top_k)
+        candidates[start:stop] = index
+        weights[start:stop] = softmax_rows(values.astype(np.float64), temperature)
+        if progress:
+            progress(stop, n, "ranking the registry")
+    return candidates, weights
+
+
 @dataclass(frozen=True)
 class CandidateTable:
     """Ranked candidate pools of ``n`` documents.

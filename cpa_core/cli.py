@@ -9,17 +9,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import warnings
+import tomllib
+from dataclasses import replace
 from pathlib import Path
 
-from .attackers.imported import load_candidate_scores
+from .attackers.base import close_clients
+from .attackers.imported import read_candidate_scores
+from .attackers.registry import attacker_specs
 from .audit import estimate_llm_calls, run_audit
-from .config import ATTACKERS, ProjectConfig, declare_audit, load_config
+from .config import AUDIT_PARAMS, ProjectConfig, declare_audit, load_config
 from .conformal import confidence_label
-from .data import load_documents, load_registry
-from .errors import CalibrationWarning, CPAError
+from .errors import ConfigError, CPAError
+from .llm import LLM_PARAMS
+from .params import Param
 from .progress import ProgressBar
-from .scores import SCORES
 
 EPILOG = """examples:
   cpa audit --documents sample_data/documents.csv --registry sample_data/registry.csv \\
@@ -27,6 +30,7 @@ EPILOG = """examples:
   cpa stress topk --documents ... --registry ... --config ... --ks 5,10,50 --out topk.csv
   cpa sample-data --out sample_data
 """
+SPECIAL_AUDIT_OPTIONS = ("knowledge", "attacker")  # passed to declare_audit by name
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,14 +47,39 @@ def _ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, found '{text}'") from None
 
 
-def _confidence(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a confidence level such as 0.95, found '{text}'") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"a confidence level must lie strictly between 0 and 1, found {text}")
-    return value
+def _dest(param: Param) -> str:
+    return "opt_" + param.option.lstrip("-").replace("-", "_")
+
+
+def _add_option(group, param: Param, help_text: str | None = None) -> None:
+    """An option for a declared parameter (its type from the declaration; its bounds checked later)."""
+    text = help_text or param.help
+    if param.flag is not None:
+        group.add_argument(param.option, dest=_dest(param), action="store_const", const=param.flag, help=text)
+        return
+    kwargs = {"int": {"type": int}, "float": {"type": float}, "floats": {"type": float, "action": "append"},
+              "choice": {"choices": list(param.choices)}, "text": {}, "fields": {}, "bool": {}}[param.kind]
+    metavar = None if param.kind == "choice" else param.name.upper()
+    group.add_argument(param.option, dest=_dest(param), metavar=metavar, help=text, **kwargs)
+
+
+def _option_params(params) -> dict[str, list[Param]]:
+    """The declared parameters by command-line option (several attackers may share one, e.g. --temperature)."""
+    out: dict[str, list[Param]] = {}
+    for param in params:
+        if param.option:
+            out.setdefault(param.option, []).append(param)
+    return out
+
+
+def _attacker_options() -> dict[str, list[tuple[str, Param]]]:
+    """``option -> [(attacker name, parameter)]`` over every registered attacker."""
+    out: dict[str, list[tuple[str, Param]]] = {}
+    for spec in attacker_specs():
+        for param in spec.params:
+            if param.option:
+                out.setdefault(param.option, []).append((spec.name, param))
+    return out
 
 
 def _add_audit_options(parser: argparse.ArgumentParser) -> None:
@@ -62,46 +91,29 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--config", metavar="FILE", help="audit configuration (TOML): knowledge levels, defaults")
     data.add_argument("--drop-invalid", action="store_true",
                       help="drop invalid rows (reported on stderr) instead of stopping at the first one")
-    threat = parser.add_argument_group("threat configuration")
-    threat.add_argument("--knowledge", metavar="LEVEL", help="knowledge level declared in the config (K1, K2, K3, ...)")
-    threat.add_argument("--fields", metavar="A,B,...", help="custom knowledge level: registry fields the attacker sees")
-    threat.add_argument("--query-mode", choices=["direct", "direct_plus_clues"],
-                        help="direct: the released text is the query; direct_plus_clues: an LLM's clues are appended "
-                             "(default: the knowledge level's)")
-    threat.add_argument("--attacker", choices=list(ATTACKERS),
-                        help="attacker (default tfidf; dense: sentence embeddings; imported with --scores)")
-    threat.add_argument("--model", metavar="PATH_OR_NAME",
-                        help="sentence-transformers model of the dense attacker (default: the packaged all-MiniLM-L6-v2)")
-    threat.add_argument("--scores", metavar="FILE", help="bring your own attacker: long table doc_id, candidate_id, score")
-    threat.add_argument("--scores-kind", choices=["probability", "score", "rank"], default="probability",
-                        help="what the imported score column holds (default probability)")
-    llm = parser.add_argument_group("LLM attackers (forced_choice, profile, direct_plus_clues levels)")
-    llm.add_argument("--llm-url", metavar="URL", help="OpenAI-compatible endpoint (base_url); the key comes from "
-                     "the environment variable named by [llm] api_key_env (default OPENAI_API_KEY)")
-    llm.add_argument("--llm-model", metavar="NAME", help="model name at the endpoint")
-    llm.add_argument("--samples", type=int, metavar="M", help="LLM samples per document (forced choice, profile)")
-    llm.add_argument("--shortlist-k", type=int, metavar="K", help="forced choice: options shown to the LLM")
-    llm.add_argument("--logprobs", action="store_true", help="forced choice: use option log-probabilities")
-    llm.add_argument("--call-budget", type=int, metavar="N", help="refuse a run needing more LLM calls than N")
+    data.add_argument("--scores", metavar="FILE",
+                      help="bring your own attacker: long table doc_id, candidate_id, score (attacker 'imported')")
+    audit = parser.add_argument_group("audit configuration (overrides [audit] of the configuration file)")
+    for param in AUDIT_PARAMS:
+        if param.name == "attacker":
+            audit.add_argument("--attacker", choices=[spec.name for spec in attacker_specs()],
+                               help="; ".join(f"{spec.name}: {spec.label}" for spec in attacker_specs())
+                               + " (default tfidf; imported with --scores)")
+        else:
+            _add_option(audit, param)
+    audit.add_argument("--fields", metavar="A,B,...", help="custom knowledge level: registry fields the attacker sees")
+    attack = parser.add_argument_group("attacker parameters (override [attacker.<name>] of the configuration file)")
+    for option, owners in _attacker_options().items():
+        names = ", ".join(name for name, _ in owners)
+        _add_option(attack, owners[0][1], f"{owners[0][1].help} ({names})")
+    attack.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="any parameter of the chosen attacker, VALUE written as in TOML (repeatable)")
+    llm = parser.add_argument_group("LLM endpoint (overrides [llm]; LLM attackers and direct_plus_clues levels)")
+    for param in LLM_PARAMS:
+        if param.option:
+            _add_option(llm, param)
     llm.add_argument("--dry-run", action="store_true",
                      help="print the number of LLM calls the run would make (cached answers are free) and stop")
-    threat.add_argument("--temperature", type=float, help="softmax temperature over similarities")
-    threat.add_argument("--top-k", type=int, metavar="K", help="truncate each candidate pool to its top K")
-    protocol = parser.add_argument_group("calibration protocol")
-    protocol.add_argument("--score", choices=sorted(SCORES), help="nonconformity score (default aps; given: the attacker's own score)")
-    protocol.add_argument("--confidence", type=_confidence, action="append", metavar="LEVEL",
-                          help="confidence level, repeatable (default 0.90 0.95 0.99)")
-    protocol.add_argument("--n-cal", type=int, metavar="N", help="calibration documents (default: half)")
-    protocol.add_argument("--n-test", type=int, metavar="N", help="test documents (default: the rest)")
-    protocol.add_argument("--group-column", metavar="C", help="calibrate separately per value of this column (Mondrian)")
-    protocol.add_argument("--seed", type=int, help="seed of the calibration/test split (default 0)")
-    protocol.add_argument("--miss-policy", choices=["infinite", "exclude"],
-                          help="calibration documents whose truth is outside the pool: score +inf (default) or excluded")
-    policy = parser.add_argument_group("release policy")
-    policy.add_argument("--flag-below", type=int, metavar="K", help="flag documents whose set has fewer than K members (default 11)")
-    policy.add_argument("--flag-confidence", type=_confidence, metavar="LEVEL",
-                        help="confidence level at which documents are flagged (default: the lowest audited level)")
-    policy.add_argument("--leakage-threshold", type=float, metavar="L", help="also flag documents whose leakage proxy exceeds L")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,73 +162,76 @@ def _say(text: str) -> None:
     print(f"cpa: {text}", file=sys.stderr)
 
 
+def _checked_options(args, params) -> dict:
+    """The values of the options declared by ``params`` that were given, each within its bounds."""
+    out = {}
+    for param in params:
+        if param.option is None or param.name in SPECIAL_AUDIT_OPTIONS:
+            continue
+        value = getattr(args, _dest(param))
+        if value is None:
+            continue
+        if not param.accepts(value):
+            raise ConfigError(f"{param.option}: expected {param.expected}, found {value!r}")
+        out[param.name] = param.check(value, param.option)
+    return out
+
+
+def _toml_value(text: str):
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _attacker_params(args, attacker: str) -> dict:
+    """The chosen attacker's parameters set on the command line (its options, then --param NAME=VALUE)."""
+    out = {}
+    for option, owners in _attacker_options().items():
+        value = getattr(args, _dest(owners[0][1]))
+        if value is None:
+            continue
+        mine = [param for name, param in owners if name == attacker]
+        if not mine:
+            raise ConfigError(f"{option} applies to the {', '.join(name for name, _ in owners)} attacker(s), "
+                              f"not to '{attacker}'; add --attacker")
+        out[mine[0].name] = value
+    for item in args.param:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--param: expected NAME=VALUE, found '{item}'")
+        out[name.strip()] = _toml_value(text.strip())
+    return out
+
+
 def _load(args, documents_file: str | None = None):
     project = load_config(args.config) if args.config else ProjectConfig()
-    columns = project.columns
     on_invalid = "drop" if args.drop_invalid else "error"
-    group_column = args.group_column or project.audit.get("group_column")
-    documents = load_documents(documents_file or args.documents, columns=columns.get("documents"),
-                               group_column=group_column if group_column and group_column != "group" else None,
-                               on_invalid=on_invalid)
-    registry = load_registry(args.registry, columns=columns.get("registry"), on_invalid=on_invalid)
+    overrides = _checked_options(args, AUDIT_PARAMS)
+    documents = project.load_documents(documents_file or args.documents, group_column=args.opt_group_column,
+                                       on_invalid=on_invalid)
+    registry = project.load_registry(args.registry, on_invalid=on_invalid)
     for report in (documents.report, registry.report):
         if report.rejected:
             _say(f"{report.file}: dropped {len(report.rejected)} of {report.n_read} rows "
                  f"(first: row {report.rejected[0].row}, {report.rejected[0].column}: {report.rejected[0].reason})")
-    imported = None
-    if args.scores:
-        imported = load_candidate_scores(args.scores, kind=args.scores_kind, columns=columns.get("scores"),
-                                         temperature=args.temperature or 1.0)
-    overrides = {"score": args.score, "confidence": args.confidence, "n_cal": args.n_cal, "n_test": args.n_test,
-                 "seed": args.seed, "group_column": args.group_column, "top_k": args.top_k,
-                 "miss_policy": args.miss_policy, "flag_below": args.flag_below,
-                 "leakage_threshold": args.leakage_threshold, "flag_confidence": args.flag_confidence, "model": args.model, "query_mode": args.query_mode, "temperature": args.temperature}
+    scores = read_candidate_scores(args.scores, columns=project.columns.get("scores")) if args.scores else None
+    attacker = args.attacker or ("imported" if scores is not None else project.audit.get("attacker", "tfidf"))
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
-    project = _with_llm_options(project, args)
-    config, attacker = declare_audit(project, registry, knowledge=args.knowledge, fields=fields,
-                                     attacker=args.attacker, imported=imported, overrides=overrides)
-    return project, documents, registry, config, attacker
-
-
-def _with_llm_options(project: ProjectConfig, args) -> ProjectConfig:
-    """The project configuration with the command line's LLM options applied."""
-    from dataclasses import replace
-    llm = {**project.llm, **{k: v for k, v in (("base_url", args.llm_url), ("model", args.llm_model),
-                                                 ("call_budget", args.call_budget)) if v is not None}}
-    attackers = {name: dict(params) for name, params in project.attackers.items()}
-    forced = attackers.setdefault("forced_choice", {})
-    for key, value in (("m", args.samples), ("shortlist_k", args.shortlist_k),
-                       ("mode", "logprobs" if args.logprobs else None)):
-        if value is not None:
-            forced[key] = value
-    if args.samples is not None:
-        attackers.setdefault("profile", {})["m"] = args.samples
-    return replace(project, llm=llm, attackers=attackers)
-
-
-def _explainer(attacker, registry, level):
-    """Driving terms from the TF-IDF index over the level's profile texts."""
-    from .attackers.tfidf import TfidfIndex
-    from .knowledge import profile_texts
-    index = getattr(attacker, "index_", None) or TfidfIndex().fit(profile_texts(registry, level))
-    return lambda query, rows: index.shared_terms(query, [r for r in rows if r < index.profiles_.shape[0]])
-
-
-def _close_llm(attacker) -> None:
-    from .attackers.llm_clues import attacker_clients
-    for client in attacker_clients(attacker):
-        client.close()
+    project = replace(project, llm={**project.llm, **_checked_options(args, LLM_PARAMS)})
+    config, chosen = declare_audit(project, registry, knowledge=args.opt_knowledge, fields=fields, attacker=attacker,
+                                   scores=scores, overrides=overrides,
+                                   attacker_params=_attacker_params(args, attacker))
+    return project, documents, registry, config, chosen
 
 
 def _llm_report(result, attacker):
     """The attacker's LLM counters (counts only) into the result's inputs, hence its manifest; one line said."""
-    from dataclasses import replace
-    from .attackers.llm_clues import run_counters
-    counters = run_counters(attacker)
+    counters = attacker.counters()
     for where, values in counters.items():
         shown = ", ".join(f"{k} {v}" for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
         _say(f"LLM ({where}): {shown}")
-    return replace(result, inputs={**result.inputs, "llm_counters": counters}) if counters else result
+    return result.with_inputs(llm_counters=counters) if counters else result
 
 
 def _write_attribute_sets(result, attacker, out: str) -> None:
@@ -240,20 +255,19 @@ def cmd_audit(args) -> int:
     try:
         return _audit(args, documents, registry, config, attacker)
     finally:
-        _close_llm(attacker)
+        close_clients(attacker)
 
 
 def _audit(args, documents, registry, config, attacker) -> int:
-    from .records import write_audit
     if args.dry_run:
         calls = estimate_llm_calls(documents, registry, attacker, config)
         print(f"{calls} LLM calls needed (answers already cached are not counted)")
         return 0
     result = run_audit(documents, registry, attacker, config, ProgressBar())
-    for note in result.calibration.warnings_:
-        _say(f"warning: {note}")
+    for note in result.calibration.notes_:
+        _say(f"warning: {note.message}")
     result = _llm_report(result, attacker)
-    paths = write_audit(result, args.out, _explainer(attacker, registry, config.knowledge))
+    paths = result.write(args.out, attacker.explainer(registry, config.knowledge))
     _write_attribute_sets(result, attacker, args.out)
     summary = json.loads(paths["summary.json"].read_text(encoding="utf-8"))  # as written, not recomputed
     for label, entry in summary["confidence"].items():
@@ -262,7 +276,7 @@ def _audit(args, documents, registry, config, attacker) -> int:
              f"median set {entry['median_set_size']:g}, q_hat {entry['q_hat']}, "
              f"n_cal {entry['n_cal']}, n_test {entry['n_test']}")
     flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
-    _say(f"{len(flagged)} documents flagged (set smaller than {config.flag_below} at confidence "
+    _say(f"{len(flagged)} documents flagged ({config.policy.rule} at confidence "
          f"{confidence_label(config.policy_confidence)}); results in {args.out}")
     return 0
 
@@ -272,7 +286,7 @@ def cmd_stress(args) -> int:
     try:
         return _stress(args, project, documents, registry, config, attacker)
     finally:
-        _close_llm(attacker)
+        close_clients(attacker)
 
 
 def _stress(args, project, documents, registry, config, attacker) -> int:
@@ -286,7 +300,6 @@ def _stress(args, project, documents, registry, config, attacker) -> int:
         documents_b = _load(args, args.test_documents)[1] if args.test_documents else documents
         config_b = config
         if args.test_knowledge:
-            from dataclasses import replace
             config_b = replace(config, knowledge=project.level(args.test_knowledge))
             config_b.knowledge.check_against(registry)
         table = stress.drift(result_a, run_audit(documents_b, registry, attacker, config_b, bar))
@@ -294,14 +307,12 @@ def _stress(args, project, documents, registry, config, attacker) -> int:
         table = stress.sampling_budget_ablation(documents, registry, config, attacker, args.ms, bar)
     else:
         full = stress.full_attack(documents, registry, attacker, config, bar)
-        if args.test == "topk":
-            table = stress.topk_sweep(documents, registry, config, full, args.ks)
-        elif args.test == "scores":
-            table = stress.score_ablation(documents, registry, config, full)
-        elif args.test == "ncal":
-            table = stress.ncal_ablation(documents, registry, config, full, args.n_cals)
-        else:
+        if args.test == "seeds":
             table = stress.split_stability(documents, registry, config, full, args.seeds)
+        else:
+            field, values = {"topk": ("top_k", args.ks), "scores": ("score", ["aps", "rank", "probability"]),
+                             "ncal": ("n_cal", args.n_cals)}[args.test]
+            table = stress.sweep(documents, registry, config, full, field, values)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         table.to_csv(args.out, index=False)
@@ -323,9 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handlers = {"audit": cmd_audit, "stress": cmd_stress, "sample-data": cmd_sample_data}
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CalibrationWarning)
-            return handlers[args.command](args)
+        return handlers[args.command](args)
     except CPAError as error:
         _say(f"error: {error}")
         return 2

@@ -6,7 +6,7 @@
     fields = ["age_band", "gender", "occupation", "city"]
     query_mode = "direct"
 
-    [attacker.tfidf]
+    [attacker.tfidf]         # one table per attacker, its keys are the attacker's declared parameters
     temperature = 0.05
 
     [audit]
@@ -18,62 +18,79 @@
     [columns.documents]      # optional: our column name = the file's column name
     text = "note"
 
-Command-line options override the file.
+Every table is validated here, once, against its declared parameters (:data:`AUDIT_PARAMS`, the
+attackers' specs, :data:`~cpa_core.llm.LLM_PARAMS`); command-line options and the dashboard's choices
+override the file and go through the same checks in :func:`declare_audit`.
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Mapping
 
+from .attackers.base import Attacker
+from .attackers.imported import CandidateScores
+from .attackers.llm_clues import CLUE_PARAMS
+from .attackers.registry import attacker_specs, get_spec
+from .attackers.spec import BuildContext
+from .audit import DEFAULT_CONFIDENCES, MISS_POLICIES, AttackerConfig, AuditConfig
+from .data import Documents, Registry, load_documents, load_registry
 from .errors import ConfigError
-from .knowledge import KnowledgeLevel
+from .knowledge import QUERY_MODES, KnowledgeLevel, full_knowledge
+from .llm import LLM_PARAMS
+from .params import Param, check_table
+from .scores import SCORES
 
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+AUDIT_PARAMS = (
+    Param("knowledge", "text", None, "Knowledge level", "A level declared under [knowledge].", optional=True,
+          option="--knowledge"),
+    Param("attacker", "text", "tfidf", "Attacker", "A registered attacker.", option="--attacker"),
+    Param("query_mode", "choice", None, "Query mode", "direct: the released text is the query; direct_plus_clues: "
+          "an LLM's clues are appended (default: the knowledge level's).", choices=QUERY_MODES, optional=True,
+          option="--query-mode"),
+    Param("score", "choice", "aps", "Nonconformity score", "aps (default), rank, probability, or given (the "
+          "attacker's own score).", choices=tuple(SCORES), option="--score"),
+    Param("confidence", "floats", DEFAULT_CONFIDENCES, "Confidence levels", "Levels to certify.", above=0, below=1,
+          option="--confidence"),
+    Param("n_cal", "int", None, "Calibration documents", "Default: half of the documents.", min=1, optional=True,
+          option="--n-cal"),
+    Param("n_test", "int", None, "Test documents", "Default: the rest.", min=1, optional=True, option="--n-test"),
+    Param("seed", "int", 0, "Split seed", "Seed of the calibration/test split.", min=0, option="--seed"),
+    Param("group_column", "text", None, "Group column", "Calibrate separately per value of this column (Mondrian).",
+          optional=True, option="--group-column"),
+    Param("top_k", "int", None, "Top-K shortlist", "Truncate each candidate pool to its top K.", min=1, optional=True,
+          option="--top-k"),
+    Param("miss_policy", "choice", "infinite", "Miss policy", "Calibration documents whose truth is outside the "
+          "pool: score +inf (default) or excluded.", choices=MISS_POLICIES, option="--miss-policy"),
+    Param("flag_below", "int", 11, "Release policy k", "Flag documents whose set has fewer than k members.", min=1,
+          option="--flag-below"),
+    Param("leakage_threshold", "float", None, "Leakage threshold", "Also flag documents whose leakage proxy exceeds "
+          "it.", above=0, max=1, optional=True, option="--leakage-threshold"),
+    Param("flag_confidence", "float", None, "Flagging confidence", "The level at which documents are flagged "
+          "(default: the lowest audited level).", above=0, below=1, optional=True, option="--flag-confidence"),
+)
+"""The ``[audit]`` table (command-line options of the same meaning override it)."""
+
+LEVEL_PARAMS = (
+    Param("fields", "fields", (), "Fields", "Registry fields the attacker sees."),
+    Param("query_mode", "choice", "direct", "Query mode", "How the attacker queries.", choices=QUERY_MODES),
+    Param("description", "text", "", "Description", "What the level means."),
+)
+COLUMN_TABLES = ("documents", "registry", "scores")
+SECTIONS = ("knowledge", "attacker", "audit", "columns", "llm")
+CLUES_SECTION = "clues"  # [attacker.clues]: the clue extraction of direct_plus_clues levels
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-INTEGER = (_is_int, "an integer")
-NUMBER = (_is_number, "a number")
-TEXT = (lambda v: isinstance(v, str), "a text")
-NUMBERS = (lambda v: isinstance(v, list) and v != [] and all(_is_number(x) for x in v), "a list of numbers")
-
-AUDIT_SCHEMA = {
-    "knowledge": TEXT, "attacker": TEXT, "score": TEXT, "confidence": NUMBERS, "n_cal": INTEGER, "n_test": INTEGER,
-    "seed": INTEGER, "group_column": TEXT, "top_k": INTEGER, "miss_policy": TEXT, "flag_below": INTEGER,
-    "leakage_threshold": NUMBER, "flag_confidence": NUMBER, "query_mode": TEXT,
-}
-ATTACKER_SCHEMAS = {
-    "tfidf": {"max_features": INTEGER, "ngram_max": INTEGER, "min_df": NUMBER, "temperature": NUMBER,
-              "chunk_size": INTEGER},
-    "dense": {"model": TEXT, "temperature": NUMBER, "batch_size": INTEGER, "cache_dir": TEXT},
-}
-TEXTS = (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of texts")
-ATTACKER_SCHEMAS.update({
-    "clues": {"max_clues": INTEGER, "retries": INTEGER, "seed": INTEGER, "max_tokens": INTEGER},
-    "forced_choice": {"m": INTEGER, "shortlist_k": INTEGER, "mode": TEXT, "seed": INTEGER, "shortlister": TEXT,
-                      "max_tokens": INTEGER, "option_chars": INTEGER, "top_logprobs": INTEGER,
-                      "label_positions": INTEGER, "shuffle": (lambda v: isinstance(v, bool), "true or false")},
-    "profile": {"m": INTEGER, "seed": INTEGER, "attributes": TEXTS, "free_text": TEXTS, "max_tokens": INTEGER,
-                "max_allowed_values": INTEGER},
-})
-LLM_SCHEMA = {
-    "base_url": TEXT, "model": TEXT, "api_key_env": TEXT, "temperature": NUMBER, "top_p": NUMBER,
-    "max_tokens": INTEGER, "timeout_s": NUMBER, "max_retries": INTEGER, "concurrency": INTEGER,
-    "call_budget": INTEGER, "cache_dir": TEXT, "backoff_base_s": NUMBER, "backoff_max_s": NUMBER,
-}
-SECTIONS = {"knowledge", "attacker", "audit", "columns", "llm"}
-COLUMN_TABLES = {"documents", "registry", "scores"}
+def attacker_tables() -> dict[str, tuple[Param, ...]]:
+    """The ``[attacker.<name>]`` tables: every registered attacker's parameters, and the clue extraction's."""
+    return {**{spec.name: spec.params for spec in attacker_specs()}, CLUES_SECTION: CLUE_PARAMS}
 
 
 @dataclass(frozen=True)
 class ProjectConfig:
-    """What an audit configuration file declares."""
+    """What an audit configuration file declares (every table already validated)."""
 
     file: str | None = None
     levels: dict[str, KnowledgeLevel] = field(default_factory=dict)
@@ -89,6 +106,20 @@ class ProjectConfig:
                               f"{', '.join(self.levels) or '(none declared)'}")
         return self.levels[name]
 
+    @property
+    def group_column(self) -> str | None:
+        return self.audit.get("group_column") or None
+
+    def load_documents(self, source, *, name: str | None = None, group_column: str | None = None,
+                       on_invalid: str = "error") -> Documents:
+        """Documents read with the declared column mapping and group column (``group_column`` overrides it)."""
+        return load_documents(source, name=name, columns=self.columns.get("documents"),
+                              group_column=group_column or self.group_column, on_invalid=on_invalid)
+
+    def load_registry(self, source, *, name: str | None = None, on_invalid: str = "error") -> Registry:
+        """A registry read with the declared column mapping."""
+        return load_registry(source, name=name, columns=self.columns.get("registry"), on_invalid=on_invalid)
+
 
 def _table(file: str, section: str, value) -> dict:
     if not isinstance(value, dict):
@@ -96,14 +127,11 @@ def _table(file: str, section: str, value) -> dict:
     return value
 
 
-def _check(file: str, section: str, table: dict, schema: dict) -> dict:
-    for key, value in table.items():
-        if key not in schema:
-            raise ConfigError(f"{file}: unknown key '{key}' in [{section}]; expected one of {', '.join(sorted(schema))}")
-        accepts, expected = schema[key]
-        if not accepts(value):
-            raise ConfigError(f"{file}: [{section}] {key}: expected {expected}, found {value!r}")
-    return table
+def _checked(file: str, params: tuple[Param, ...], table: Mapping, section: str) -> dict:
+    try:
+        return check_table(params, table, f"[{section}]")
+    except ConfigError as error:
+        raise ConfigError(f"{file}: {error}") from None
 
 
 def parse_config(text: str, file: str = "<config>") -> ProjectConfig:
@@ -117,26 +145,25 @@ def parse_config(text: str, file: str = "<config>") -> ProjectConfig:
         _table(file, key, raw[key])
     levels = {}
     for name, spec in raw.get("knowledge", {}).items():
-        _check(file, f"knowledge.{name}", _table(file, f"knowledge.{name}", spec),
-               {"fields": (lambda v: isinstance(v, list) and all(isinstance(f, str) for f in v), "a list of column names"),
-                "query_mode": TEXT, "description": TEXT})
-        if "fields" not in spec:
+        declared = _checked(file, LEVEL_PARAMS, _table(file, f"knowledge.{name}", spec), f"knowledge.{name}")
+        if "fields" not in declared:
             raise ConfigError(f"{file}: [knowledge.{name}] fields: expected a list of column names, found None")
-        levels[name] = KnowledgeLevel(name, tuple(spec["fields"]), spec.get("query_mode", "direct"),
-                                      spec.get("description", ""))
+        levels[name] = KnowledgeLevel(name, declared["fields"], declared.get("query_mode", "direct"),
+                                      declared.get("description", ""))
+    tables = attacker_tables()
     attackers = {}
     for name, params in raw.get("attacker", {}).items():
-        if name not in ATTACKER_SCHEMAS:
-            raise ConfigError(f"{file}: unknown attacker [attacker.{name}]; expected one of {', '.join(ATTACKER_SCHEMAS)}")
-        attackers[name] = _check(file, f"attacker.{name}", _table(file, f"attacker.{name}", params), ATTACKER_SCHEMAS[name])
-    audit = _check(file, "audit", raw.get("audit", {}), AUDIT_SCHEMA)
+        if name not in tables:
+            raise ConfigError(f"{file}: unknown attacker [attacker.{name}]; expected one of {', '.join(tables)}")
+        attackers[name] = _checked(file, tables[name], _table(file, f"attacker.{name}", params), f"attacker.{name}")
+    audit = _checked(file, AUDIT_PARAMS, raw.get("audit", {}), "audit")
     columns = {}
     for name, mapping in raw.get("columns", {}).items():
         if name not in COLUMN_TABLES:
             raise ConfigError(f"{file}: unknown key '{name}' in [columns]; expected one of {', '.join(sorted(COLUMN_TABLES))}")
-        columns[name] = _check(file, f"columns.{name}", _table(file, f"columns.{name}", mapping),
-                               {key: TEXT for key in mapping})
-    llm = _check(file, "llm", raw.get("llm", {}), LLM_SCHEMA)
+        text_params = tuple(Param(key, "text", None, key, "") for key in _table(file, f"columns.{name}", mapping))
+        columns[name] = _checked(file, text_params, mapping, f"columns.{name}")
+    llm = _checked(file, LLM_PARAMS, raw.get("llm", {}), "llm")
     return ProjectConfig(file, levels, attackers, audit, columns, llm)
 
 
@@ -150,114 +177,58 @@ def load_config(path: str | Path) -> ProjectConfig:
     return parse_config(text, str(path))
 
 
-ATTACKERS = ("tfidf", "dense", "imported", "forced_choice", "profile")
-LLM_ATTACKERS = ("forced_choice", "profile")
-
-
-def make_llm_client(llm: dict, http_client=None):
+def make_llm_client(llm: Mapping[str, Any], http_client=None):
     """An :class:`~cpa_core.llm.LLMClient` for the ``[llm]`` settings (endpoint, model, decoding, budget)."""
     from .llm import LLMClient, LLMSettings
 
     if not llm.get("base_url") or not llm.get("model"):
         raise ConfigError("an LLM attacker needs an endpoint: declare [llm] base_url and model "
                           "(or --llm-url and --llm-model)")
-    try:
-        return LLMClient(LLMSettings(**llm), http_client)
-    except ValueError as error:
-        raise ConfigError(f"[llm]: {error}") from None
+    settings = {k: v for k, v in check_table(LLM_PARAMS, llm, "[llm]").items() if v is not None}
+    return LLMClient(LLMSettings(**settings), http_client)
 
 
-def declare_audit(project: ProjectConfig, registry, *, knowledge: str | None = None, fields=None,
-                  attacker: str | None = None, imported=None, overrides: dict | None = None, llm_client=None):
+def declare_audit(project: ProjectConfig, registry: Registry, *, knowledge: str | None = None, fields=None,
+                  attacker: str | None = None, scores: CandidateScores | None = None,
+                  overrides: Mapping[str, Any] | None = None, attacker_params: Mapping[str, Any] | None = None,
+                  llm_client=None) -> tuple[AuditConfig, Attacker]:
     """The audit configuration and attacker declared by a file plus explicit overrides.
 
-    Overrides (e.g. from the command line or the dashboard) win over ``[audit]``; ``None`` values are
-    ignored. ``fields`` declares a custom knowledge level; ``imported`` is an
-    :class:`~cpa_core.attackers.imported.ImportedAttacker` for the ``imported`` attacker.
-    ``llm_client`` replaces the client built from ``[llm]`` (LLM attackers and clue extraction).
-
-    Returns
-    -------
-    (AuditConfig, attacker)
+    Overrides of ``[audit]`` (``overrides``) and of the chosen attacker's table (``attacker_params``),
+    e.g. from the command line or the dashboard, win over the file; ``None`` values are ignored; both go
+    through the file's checks. ``fields`` declares a custom knowledge level; ``scores`` is the table of the
+    ``imported`` attacker; ``llm_client`` replaces the client built from ``[llm]``.
     """
-    from .attackers.tfidf import TfidfAttacker
-    from .audit import DEFAULT_CONFIDENCES, AuditConfig
-    from .knowledge import full_knowledge
-
-    settings = {**project.audit, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    declared = {k: v for k, v in (overrides or {}).items() if v is not None}
+    settings = {**project.audit, **check_table(AUDIT_PARAMS, declared, "[audit]")}
+    query_mode = settings.get("query_mode")
     if fields:
-        level = KnowledgeLevel("custom", tuple(fields), settings.get("query_mode", "direct"), "custom field list")
+        level = KnowledgeLevel("custom", tuple(fields), query_mode or "direct", "custom field list")
     elif knowledge or settings.get("knowledge"):
         level = project.level(knowledge or settings["knowledge"])
     else:
         level = full_knowledge(registry)
-    if settings.get("query_mode") and settings["query_mode"] != level.query_mode:
-        from dataclasses import replace
-        level = replace(level, query_mode=settings["query_mode"])  # validated by KnowledgeLevel
+    if query_mode and query_mode != level.query_mode:
+        level = replace(level, query_mode=query_mode)
     level.check_against(registry)
-    name = attacker or ("imported" if imported is not None else settings.get("attacker", "tfidf"))
-    if name not in ATTACKERS:
-        raise ConfigError(f"unknown attacker '{name}'; expected one of {', '.join(ATTACKERS)}")
-    top_k = settings.get("top_k")
-    if imported is not None and name != "imported":
-        raise ConfigError(f"a table of candidate scores was given, but the attacker is '{name}'; "
+    spec = get_spec(attacker or ("imported" if scores is not None else settings.get("attacker", "tfidf")))
+    if scores is not None and not spec.needs_scores:
+        raise ConfigError(f"a table of candidate scores was given, but the attacker is '{spec.name}'; "
                           "use the 'imported' attacker to certify it")
-    if name == "imported":
-        if imported is None:
-            raise ConfigError("the 'imported' attacker needs a table of candidate scores (--scores FILE)")
-        chosen = imported
-    else:
-        if settings.get("model") is not None and name != "dense":
-            raise ConfigError("a model (--model) applies to the dense attacker only; add --attacker dense")
-        needs_llm = name in LLM_ATTACKERS or level.query_mode == "direct_plus_clues"
-        client = (llm_client or make_llm_client(project.llm)) if needs_llm else None
-        clues = None
-        if level.query_mode == "direct_plus_clues":
-            from .attackers.llm_clues import LLMClueExtractor
-            clues = LLMClueExtractor(client, **project.attackers.get("clues", {}))
-
-        def retrieval(kind: str):
-            if kind == "dense":
-                from .attackers.dense import DenseAttacker
-                params = dict(project.attackers.get("dense", {}))
-                params.update({k: settings[k] for k in ("temperature", "model") if k in settings and name == "dense"})
-                return DenseAttacker(**params, top_k=top_k, clue_extractor=clues)
-            if kind != "tfidf":
-                raise ConfigError(f"unknown retrieval attacker '{kind}'; expected tfidf or dense")
-            params = dict(project.attackers.get("tfidf", {}))
-            params.update({k: settings[k] for k in ("temperature",) if k in settings and name == "tfidf"})
-            return TfidfAttacker(**params, top_k=top_k, clue_extractor=clues)
-
-        if name == "forced_choice":
-            from .attackers.forced_choice import ForcedChoiceAttacker
-            params = dict(project.attackers.get("forced_choice", {}))
-            shortlister = retrieval(params.pop("shortlister", "tfidf"))
-            if params.get("mode", "sampling") not in ("sampling", "logprobs"):
-                raise ConfigError(f"[attacker.forced_choice] mode: expected 'sampling' or 'logprobs', "
-                                  f"found {params['mode']!r}")
-            chosen = ForcedChoiceAttacker(shortlister, client, **params)
-        elif name == "profile":
-            from .attackers.profile import (MAX_ALLOWED_VALUES, ProfileAttacker, attributes_from_registry,
-                                            categorical_columns)
-            params = dict(project.attackers.get("profile", {}))
-            max_values = params.pop("max_allowed_values", MAX_ALLOWED_VALUES)
-            columns = params.pop("attributes", None) or categorical_columns(registry, level.fields, max_values)
-            outside = [c for c in columns if c not in level.fields]
-            if outside:
-                raise ConfigError(f"Profile-CPA attribute '{outside[0]}' is not a field of knowledge level "
-                                  f"'{level.name}' ({list(level.fields)})")
-            attributes = attributes_from_registry(registry, columns, free_text=params.pop("free_text", ()),
-                                                  max_allowed_values=max_values)
-            chosen = ProfileAttacker(client, attributes, **params)
-            if (overrides or {}).get("score") is None:  # Profile-CPA scores candidates itself
-                settings["score"] = "given"
-        else:
-            chosen = retrieval(name)
+    section = {**project.attackers.get(spec.name, {}),
+               **{k: v for k, v in (attacker_params or {}).items() if v is not None}}
+    params = spec.resolve(section)
+    context = BuildContext(registry, level, settings.get("top_k"), {**project.attackers, spec.name: section}, scores,
+                           (lambda: llm_client) if llm_client is not None else (lambda: make_llm_client(project.llm)))
+    chosen = spec.build(dict(params), context)
+    score = settings.get("score", "aps")
+    if chosen.required_score and "score" not in declared:  # e.g. Profile-CPA scores candidates itself
+        score = chosen.required_score
     config = AuditConfig(
-        knowledge=level, attacker=chosen.params(), score=settings.get("score", "aps"),
-        confidences=tuple(settings.get("confidence", DEFAULT_CONFIDENCES)),
-        n_cal=settings.get("n_cal"), n_test=settings.get("n_test"), seed=int(settings.get("seed", 0)),
-        group_column=settings.get("group_column") or None, top_k=top_k,
-        miss_policy=settings.get("miss_policy", "infinite"), flag_below=int(settings.get("flag_below", 11)),
+        knowledge=level, attacker=AttackerConfig.of(chosen, params),
+        score=score, confidences=tuple(settings.get("confidence", DEFAULT_CONFIDENCES)),
+        n_cal=settings.get("n_cal"), n_test=settings.get("n_test"), seed=settings.get("seed", 0),
+        group_column=settings.get("group_column"), top_k=settings.get("top_k"),
+        miss_policy=settings.get("miss_policy", "infinite"), flag_below=settings.get("flag_below", 11),
         leakage_threshold=settings.get("leakage_threshold"), flag_confidence=settings.get("flag_confidence"))
     return config, chosen

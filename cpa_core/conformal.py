@@ -2,8 +2,8 @@
 
 The threshold for miscoverage ``alpha`` over ``n`` calibration scores is the ``k``-th smallest
 score with ``k = ceil((n + 1) * (1 - alpha))``, computed in exact rational arithmetic. If
-``k > n`` the threshold is ``+inf`` (every set is the whole pool) and a ``CalibrationWarning``
-says how many calibration documents the level needs.
+``k > n`` the threshold is ``+inf`` (every set is the whole pool) and the calibration carries a note
+(:attr:`Calibration.notes_`) saying how many calibration documents the level needs.
 
 A certified set is ``{y in pool : s(x, y) <= q_hat}``. Because every score in :mod:`cpa_core.scores`
 is non-decreasing along the attacker's ranking, a set is a prefix of the ranked pool and its size is
@@ -13,15 +13,14 @@ a count over the document's sorted scores: re-thresholding at a new level is a s
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 
-from .errors import CalibrationWarning, ConfigError
+from .errors import ConfigError
 
 ALL = "__all__"  # the stratum key of a calibration without groups
 
@@ -101,23 +100,31 @@ def conformal_threshold(calibration_scores: np.ndarray, alpha: float | Fraction)
 
 
 @dataclass(frozen=True)
+class CalibrationNote:
+    """Why a threshold certifies nothing: ``message`` at confidence ``confidence`` (a label) in ``stratum``."""
+
+    confidence: str
+    stratum: Hashable
+    message: str
+
+
+@dataclass(frozen=True)
 class Calibration:
     """Thresholds per confidence level and stratum, learned from calibration scores.
 
-    ``q_hat_[label][stratum]`` is the threshold; ``n_[stratum]`` the calibration size;
-    ``sorted_scores_[stratum]`` the sorted calibration scores (for p-values).
+    ``q_hat_[label][stratum]`` is the threshold; ``n_[stratum]`` the calibration size; ``notes_`` the
+    levels and strata whose threshold is infinite because the calibration set is too small.
     """
 
     confidences: tuple[Fraction, ...]
     q_hat_: dict[str, dict[Hashable, float]]
     n_: dict[Hashable, int]
-    sorted_scores_: dict[Hashable, np.ndarray] = field(repr=False)
-    warnings_: tuple[str, ...] = ()
-    warning_levels_: tuple[str, ...] = ()  # the confidence label of each warning
+    notes_: tuple[CalibrationNote, ...] = ()
 
-    def warnings_for(self, confidence) -> list[str]:
+    def notes_for(self, confidence) -> list[str]:
+        """The messages of the notes at one confidence level."""
         label = confidence_label(confidence)
-        return [w for w, lv in zip(self.warnings_, self.warning_levels_) if lv == label]
+        return [note.message for note in self.notes_ if note.confidence == label]
 
     @property
     def strata(self) -> list[Hashable]:
@@ -167,8 +174,7 @@ def calibrate(calibration_scores: np.ndarray, confidences: Iterable,
             raise ConfigError(f"{keys.shape[0]} strata given for {scores.shape[0]} calibration scores")
         groups = {key: scores[keys == key] for key in dict.fromkeys(keys.tolist())}
     q_hat: dict[str, dict[Hashable, float]] = {}
-    notes: list[str] = []
-    note_levels: list[str] = []
+    notes: list[CalibrationNote] = []
     for level in levels:
         alpha = 1 - level
         row = {}
@@ -176,21 +182,14 @@ def calibrate(calibration_scores: np.ndarray, confidences: Iterable,
             row[key] = conformal_threshold(values, alpha)
             if math.isinf(row[key]) and threshold_rank(values.shape[0], alpha) > values.shape[0]:
                 where = "" if key == ALL else f" in group '{key}'"
-                note = (f"calibration set too small for confidence {confidence_label(level)}{where}: "
-                        f"n = {values.shape[0]}, needs at least {minimum_calibration_size(alpha)}; "
-                        "the threshold is infinite and every set is the whole pool")
-                notes.append(note)
-                note_levels.append(confidence_label(level))
-                warnings.warn(note, CalibrationWarning, stacklevel=2)
+                notes.append(CalibrationNote(
+                    confidence_label(level), key,
+                    f"calibration set too small for confidence {confidence_label(level)}{where}: "
+                    f"n = {values.shape[0]}, needs at least {minimum_calibration_size(alpha)}; "
+                    "the threshold is infinite and every set is the whole pool"))
         q_hat[confidence_label(level)] = row
-    return Calibration(
-        confidences=levels,
-        q_hat_=q_hat,
-        n_={key: int(values.shape[0]) for key, values in groups.items()},
-        sorted_scores_={key: np.sort(values) for key, values in groups.items()},
-        warnings_=tuple(notes),
-        warning_levels_=tuple(note_levels),
-    )
+    return Calibration(confidences=levels, q_hat_=q_hat, n_={key: int(values.shape[0]) for key, values in groups.items()},
+                       notes_=tuple(notes))
 
 
 def set_sizes(sorted_scores: np.ndarray, pool_sizes: np.ndarray, q_hat: np.ndarray | float) -> np.ndarray:

@@ -5,7 +5,7 @@ fingerprint plus the encoding settings)::
 
     <directory>/emb-<sha256(key)[:16]>-<sha256(texts)>.npy
 
-The directory is ``$CPA_CACHE_DIR`` when set, else ``~/.cache/cpa/embeddings``; an explicit
+The directory is the cache root's ``embeddings`` folder (:mod:`cpa_core.cache_dirs`); an explicit
 directory wins over both. Writes are atomic (a temporary file in the same directory, then a rename),
 so a reader never sees half a file. A file that cannot be read or does not have the expected shape
 is ignored (and rewritten by the caller); a directory that cannot be written disables writing with a
@@ -24,16 +24,14 @@ from typing import Sequence
 
 import numpy as np
 
-ENV_VAR = "CPA_CACHE_DIR"
-DEFAULT_DIR = Path("~/.cache/cpa/embeddings")
+from .cache_dirs import cache_dir
 
 log = logging.getLogger(__name__)
 
 
 def default_cache_dir() -> Path:
-    """``$CPA_CACHE_DIR`` when set and not empty, else ``~/.cache/cpa/embeddings``."""
-    configured = os.environ.get(ENV_VAR, "").strip()
-    return Path(configured or DEFAULT_DIR).expanduser()
+    """The embeddings' folder under the cache root (``$CPA_CACHE_DIR/embeddings`` or ``~/.cache/cpa/embeddings``)."""
+    return cache_dir("embeddings")
 
 
 def texts_digest(texts: Sequence[str]) -> str:

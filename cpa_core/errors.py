@@ -1,9 +1,16 @@
-"""The project's exception tree.
+"""The project's exception tree: every error the tool reports to its user is one of these.
 
-``CPAError`` is the root: the CLI and the dashboard catch it and show its message; any other
-exception is a bug. ``DataError`` is raised while reading or validating an input file,
-``ConfigError`` for an inconsistent declared configuration. ``CalibrationWarning`` is a warning,
-not an error: a calibration set too small for a confidence level yields an infinite threshold.
+::
+
+    CPAError                 root: the CLI and the dashboard catch it and show its one-line message
+    ├── ConfigError          the declared configuration is invalid or inconsistent with the data
+    ├── DataError            an input file cannot be used as given (names file, row, column, expected, found)
+    └── LLMError             an LLM call failed for good (names the endpoint, the status and what to check)
+        └── LLMBudgetError   a run would exceed the configured call budget (raised before any call)
+
+Any other exception is a bug. Conditions that are not errors (a calibration set too small for a
+confidence level, an infinite threshold) are notes carried by the results (``Calibration.notes_``),
+never Python warnings.
 """
 
 from __future__ import annotations
@@ -40,5 +47,9 @@ class DataError(CPAError):
         super().__init__(message)
 
 
-class CalibrationWarning(UserWarning):
-    """The calibration set is too small for a confidence level: the threshold is infinite."""
+class LLMError(CPAError):
+    """An LLM call failed for good (the message names the endpoint, the status and what to check)."""
+
+
+class LLMBudgetError(LLMError):
+    """A run would make more LLM calls than the configured budget allows (raised before any call)."""

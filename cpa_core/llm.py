@@ -30,17 +30,18 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from .candidates import Progress
-from .errors import CPAError
+from .cache_dirs import cache_dir
+from .errors import ConfigError, LLMBudgetError, LLMError
+from .response_cache import ResponseCache
+from .params import Param
 
 log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1
-CACHE_FILE = "responses.sqlite3"
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
 NO_KEY = "no-key-set"  # sent when the key variable is unset: local servers accept any key
 
@@ -55,17 +56,9 @@ def quiet_http_loggers() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-class LLMError(CPAError):
-    """An LLM call failed for good (the message names the endpoint, the status and what to check)."""
-
-
-class LLMBudgetError(LLMError):
-    """A run would make more LLM calls than the configured budget allows (raised before any call)."""
-
-
 def default_cache_dir() -> str:
-    """``$CPA_CACHE_DIR`` if set, else ``~/.cache/cpa/llm``."""
-    return os.environ.get("CPA_CACHE_DIR") or str(Path.home() / ".cache" / "cpa" / "llm")
+    """The LLM answers' folder under the cache root (``$CPA_CACHE_DIR/llm`` or ``~/.cache/cpa/llm``)."""
+    return str(cache_dir("llm"))
 
 
 def redact_url(url: str) -> str:
@@ -85,6 +78,30 @@ def sample_seed(base_seed: int, *parts: object) -> int:
     """
     text = json.dumps([int(base_seed), *[str(p) for p in parts]], ensure_ascii=False)
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big") & 0x7FFFFFFF
+
+
+LLM_PARAMS = (
+    Param("base_url", "text", None, "LLM endpoint (OpenAI-compatible)",
+          "The base URL of the chat-completions server. The API key is read from the environment, never stored.",
+          optional=True, option="--llm-url"),
+    Param("model", "text", None, "LLM model", "The model name at the endpoint.", optional=True,
+          option="--llm-model"),
+    Param("api_key_env", "text", "OPENAI_API_KEY", "API key variable",
+          "The environment variable holding the API key (the key itself is never stored)."),
+    Param("temperature", "float", 0.8, "Decoding temperature", "Sampling temperature of the LLM.", min=0),
+    Param("top_p", "float", 0.95, "Decoding top_p", "Nucleus sampling mass of the LLM.", min=0, max=1),
+    Param("max_tokens", "int", 256, "Answer length limit", "Tokens per answer.", min=1, optional=True),
+    Param("timeout_s", "float", 120.0, "Timeout (s)", "Seconds before a call is abandoned and retried.", above=0),
+    Param("max_retries", "int", 5, "Retries", "Retries of a call after a timeout, 429 or 5xx.", min=0),
+    Param("backoff_base_s", "float", 1.0, "Backoff base (s)", "First retry delay; it doubles at each retry.", min=0),
+    Param("backoff_max_s", "float", 60.0, "Longest backoff (s)", "The longest delay between retries.", min=0),
+    Param("concurrency", "int", 4, "Concurrent calls", "Calls in flight at once.", min=1),
+    Param("call_budget", "int", None, "Call budget", "Refuse a run needing more calls than this.", min=0,
+          optional=True, option="--call-budget"),
+    Param("cache_dir", "text", None, "Answer cache folder", "Default: the cache root's 'llm' folder.",
+          optional=True),
+)
+"""The ``[llm]`` table: the endpoint and how to call it (the fields of :class:`LLMSettings`)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -107,17 +124,17 @@ class LLMSettings:
 
     def __post_init__(self):
         if not self.base_url or not self.model:
-            raise ValueError("LLM settings need a base_url and a model")
+            raise ConfigError("[llm]: the LLM settings need a base_url and a model")
         if self.concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, found {self.concurrency}")
+            raise ConfigError(f"[llm] concurrency must be at least 1, found {self.concurrency}")
         if self.max_retries < 0:
-            raise ValueError(f"max_retries must be non-negative, found {self.max_retries}")
+            raise ConfigError(f"[llm] max_retries must be non-negative, found {self.max_retries}")
         if self.call_budget is not None and self.call_budget < 0:
-            raise ValueError(f"call_budget must be non-negative, found {self.call_budget}")
+            raise ConfigError(f"[llm] call_budget must be non-negative, found {self.call_budget}")
         if not 0.0 <= self.top_p <= 1.0:
-            raise ValueError(f"top_p must lie in [0, 1], found {self.top_p}")
+            raise ConfigError(f"[llm] top_p must lie in [0, 1], found {self.top_p}")
         if self.temperature < 0:
-            raise ValueError(f"temperature must be non-negative, found {self.temperature}")
+            raise ConfigError(f"[llm] temperature must be non-negative, found {self.temperature}")
 
     @property
     def endpoint(self) -> str:
@@ -216,48 +233,6 @@ class LLMResponse:
         return cls(text=data["text"], finish_reason=data.get("finish_reason"), key=key, logprobs=logprobs,
                    model=data.get("model"), prompt_tokens=data.get("prompt_tokens"),
                    completion_tokens=data.get("completion_tokens"), cached=cached)
-
-
-class ResponseCache:
-    """Answers on disk by key (SQLite, WAL): every ``put`` is committed before it returns.
-
-    Safe to share between the threads of one client and between processes (SQLite locking).
-    """
-
-    def __init__(self, directory: str | Path):
-        self.directory = Path(directory).expanduser()
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.path = self.directory / CACHE_FILE
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, response TEXT NOT NULL, "
-                         "created REAL NOT NULL)")
-
-    def get_many(self, keys: Sequence[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        keys = list(dict.fromkeys(keys))
-        with self._lock:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(f"SELECT key, response FROM responses WHERE key IN ({marks})", chunk)
-                found.update(rows.fetchall())
-        return found
-
-    def put(self, key: str, response: str) -> None:
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO responses (key, response, created) VALUES (?, ?, ?)",
-                             (key, response, time.time()))
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
 
 
 class _Stopped(Exception):
@@ -363,6 +338,11 @@ class LLMClient:
 
     def params(self) -> dict:
         return self.settings.params()
+
+    @property
+    def call_budget(self) -> int | None:
+        """The most calls a run may make (``None``: unlimited)."""
+        return self.settings.call_budget
 
     # ----------------------------------------------------------------- keys, dry run
     def decoding(self, request: LLMRequest) -> dict:

@@ -1,21 +1,28 @@
-"""Metrics of an audit, per confidence level and per group.
+"""Metrics of an audit, per confidence level and per group, and the one summary every surface renders.
 
 Ranking metrics (no guarantee) use the tie-pessimistic rank of the truth; a truth outside the pool
 has reciprocal rank 0 and is left out of the mean rank. Conformal metrics are computed on the test
-split only.
+split only. :func:`summarize` computes every figure the CLI (``summary.json``), the dashboard's tables
+and the HTML report show, so a figure can never differ between them.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 import pandas as pd
 
-from .audit import AuditResult, Certificate
-from .conformal import confidence_label
+from .conformal import alpha_from_confidence, confidence_label, minimum_calibration_size
+from .policy import ReleasePolicy
+
+if TYPE_CHECKING:
+    from .audit import AuditResult, Certificate
 
 TOP_KS = (1, 5, 10)
+OVERALL = "all"  # the group key of the whole test split in tables
 
 
 def _finite(value: float) -> float | None:
@@ -32,8 +39,12 @@ def ranking_metrics(truth_ranks: np.ndarray) -> dict:
     return out
 
 
-def certificate_metrics(cert: Certificate, mask: np.ndarray | None = None) -> dict:
-    """Coverage, set sizes, leakage and miss rate of the documents selected by ``mask``."""
+def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
+                        policy: ReleasePolicy | None = None) -> dict:
+    """Coverage, set sizes, leakage and miss rate of the documents selected by ``mask``.
+
+    With a release ``policy``, also ``n_flagged`` and ``flagged_share``.
+    """
     split = cert.split
     mask = np.ones(len(split), dtype=bool) if mask is None else mask
     sizes, covered, in_pool = cert.set_sizes[mask], cert.covered[mask], split.in_pool[mask]
@@ -59,46 +70,96 @@ def certificate_metrics(cert: Certificate, mask: np.ndarray | None = None) -> di
         "q_hat": _finite(q[0]) if q.shape[0] == 1 else None,
     }
     out.update(ranking_metrics(split.truth_ranks[mask]))
+    if policy is not None:
+        flagged = policy.flags(sizes)
+        out["n_flagged"] = int(flagged.sum())
+        out["flagged_share"] = float(flagged.mean()) if n else 0.0
     return out
 
 
-def summarize(result: AuditResult, confidences=None) -> dict:
-    """``summary.json``: per confidence level, overall and per group."""
-    levels = confidences if confidences is not None else result.config.confidences
+@dataclass(frozen=True)
+class AuditSummary:
+    """The figures of one audit at some confidence levels under one release policy.
+
+    ``levels`` maps a confidence label to its entry: the test split's metrics (with ``n_cal``, the
+    calibration size that level needs for a finite threshold ``n_cal_needed``, ``alpha`` and the
+    calibration notes as ``warnings``) and, with groups, ``groups`` mapping each group to its own metrics, ``n_cal``
+    and ``q_hat`` (the group's threshold under per-group calibration, else the pooled one).
+    """
+
+    config_id: str
+    score: str
+    knowledge: str
+    attacker: str
+    miss_policy: str
+    policy: ReleasePolicy
+    levels: dict[str, dict]
+
+    def level(self, confidence) -> dict:
+        return self.levels[confidence_label(confidence)]
+
+    def to_dict(self) -> dict:
+        """``summary.json``."""
+        return {"config_id": self.config_id, "score": self.score, "knowledge": self.knowledge,
+                "attacker": self.attacker, "miss_policy": self.miss_policy, "policy": self.policy.to_dict(),
+                "confidence": self.levels}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (confidence, group); group ``all`` for the whole test split."""
+        rows = []
+        for label, entry in self.levels.items():
+            rows.append({"confidence": entry["confidence"], "group": OVERALL,
+                         **{k: v for k, v in entry.items() if k not in ("groups", "warnings", "confidence")},
+                         "warnings": "; ".join(entry["warnings"])})
+            for group, metrics in entry.get("groups", {}).items():
+                rows.append({"confidence": entry["confidence"], "group": group,
+                             **{k: v for k, v in metrics.items() if k != "confidence"}})
+        return pd.DataFrame(rows)
+
+    def groups_frame(self, confidence) -> pd.DataFrame:
+        """The per-group rows at one confidence level (empty without groups)."""
+        frame = self.to_frame()
+        return frame[(frame["confidence"] == float(confidence)) & (frame["group"] != OVERALL)].reset_index(drop=True)
+
+    def overall_frame(self) -> pd.DataFrame:
+        """The whole test split's rows, one per confidence level."""
+        frame = self.to_frame()
+        return frame[frame["group"] == OVERALL].reset_index(drop=True)
+
+
+def summarize(result: "AuditResult", confidences: Iterable | None = None,
+              policy: ReleasePolicy | None = None) -> AuditSummary:
+    """The summary at ``confidences`` (default: the audited levels) under ``policy`` (default: the declared one)."""
+    config = result.config
+    levels = list(confidences) if confidences is not None else list(config.confidences)
+    policy = policy or config.policy
+    split = result.test_split
     per_level = {}
     for level in levels:
         cert = result.certificate(level)
-        entry = certificate_metrics(cert)
-        entry["n_cal"] = sum(result.calibration.n_.values())
-        entry["warnings"] = result.calibration_for(level).warnings_for(level)
-        if result.test_split.groups is not None:
+        calibration = result.calibration_for(level)
+        entry = certificate_metrics(cert, policy=policy)
+        entry["alpha"] = float(alpha_from_confidence(level))
+        entry["n_cal"] = sum(calibration.n_.values())
+        entry["n_cal_needed"] = minimum_calibration_size(alpha_from_confidence(level))
+        entry["warnings"] = calibration.notes_for(level)
+        if split.groups is not None:
+            keys, codes = split.group_codes
             entry["groups"] = {}
-            for group in sorted(set(result.test_split.groups.tolist()), key=str):
-                metrics = certificate_metrics(cert, result.test_split.groups == group)
-                calibration = result.calibration_for(level)
+            for code, group in enumerate(keys.tolist()):
+                metrics = certificate_metrics(cert, codes == code, policy)
                 metrics["n_cal"] = calibration.n_.get(group, 0)
-                metrics["q_hat"] = _finite(calibration.q_hat(level, group)) if group in calibration.n_ else None
+                metrics["q_hat"] = _finite(calibration.q_hat(level, group))
                 entry["groups"][str(group)] = metrics
         per_level[confidence_label(level)] = entry
-    return {"config_id": result.config.config_id, "score": result.config.score,
-            "knowledge": result.config.knowledge.name, "attacker": result.config.attacker.get("attacker"),
-            "miss_policy": result.config.miss_policy, "confidence": per_level}
-
-
-def summary_frame(summary: dict) -> pd.DataFrame:
-    """One row per (confidence, group) of a summary, group ``all`` for the whole test split."""
-    rows = []
-    for label, entry in summary["confidence"].items():
-        rows.append({"confidence": label, "group": "all", **{k: v for k, v in entry.items() if k not in ("groups", "warnings")}})
-        for group, metrics in entry.get("groups", {}).items():
-            rows.append({"confidence": label, "group": group, **metrics})
-    return pd.DataFrame(rows)
+    return AuditSummary(config.config_id, config.score, config.knowledge.name, config.attacker.name,
+                        config.miss_policy, policy, per_level)
 
 
 CURVE_CONFIDENCES = tuple(round(0.50 + 0.01 * i, 2) for i in range(50)) + (0.995,)
 
 
-def confidence_curve(result: AuditResult, confidences=CURVE_CONFIDENCES) -> pd.DataFrame:
+def confidence_curve(result: "AuditResult", confidences=CURVE_CONFIDENCES) -> pd.DataFrame:
     """Coverage and set sizes of the test split as the confidence level varies (no re-attack).
 
     One row per confidence level with ``confidence``, ``alpha``, ``coverage``,

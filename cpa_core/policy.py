@@ -11,34 +11,59 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from .audit import Certificate
+if TYPE_CHECKING:
+    from .attackers.base import TermExplainer
+    from .audit import Certificate
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 WORKLIST_COLUMNS = ("doc_id", "group", "set_size", "leakage", "top_candidates", "top_weights", "driving_terms",
                     "config_id", "confidence")
 
-TermExplainer = Callable[[str, Sequence[int]], list[str]]
-"""(query, registry rows of the top candidates) -> the terms that most drive the match."""
 
 
-def flag_mask(set_sizes: np.ndarray, flag_below: int, leakage_threshold: float | None = None) -> np.ndarray:
-    """Documents whose set is smaller than ``flag_below`` or whose leakage proxy exceeds the threshold."""
-    flagged = set_sizes < flag_below
-    if leakage_threshold is not None:
-        flagged |= 1.0 / np.maximum(1, set_sizes) > leakage_threshold
-    return flagged
+@dataclass(frozen=True)
+class ReleasePolicy:
+    """Flag a document whose certified set has fewer than ``flag_below`` members, or (optionally) whose
+    leakage proxy ``1 / max(1, |C|)`` exceeds ``leakage_threshold``."""
+
+    flag_below: int = 11
+    leakage_threshold: float | None = None
+
+    def flags(self, set_sizes: np.ndarray) -> np.ndarray:
+        """The flagged documents among these set sizes."""
+        flagged = set_sizes < self.flag_below
+        if self.leakage_threshold is not None:
+            flagged |= 1.0 / np.maximum(1, set_sizes) > self.leakage_threshold
+        return flagged
+
+    @property
+    def rule(self) -> str:
+        """The rule in symbols: ``|C| < 11 or leakage > 0.09``."""
+        return f"|C| < {self.flag_below}" + ("" if self.leakage_threshold is None
+                                             else f" or leakage > {self.leakage_threshold:g}")
+
+    @property
+    def sentence(self) -> str:
+        """The rule in words, for the summary and the report."""
+        return (f"documents whose certified set has fewer than {self.flag_below} people are flagged"
+                + ("" if self.leakage_threshold is None
+                   else f", and so are those whose leakage proxy exceeds {self.leakage_threshold:g}"))
+
+    def to_dict(self) -> dict:
+        return {"flag_below": self.flag_below, "leakage_threshold": self.leakage_threshold}
 
 
-def worklist(cert: Certificate, flag_below: int, config_id: str, *, leakage_threshold: float | None = None,
-             explain: TermExplainer | None = None, n_candidates: int = 3, n_terms: int = 5) -> pd.DataFrame:
+def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, explain: "TermExplainer | None" = None,
+             n_candidates: int = 3, n_terms: int = 5) -> pd.DataFrame:
     """The redaction worklist: flagged test documents, smallest set first (then by doc id)."""
     split = cert.split
-    rows = np.flatnonzero(flag_mask(cert.set_sizes, flag_below, leakage_threshold))
+    rows = np.flatnonzero(policy.flags(cert.set_sizes))
     rows = rows[np.lexsort((split.table.doc_ids[rows].astype(str), cert.set_sizes[rows]))]
     records = []
     for row in rows:

@@ -16,12 +16,14 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
-from .audit import AuditResult, Certificate, ScoredSplit
 from .conformal import confidence_label
-from .metrics import summarize
-from .policy import TermExplainer, worklist, worklist_csv, worklist_json
+from .policy import worklist, worklist_csv, worklist_json
+
+if TYPE_CHECKING:
+    from .attackers.base import TermExplainer
+    from .audit import AuditResult, Certificate, ScoredSplit
 
 RECORD_CANDIDATES = 20
 VERSIONED_PACKAGES = ("cpa-core", "numpy", "pandas", "scikit-learn", "scipy", "pyarrow", "sentence-transformers",
@@ -42,8 +44,8 @@ def package_versions() -> dict:
     return versions
 
 
-def iter_records(split: ScoredSplit, certificates: list[Certificate], split_name: str,
-                 n_candidates: int = RECORD_CANDIDATES) -> Iterator[dict]:
+def split_records(split: "ScoredSplit", certificates: list["Certificate"], split_name: str,
+                  n_candidates: int = RECORD_CANDIDATES) -> Iterator[dict]:
     table = split.table
     for row in range(len(split)):
         pool = min(n_candidates, int(table.pool_sizes[row]))
@@ -75,7 +77,7 @@ def iter_records(split: ScoredSplit, certificates: list[Certificate], split_name
         yield record
 
 
-def manifest(result: AuditResult) -> dict:
+def manifest(result: "AuditResult") -> dict:
     config = result.config
     split_ids = {name: hashlib.sha256("\n".join(map(str, s.table.doc_ids)).encode()).hexdigest()
                  for name, s in (("calibration", result.calibration_split), ("test", result.test_split))}
@@ -85,7 +87,7 @@ def manifest(result: AuditResult) -> dict:
         "config": config.to_dict(),
         "inputs": result.inputs,
         "knowledge_fields": list(config.knowledge.fields),
-        "attacker": config.attacker,
+        "attacker": config.attacker.to_dict(),
         "score": config.score,
         "confidences": [confidence_label(c) for c in config.confidences],
         "seed": config.seed,
@@ -93,32 +95,42 @@ def manifest(result: AuditResult) -> dict:
                   "n_cal_used": sum(result.calibration.n_.values()),
                   "n_cal_per_group": {str(k): v for k, v in result.calibration.n_.items()},
                   "doc_ids_sha256": split_ids},
-        "warnings": list(result.calibration.warnings_),
+        "warnings": [note.message for note in result.calibration.notes_],
         "versions": package_versions(),
     }
 
 
-def _write_jsonl(path: Path, records: Iterator[dict]) -> None:
-    with path.open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+SPLIT_NAMES = ("calibration", "test")
 
 
-def write_audit(result: AuditResult, out_dir: str | Path, explain: TermExplainer | None = None) -> dict[str, Path]:
+def records(result: "AuditResult", split_name: str, confidences: Iterable | None = None) -> Iterator[dict]:
+    """The per-document records of one split (``calibration`` or ``test``) with its sets at each level."""
+    levels = list(confidences) if confidences is not None else list(result.config.confidences)
+    if split_name == "calibration":
+        split, certify = result.calibration_split, result.calibration_certificate
+    else:
+        split, certify = result.test_split, result.certificate
+    return split_records(split, [certify(level) for level in levels], split_name)
+
+
+def jsonl_lines(items: Iterable[dict]) -> Iterator[str]:
+    """One JSON object per line (text kept as written)."""
+    for item in items:
+        yield json.dumps(item, ensure_ascii=False, default=str) + "\n"
+
+
+def write_audit(result: "AuditResult", out_dir: str | Path, explain: "TermExplainer | None" = None) -> dict[str, Path]:
     """Write summary.json, calibration.jsonl, test.jsonl, worklist.csv/json and manifest.json."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = result.config
-    levels = list(config.confidences)
     paths = {name: out / name for name in ("summary.json", "calibration.jsonl", "test.jsonl", "worklist.csv",
                                            "worklist.json", "manifest.json")}
-    paths["summary.json"].write_text(json.dumps(summarize(result), indent=2), encoding="utf-8")
-    _write_jsonl(paths["calibration.jsonl"], iter_records(
-        result.calibration_split, [result.calibration_certificate(c) for c in levels], "calibration"))
-    test_certificates = [result.certificate(c) for c in levels]
-    _write_jsonl(paths["test.jsonl"], iter_records(result.test_split, test_certificates, "test"))
-    work = worklist(result.certificate(config.policy_confidence), config.flag_below, config.config_id,
-                    leakage_threshold=config.leakage_threshold, explain=explain)
+    paths["summary.json"].write_text(json.dumps(result.summary().to_dict(), indent=2), encoding="utf-8")
+    for name in SPLIT_NAMES:
+        with paths[f"{name}.jsonl"].open("w", encoding="utf-8") as handle:
+            handle.writelines(jsonl_lines(records(result, name)))
+    work = worklist(result.certificate(config.policy_confidence), config.policy, config.config_id, explain=explain)
     paths["worklist.csv"].write_text(worklist_csv(work), encoding="utf-8")
     paths["worklist.json"].write_text(worklist_json(work), encoding="utf-8")
     paths["manifest.json"].write_text(json.dumps(manifest(result), indent=2, default=str), encoding="utf-8")

@@ -10,10 +10,12 @@ import dataclasses
 from dataclasses import replace
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from .attackers.base import Attacker
+from .attackers.forced_choice import ForcedChoiceAttacker
+from .attackers.llm_clues import check_call_budget
+from .attackers.profile import ProfileAttacker
 from .audit import AuditConfig, AuditResult, attack_documents, certify, estimate_llm_calls, run_audit
 from .conformal import calibrate
 from .candidates import CandidateTable, Progress
@@ -26,12 +28,9 @@ COLUMNS = ["confidence", "coverage", "coverage_conditional", "candidate_miss_rat
 
 
 def _rows(result: AuditResult, **variant) -> list[dict]:
-    rows = []
-    for level in result.config.confidences:
-        metrics = certificate_metrics(result.certificate(level))
-        metrics["n_cal"] = sum(result.calibration.n_.values())
-        rows.append({**variant, **{k: metrics[k] for k in COLUMNS + ["n_cal"]}})
-    return rows
+    """The variant's figures per confidence level, from the audit's summary."""
+    return [{**variant, **{k: row[k] for k in COLUMNS + ["n_cal"]}}
+            for row in result.summary().overall_frame().to_dict("records")]
 
 
 def full_attack(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig,
@@ -58,30 +57,20 @@ def drift(calibrated: AuditResult, shifted: AuditResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def topk_sweep(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable,
-               ks: Sequence[int]) -> pd.DataFrame:
-    """Miss rate, coverage and set size per top-K truncation of the pool."""
+SWEEPS = {"top_k": "top_k", "score": "score", "n_cal": "n_cal_declared", "seed": "seed"}
+"""The fields a sweep may vary, and the column naming the variant in its table."""
+
+
+def sweep(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable, field: str,
+          values: Sequence) -> pd.DataFrame:
+    """Coverage, miss rate and set size per value of one declared field (top-K, score, n_cal or seed),
+    on the one attack ``table`` (matched attacker output; a variant re-truncates, re-scores or re-splits)."""
+    if field not in SWEEPS:
+        raise ConfigError(f"cannot sweep '{field}'; expected one of {', '.join(SWEEPS)}")
     rows = []
-    for k in ks:
-        result = run_audit(documents, registry, None, replace(config, top_k=int(k)), table=table)
-        rows += _rows(result, top_k=int(k))
-    return pd.DataFrame(rows)
-
-
-def score_ablation(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable,
-                   scores: Sequence[str] = ("aps", "rank", "probability")) -> pd.DataFrame:
-    rows = []
-    for score in scores:
-        rows += _rows(run_audit(documents, registry, None, replace(config, score=score), table=table), score=score)
-    return pd.DataFrame(rows)
-
-
-def ncal_ablation(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable,
-                  n_cals: Sequence[int] = (50, 100, 150)) -> pd.DataFrame:
-    rows = []
-    for n_cal in n_cals:
-        result = run_audit(documents, registry, None, replace(config, n_cal=int(n_cal)), table=table)
-        rows += _rows(result, n_cal_declared=int(n_cal))
+    for value in values:
+        result = run_audit(documents, registry, None, replace(config, **{field: value}), table=table)
+        rows += _rows(result, **{SWEEPS[field]: value})
     return pd.DataFrame(rows)
 
 
@@ -95,11 +84,10 @@ def sampling_budget_ablation(documents: Documents, registry: Registry, config: A
     the largest budget's samples; that total is checked against the call budget before any call. A larger
     ``m`` gives smaller sets, not more validity: every row carries the guarantee.
     """
-    names = {f.name for f in dataclasses.fields(attacker)} if dataclasses.is_dataclass(attacker) else set()
-    if "m" not in names:
+    if not isinstance(attacker, (ForcedChoiceAttacker, ProfileAttacker)):
         raise ConfigError(f"the sampling-budget ablation needs a sampling attacker (forced_choice or profile), "
-                          f"found '{getattr(attacker, 'name', type(attacker).__name__)}'")
-    if getattr(attacker, "mode", "sampling") != "sampling":
+                          f"found '{attacker.name}'")
+    if isinstance(attacker, ForcedChoiceAttacker) and attacker.mode != "sampling":
         raise ConfigError("the sampling-budget ablation needs the forced-choice mode 'sampling' (logprobs mode "
                           "makes one request per document whatever m)")
     budgets = sorted({int(m) for m in ms})
@@ -107,28 +95,22 @@ def sampling_budget_ablation(documents: Documents, registry: Registry, config: A
         raise ConfigError(f"sampling budgets must be at least 1, found {list(ms)}")
     variants = {m: dataclasses.replace(attacker, m=m) for m in budgets}
     largest = variants[budgets[-1]]
-    client = getattr(largest, "client", None)
-    budget = getattr(getattr(client, "settings", None), "call_budget", None)
-    if budget is not None:  # the whole ablation, before any call: the largest m's requests hold every other's
-        from .attackers.llm_clues import check_call_budget
-        check_call_budget([(client, estimate_llm_calls(documents, registry, largest, config))],
-                          f"the sampling-budget ablation (m up to {budgets[-1]})")
+    # the whole ablation, before any call: the largest m's requests hold every other's
+    check_call_budget([(largest.client, estimate_llm_calls(documents, registry, largest, config))],
+                      f"the sampling-budget ablation (m up to {budgets[-1]})")
     rows = []
     for m in budgets:
         variant = variants[m]
-        result = run_audit(documents, registry, variant, replace(config, attacker=variant.params()), progress)
-        counters = variant.params().get("counters") or {}
-        rows += _rows(result, m=m, llm_calls=counters.get("calls"))
+        declared = replace(config.attacker, params={**config.attacker.params, "m": m}, details=variant.params())
+        result = run_audit(documents, registry, variant, replace(config, attacker=declared), progress)
+        rows += _rows(result, m=m, llm_calls=variant.counters()["attacker"]["calls"])
     return pd.DataFrame(rows)
 
 
 def split_stability(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable,
                     seeds: Sequence[int] = (0, 1, 2, 3, 4)) -> pd.DataFrame:
     """Mean and standard deviation over seeds of coverage and set size, per confidence level."""
-    rows = []
-    for seed in seeds:
-        rows += _rows(run_audit(documents, registry, None, replace(config, seed=int(seed)), table=table), seed=int(seed))
-    frame = pd.DataFrame(rows)
+    frame = sweep(documents, registry, config, table, "seed", [int(s) for s in seeds])
     stats = frame.groupby("confidence")[["coverage", "coverage_conditional", "median_set_size", "mean_set_size"]]
     out = stats.agg(["mean", "std"])
     out.columns = [f"{a}_{b}" for a, b in out.columns]

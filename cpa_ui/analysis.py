@@ -6,8 +6,6 @@ Every number comes from :mod:`cpa_core` (certificates, ``certificate_metrics``, 
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import replace
 from typing import Sequence
 
@@ -15,77 +13,44 @@ import numpy as np
 import pandas as pd
 
 from cpa_core.audit import AuditResult, Certificate
-from cpa_core.conformal import alpha_from_confidence, minimum_calibration_size
 from cpa_core.data import Documents, Registry
-from cpa_core.errors import CalibrationWarning
-from cpa_core.metrics import certificate_metrics
-from cpa_core.policy import flag_mask
+from cpa_core.policy import ReleasePolicy
+
+GROUP_COLUMNS = ["group", "n_test", "n_cal", "q_hat", "coverage", "coverage_conditional", "candidate_miss_rate",
+                 "median_set_size", "mean_leakage", "n_flagged", "top1"]
+CALIBRATION_COLUMNS = ["confidence", "alpha", "q_hat", "coverage", "coverage_conditional", "candidate_miss_rate",
+                       "open_world_bound", "median_set_size", "n_cal", "n_cal_needed", "warnings"]
+COMPARE_COLUMNS = ["n_test", "coverage", "coverage_conditional", "candidate_miss_rate", "q_hat", "median_set_size",
+                   "mean_set_size", "mean_leakage", "n_flagged", "flagged_share", "top1", "mrr"]
 
 
-def certificate(result: AuditResult, confidence: float) -> Certificate:
-    """The test split's certificate at ``confidence`` (its too-small-calibration note is shown separately)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CalibrationWarning)
-        return result.certificate(confidence)
+def kpis(result: AuditResult, confidence: float, policy: ReleasePolicy) -> dict:
+    """The figures of the KPI row: the summary's entry at ``confidence`` under ``policy``."""
+    return result.summary([confidence], policy).level(confidence)
 
 
 def calibration_notes(result: AuditResult, confidence: float) -> list[str]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CalibrationWarning)
-        return result.calibration_for(confidence).warnings_for(confidence)
+    return result.calibration_for(confidence).notes_for(confidence)
 
 
-def kpis(cert: Certificate, flag_below: int, leakage_threshold: float | None = None) -> dict:
-    """The numbers of the KPI row: certificate metrics plus the count of flagged documents."""
-    metrics = certificate_metrics(cert)
-    flagged = flag_mask(cert.set_sizes, flag_below, leakage_threshold)
-    metrics["n_flagged"] = int(flagged.sum())
-    metrics["flagged_share"] = float(flagged.mean()) if flagged.size else 0.0
-    return metrics
+def group_table(result: AuditResult, confidence: float, policy: ReleasePolicy) -> pd.DataFrame:
+    """Per-group figures at ``confidence`` (empty when the test documents have no groups)."""
+    frame = result.summary([confidence], policy).groups_frame(confidence)
+    return frame[GROUP_COLUMNS] if len(frame) else pd.DataFrame(columns=GROUP_COLUMNS)
 
 
-def group_table(result: AuditResult, cert: Certificate, flag_below: int,
-                leakage_threshold: float | None = None) -> pd.DataFrame:
-    """Per-group metrics of ``result``'s certificate ``cert`` (empty when the documents have no groups)."""
-    split = result.test_split
-    if split.groups is None:
-        return pd.DataFrame()
-    confidence = cert.confidence
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CalibrationWarning)
-        calibration = result.calibration_for(confidence)
-    flagged = flag_mask(cert.set_sizes, flag_below, leakage_threshold)
-    groups = split.groups.astype(str)
-    rows = []
-    for group in sorted(set(split.groups.tolist()), key=str):
-        mask = groups == str(group)
-        metrics = certificate_metrics(cert, mask)
-        q_hat = calibration.q_hat(confidence, group) if result.config.group_column else \
-            calibration.q_hat(confidence)
-        rows.append({"group": str(group), "n_test": metrics["n_test"],
-                     "n_cal": calibration.n_.get(group, 0) if result.config.group_column else None,
-                     "q_hat": q_hat if math.isfinite(q_hat) else None, "n_flagged": int(flagged[mask].sum()),
-                     **{k: metrics[k] for k in ("coverage", "coverage_conditional", "candidate_miss_rate",
-                                                "median_set_size", "mean_leakage", "top1")}})
-    return pd.DataFrame(rows, columns=["group", "n_test", "n_cal", "q_hat", "coverage", "coverage_conditional",
-                                       "candidate_miss_rate", "median_set_size", "mean_leakage", "n_flagged",
-                                       "top1"])
-
-
-def calibration_table(result: AuditResult, confidences: Sequence[float]) -> pd.DataFrame:
+def calibration_table(result: AuditResult, confidences: Sequence[float], policy: ReleasePolicy) -> pd.DataFrame:
     """q̂, coverage (conditional and unconditional), miss rate and calibration-size check per level."""
+    return result.summary(confidences, policy).overall_frame()[CALIBRATION_COLUMNS]
+
+
+def compare_table(labels: Sequence[str], results: Sequence[AuditResult], confidence: float,
+                  policy: ReleasePolicy) -> pd.DataFrame:
+    """One row per configuration: its figures at a common confidence level."""
     rows = []
-    n_cal = sum(result.calibration.n_.values())
-    for level in confidences:
-        metrics = certificate_metrics(certificate(result, level))
-        notes = calibration_notes(result, level)
-        rows.append({
-            "confidence": float(level), "alpha": round(1 - float(level), 6), "q_hat": metrics["q_hat"],
-            "coverage": metrics["coverage"], "coverage_conditional": metrics["coverage_conditional"],
-            "candidate_miss_rate": metrics["candidate_miss_rate"], "open_world_bound": metrics["open_world_bound"],
-            "median_set_size": metrics["median_set_size"], "n_cal": n_cal,
-            "min_n_cal": minimum_calibration_size(alpha_from_confidence(level)), "warning": "; ".join(notes),
-        })
+    for label, result in zip(labels, results):
+        entry = kpis(result, confidence, policy)
+        rows.append({"label": label, "config_id": result.config.config_id, **{k: entry[k] for k in COMPARE_COLUMNS}})
     return pd.DataFrame(rows)
 
 
@@ -151,18 +116,6 @@ def candidate_table(cert: Certificate, row: int, registry: Registry, fields: Seq
 def text_of(documents: Documents, doc_id: str) -> str:
     match = documents.frame.loc[documents.frame["doc_id"].astype(str) == str(doc_id), "text"]
     return str(match.iloc[0]) if len(match) else ""
-
-
-def compare_table(labels: Sequence[str], certificates: Sequence[Certificate], config_ids: Sequence[str],
-                  flag_below: int, leakage_threshold: float | None = None) -> pd.DataFrame:
-    """One row per configuration: its certificate's metrics at a common confidence level."""
-    rows = []
-    for label, cert, config_id in zip(labels, certificates, config_ids):
-        metrics = kpis(cert, flag_below, leakage_threshold)
-        rows.append({"label": label, "config_id": config_id, **{k: metrics[k] for k in (
-            "n_test", "coverage", "coverage_conditional", "candidate_miss_rate", "q_hat", "median_set_size",
-            "mean_set_size", "mean_leakage", "n_flagged", "flagged_share", "top1", "mrr")}})
-    return pd.DataFrame(rows)
 
 
 def preview(documents: Documents, n: int = 50) -> pd.DataFrame:

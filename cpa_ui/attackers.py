@@ -1,195 +1,87 @@
-"""The attackers the threat-model page offers, each a declarative form of parameters, and the
-translation of the curator's choices into the core's declared configuration.
+"""The threat-model page's attacker forms, derived from the core's attacker specs, and the translation of
+the curator's choices into the core's declared configuration.
 
-A new attacker family (dense retrieval, LLM clue extraction, a sampling-only API model) is added by
-implementing it in :mod:`cpa_core`, listing its name in ``cpa_core.config.ATTACKERS`` and adding one
-:class:`AttackerForm` to :data:`FORMS` with its parameters; the page draws its widgets from the form.
-Forms whose attacker the core does not provide are not shown.
+A form is a registered :class:`~cpa_core.attackers.spec.AttackerSpec`: its label, description and typed
+parameters. The LLM endpoint (``[llm]`` base_url and model) is asked for when the attacker sends text to an
+LLM or its queries carry LLM clues; it has widget keys of its own, apart from the attacker's parameters.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 from cpa_core.attackers.base import Attacker
-from cpa_core.attackers.imported import ImportedAttacker
+from cpa_core.attackers.imported import CandidateScores
+from cpa_core.attackers.registry import attacker_specs, get_spec
+from cpa_core.attackers.spec import AttackerSpec
 from cpa_core.audit import AuditConfig
-from cpa_core.config import ATTACKERS, declare_audit
+from cpa_core.config import declare_audit
 from cpa_core.errors import ConfigError
+from cpa_core.llm import LLM_PARAMS
+from cpa_core.params import Param
 
 from .state import CUSTOM_LEVEL, DataSet, ThreatChoice
 
-
-@dataclass(frozen=True)
-class Param:
-    """One parameter of an attacker form.
-
-    ``kind`` is ``"float"``, ``"int"``, ``"select"``, ``"text"`` or ``"fields"`` (registry fields of the level); ``target`` says where the value goes: the
-    attacker's own section of the configuration (``"attacker"``, e.g. ``[attacker.tfidf]``), the LLM
-    endpoint (``"llm"``, i.e. ``[llm]``) or how an uploaded table of scores is read (``"upload"``).
-    """
-
-    name: str
-    label: str
-    kind: str
-    default: Any
-    help: str
-    target: str = "attacker"
-    min: float | None = None
-    max: float | None = None
-    step: float | None = None
-    options: tuple = ()
+ENDPOINT = tuple(p for p in LLM_PARAMS if p.name in ("base_url", "model"))
+"""The ``[llm]`` parameters a form asks for (the rest come from the configuration file)."""
 
 
-@dataclass(frozen=True)
-class AttackerForm:
-    name: str
-    label: str
-    description: str
-    params: tuple[Param, ...] = ()
-    needs_scores_upload: bool = False
-    sends_data_out: bool = False  # e.g. an LLM endpoint: the page says so before any run
-
-    def defaults(self, project_section: dict | None = None, llm_section: dict | None = None) -> dict:
-        """Default parameter values, taken from the attacker's and the LLM sections of the configuration file."""
-        sections = {"attacker": project_section or {}, "llm": llm_section or {}}
-        return {p.name: sections.get(p.target, {}).get(p.name, p.default) for p in self.params}
+def offered_specs() -> list[AttackerSpec]:
+    """Every registered attacker, in registration order."""
+    return attacker_specs()
 
 
-LLM_ENDPOINT = (
-    Param("base_url", "LLM endpoint (OpenAI-compatible)", "text", "http://127.0.0.1:8080/v1",
-          "The base URL of the chat-completions server. The API key is read from the environment "
-          "(OPENAI_API_KEY by default), never stored.", target="llm"),
-    Param("model", "LLM model", "text", "", "The model name at the endpoint.", target="llm"),
-)
-CLUES_ENDPOINT = tuple(replace(p, label=p.label + " (LLM clues only)",
-                               help=p.help + " Used only in the clue-augmented query mode.") for p in LLM_ENDPOINT)
-
-FORMS: dict[str, AttackerForm] = {
-    "tfidf": AttackerForm(
-        "tfidf", "TF-IDF retrieval",
-        "Ranks every registry profile (built from the fields the attacker knows) by TF-IDF cosine similarity "
-        "to the released text and turns similarities into weights with a temperature softmax. Runs locally.",
-        (
-            Param("temperature", "Softmax temperature T", "float", 1.0,
-                  "Weights are softmax(similarity / T). Smaller T concentrates the weight on the best matches. "
-                  "It changes set sizes, never the validity of the guarantee.", min=0.001, max=10.0, step=0.01),
-            Param("max_features", "Vocabulary size", "int", 50_000,
-                  "Largest number of terms the TF-IDF vocabulary keeps.", min=100, max=1_000_000, step=1000),
-            Param("ngram_max", "Longest n-gram", "int", 1, "1: single words; 2: words and word pairs.",
-                  min=1, max=3, step=1),
-            Param("min_df", "Minimum document frequency", "int", 1,
-                  "Ignore terms found in fewer profiles than this.", min=1, max=100, step=1),
-            *CLUES_ENDPOINT,
-        ),
-    ),
-    "dense": AttackerForm(
-        "dense", "Dense retrieval (sentence embeddings)",
-        "Embeds every registry profile and the released text with a sentence-embedding model (all-MiniLM-L6-v2 "
-        "by default, loaded from the local package) and turns cosine similarities into weights with a "
-        "temperature softmax. Runs locally; embeddings are cached on disk.",
-        (
-            Param("model", "Embedding model", "text", "all-MiniLM-L6-v2",
-                  "A local model directory or a model name available offline."),
-            Param("temperature", "Softmax temperature T", "float", 0.05,
-                  "Weights are softmax(cosine / T). It changes set sizes, never the validity of the guarantee.",
-                  min=0.001, max=10.0, step=0.01),
-            Param("batch_size", "Batch size", "int", 32, "Texts per forward pass of the model.", min=1, max=1024,
-                  step=1),
-            *CLUES_ENDPOINT,
-        ),
-    ),
-    "forced_choice": AttackerForm(
-        "forced_choice", "LLM forced choice (sampling-only)",
-        "A TF-IDF shortlist of the top K profiles is shown to an LLM as labelled options (in a shuffled order per "
-        "sample); the LLM must pick one, m times per document with distinct seeds, and the pick frequencies are "
-        "the weights. With 'logprobs', the option labels' log-probabilities give the weights instead.",
-        (
-            *LLM_ENDPOINT,
-            Param("m", "Samples per document m", "int", 5,
-                  "More samples give finer weights and smaller sets, not more validity.", min=1, max=50, step=1),
-            Param("shortlist_k", "Shortlist size K", "int", 10, "Options shown to the LLM (the candidate pool).",
-                  min=2, max=26, step=1),
-            Param("mode", "Access", "select", "sampling", "sampling: pick frequencies; logprobs: the option "
-                  "labels' log-probabilities, when the endpoint exposes them.", options=("sampling", "logprobs")),
-        ),
-        sends_data_out=True,
-    ),
-    "profile": AttackerForm(
-        "profile", "Profile-CPA (LLM attribute prediction)",
-        "The LLM does not see the candidates: it predicts each attribute (age band, gender, occupation, city, ...) "
-        "m times; each attribute is certified on the calibration split and the identity set is the registry "
-        "rows consistent with every certified attribute set.",
-        (
-            *LLM_ENDPOINT,
-            Param("m", "Samples per attribute m", "int", 5,
-                  "More samples give finer attribute distributions.", min=1, max=50, step=1),
-            Param("attributes", "Attributes to predict", "fields", (),
-                  "Registry fields the LLM predicts (among those the attacker knows); empty: every field of the "
-                  "knowledge level with at most 50 distinct values."),
-        ),
-        sends_data_out=True,
-    ),
-    "imported": AttackerForm(
-        "imported", "Imported scores (bring your own attacker)",
-        "Certifies candidate scores computed by any external pipeline: upload a table with one row per "
-        "(doc_id, candidate_id, score). Nothing is computed or sent anywhere.",
-        (
-            Param("kind", "What the score column holds", "select", "probability",
-                  "probability: a weight per candidate; score: a similarity (larger is more likely), turned into "
-                  "weights with a softmax; rank: 1 for the top candidate (use the 'rank' nonconformity score).",
-                  target="upload", options=("probability", "score", "rank")),
-            Param("temperature", "Softmax temperature (kind 'score')", "float", 1.0,
-                  "Only used when the table holds similarity scores.", target="upload", min=0.001, max=10.0,
-                  step=0.01),
-        ),
-        needs_scores_upload=True,
-    ),
-}
+def needs_endpoint(spec: AttackerSpec, query_mode: str) -> bool:
+    """Whether the attacker, at this query mode, sends document text to an LLM endpoint."""
+    return spec.sends_text or (spec.uses_clues and query_mode == "direct_plus_clues")
 
 
-def available_forms() -> list[AttackerForm]:
-    """The forms of the attackers the core provides, in display order."""
-    return [form for name, form in FORMS.items() if name in ATTACKERS]
+def form_defaults(spec: AttackerSpec, data: DataSet) -> dict:
+    """The attacker's parameters as the configuration file declares them (else their defaults)."""
+    return {**spec.defaults(), **data.project.attackers.get(spec.name, {})}
 
 
-def declare(data: DataSet, threat: ThreatChoice, imported: ImportedAttacker | None = None
+def endpoint_defaults(data: DataSet) -> dict:
+    return {p.name: data.project.llm.get(p.name, p.default) for p in ENDPOINT}
+
+
+def widget_bounds(param: Param) -> dict:
+    """``min_value``/``max_value`` of a number widget (a strict lower bound becomes the next step)."""
+    low = param.min if param.min is not None else (None if param.above is None else
+                                                    param.above + (1 if param.kind == "int" else 0.001))
+    bounds = {"min_value": low, "max_value": param.max}
+    if param.kind == "int":
+        return {k: None if v is None else int(v) for k, v in bounds.items()}
+    return {k: None if v is None else float(v) for k, v in bounds.items()}
+
+
+def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None = None
             ) -> tuple[AuditConfig, Attacker]:
     """The core's configuration and attacker for the curator's choices.
 
     Raises :class:`~cpa_core.errors.ConfigError` (shown on the page) when the choices are inconsistent.
     """
-    form = FORMS.get(threat.attacker)
-    if form is None or threat.attacker not in ATTACKERS:
-        raise ConfigError(f"unknown attacker '{threat.attacker}'; expected one of "
-                          f"{', '.join(f.name for f in available_forms())}")
-    params = threat.params
+    spec = get_spec(threat.attacker)
     project = data.project
-    section = {**project.attackers.get(form.name, {}),
-               **{p.name: list(params[p.name]) if p.kind == "fields" else params[p.name]
-                  for p in form.params if p.target == "attacker" and p.name in params
-                  and not (p.kind == "fields" and not params[p.name])}}
     audit = {
         "score": threat.score, "confidence": list(threat.confidences), "n_cal": threat.n_cal,
         "n_test": threat.n_test, "seed": threat.seed, "top_k": threat.top_k, "miss_policy": threat.miss_policy,
-        # the release policy is declared once; the pages' sliders explore it without a new configuration
-        "flag_below": project.audit.get("flag_below", 11),
-        "leakage_threshold": project.audit.get("leakage_threshold"),
         "group_column": (data.group_column or "group") if threat.per_group else None,
         "query_mode": threat.query_mode,
     }
-    llm = {**project.llm, **{p.name: params[p.name] for p in form.params if p.target == "llm" and params.get(p.name)}}
-    project = replace(project, attackers={**project.attackers, form.name: section}, llm=llm,
-                      audit={k: v for k, v in audit.items() if v is not None})
-    if form.needs_scores_upload and imported is None:
+    llm = {**project.llm, **{name: value for name, value in threat.llm if value}}
+    # the release policy is declared once in the file; the rest of [audit] is what the page declares
+    policy = {k: v for k, v in project.audit.items() if k in ("flag_below", "leakage_threshold", "flag_confidence")}
+    project = replace(project, llm=llm, audit=policy)
+    if spec.needs_scores and scores is None:
         raise ConfigError("the imported-scores attacker needs a table of candidate scores: upload one above")
     custom = threat.knowledge == CUSTOM_LEVEL
     if custom and not threat.custom_fields:
         raise ConfigError("a custom knowledge level needs at least one registry field")
     return declare_audit(project, data.registry, knowledge=None if custom else threat.knowledge,
-                         fields=list(threat.custom_fields) if custom else None, attacker=form.name,
-                         imported=imported if form.needs_scores_upload else None)
+                         fields=list(threat.custom_fields) if custom else None, attacker=spec.name,
+                         scores=scores if spec.needs_scores else None, overrides=audit,
+                         attacker_params=dict(threat.attacker_params))
 
 
 def usable_levels(data: DataSet) -> list[str]:
@@ -200,19 +92,21 @@ def usable_levels(data: DataSet) -> list[str]:
 
 def default_threat(data: DataSet) -> ThreatChoice:
     """The configuration file's defaults, adjusted to what the loaded data allows."""
-    project, audit = data.project, data.project.audit
+    audit = data.project.audit
     usable = usable_levels(data)
     knowledge = audit.get("knowledge") if audit.get("knowledge") in usable else (usable[0] if usable else CUSTOM_LEVEL)
-    form = FORMS["tfidf"]
+    spec = get_spec(audit.get("attacker", "tfidf"))
     n_docs = len(data.documents)
     n_cal, n_test = audit.get("n_cal"), audit.get("n_test")
     if (n_cal or 0) + (n_test or 0) > n_docs:
         n_cal = n_test = None
     return ThreatChoice(
-        attacker=form.name,
-        attacker_params=tuple(form.defaults(project.attackers.get(form.name), project.llm).items()),
+        attacker=spec.name,
+        attacker_params=tuple(form_defaults(spec, data).items()),
+        llm=tuple(endpoint_defaults(data).items()),
         knowledge=knowledge,
         custom_fields=tuple(data.registry.fields),
+        query_mode=audit.get("query_mode") or "direct",
         score=audit.get("score", "aps"),
         top_k=audit.get("top_k"),
         n_cal=n_cal, n_test=n_test, seed=int(audit.get("seed", 0)),

@@ -10,24 +10,20 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-import warnings
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from cpa_core.attackers.base import Attacker
-from cpa_core.attackers.imported import ImportedAttacker, load_candidate_scores
-from cpa_core.attackers.tfidf import TfidfIndex
+from cpa_core.attackers.base import Attacker, TermExplainer
+from cpa_core.attackers.imported import CandidateScores, read_candidate_scores
 from cpa_core.audit import AuditConfig, AuditResult, estimate_llm_calls, run_audit
 from cpa_core.config import ProjectConfig, load_config, parse_config
 from cpa_core.data import Documents, Registry, load_documents, load_registry, read_table
-from cpa_core.errors import CalibrationWarning, ConfigError
-from cpa_core.knowledge import KnowledgeLevel, profile_texts
+from cpa_core.errors import ConfigError
 from cpa_core.metrics import confidence_curve
-from cpa_core.policy import TermExplainer, worklist
+from cpa_core.policy import ReleasePolicy, worklist
 
-from .analysis import certificate
 from .state import AuditRun, DataSet
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,14 +41,10 @@ def fingerprint(*parts) -> str:
 def load_sample() -> DataSet:
     """The bundled sample documents, registry and configuration."""
     project = load_config(SAMPLE_FILES["config"])
-    group_column = project.audit.get("group_column")
-    documents = load_documents(SAMPLE_FILES["documents"], name="sample_data/documents.csv",
-                               columns=project.columns.get("documents"),
-                               group_column=group_column if group_column and group_column != "group" else None)
-    registry = load_registry(SAMPLE_FILES["registry"], name="sample_data/registry.csv",
-                             columns=project.columns.get("registry"))
+    documents = project.load_documents(SAMPLE_FILES["documents"], name="sample_data/documents.csv")
+    registry = project.load_registry(SAMPLE_FILES["registry"], name="sample_data/registry.csv")
     return DataSet(documents, registry, project, "sample",
-                   fingerprint(documents.sha256, registry.sha256, "sample"), group_column or None)
+                   fingerprint(documents.sha256, registry.sha256, "sample"), project.group_column)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -83,8 +75,8 @@ def config_from_upload(data: bytes, name: str) -> ProjectConfig:
 
 
 @st.cache_data(show_spinner="Reading the candidate scores…", max_entries=4)
-def scores_from_upload(data: bytes, name: str, kind: str, temperature: float) -> ImportedAttacker:
-    return load_candidate_scores(data, name=name, kind=kind, temperature=temperature)
+def scores_from_upload(data: bytes, name: str) -> CandidateScores:
+    return read_candidate_scores(data, name=name)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -100,16 +92,14 @@ def audit(key: str, _documents: Documents, _registry: Registry, _attacker: Attac
     def progress(done: int, total: int, step: str) -> None:
         bar.progress(min(done / max(total, 1), 1.0), text=f"{step.capitalize()}: {done:,} of {total:,} documents")
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CalibrationWarning)  # shown on the page from the calibration itself
-        result = run_audit(_documents, _registry, _attacker, _config, progress=progress)
+    result = run_audit(_documents, _registry, _attacker, _config, progress=progress)
     bar.progress(1.0, text=f"Calibrated on {sum(result.calibration.n_.values()):,} documents; "
                            f"{len(result.test_split):,} test documents certified")
     return result
 
 
 def run_label(config: AuditConfig) -> str:
-    return f"{config.knowledge.name} · {config.attacker.get('attacker')} · {config.score}"
+    return f"{config.knowledge.name} · {config.attacker.name} · {config.score}"
 
 
 def audit_run(data: DataSet, config: AuditConfig, attacker: Attacker, documents: Documents | None = None,
@@ -121,42 +111,27 @@ def audit_run(data: DataSet, config: AuditConfig, attacker: Attacker, documents:
     key = f"{data_key}:{config.config_id}"
     start = time.perf_counter()
     result = audit(key, documents, data.registry, attacker, config)
-    return AuditRun(result, key, label or run_label(config), data_key, time.perf_counter() - start)
+    return AuditRun(result, key, label or run_label(config), data_key, time.perf_counter() - start, attacker)
 
 
 @st.cache_data(show_spinner="Computing the coverage curve…", max_entries=16)
 def curve(key: str, _result: AuditResult) -> pd.DataFrame:
     """Coverage and median set size versus confidence (``key``: the run's key)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CalibrationWarning)
-        return confidence_curve(_result)
+    return confidence_curve(_result)
 
 
 @st.cache_resource(show_spinner="Indexing the profiles to explain matches…", max_entries=8)
-def explanation_index(key: str, _registry: Registry, _level: KnowledgeLevel, max_features: int = 50_000,
-                      ngram_max: int = 1, min_df: int | float = 1) -> TfidfIndex:
-    """The TF-IDF index over the level's profile texts, to find the terms that drive a match."""
-    return TfidfIndex(max_features, ngram_max, min_df).fit(profile_texts(_registry, _level))
-
-
-def explainer(data: DataSet, run: AuditRun) -> TermExplainer:
-    """``(query, registry rows) -> terms`` shared by a document and candidate profiles, for a run's level."""
-    config = run.result.config
-    params = config.attacker if config.attacker.get("attacker") == "tfidf" else {}
-    settings = {name: params[name] for name in ("max_features", "ngram_max", "min_df") if params.get(name)}
-    index = explanation_index(fingerprint(data.fingerprint, config.knowledge.to_dict(), settings), data.registry,
-                              config.knowledge, **settings)
-    n_profiles = index.profiles_.shape[0]
-    return lambda query, rows: index.shared_terms(query, [r for r in rows if 0 <= r < n_profiles])
+def explainer(key: str, _data: DataSet, _run: AuditRun) -> TermExplainer | None:
+    """The run's attacker's explainer of matches (``key``: the run's key), ``None`` when it has none."""
+    return _run.attacker.explainer(_data.registry, _run.result.config.knowledge)
 
 
 @st.cache_data(show_spinner="Finding the terms that drive each match…", max_entries=16)
 def explained_worklist(key: str, confidence: float, flag_below: int, leakage_threshold: float | None,
                        _data: DataSet, _run: AuditRun) -> pd.DataFrame:
     """The redaction worklist with driving terms (``key``: the run's key)."""
-    cert = certificate(_run.result, confidence)
-    return worklist(cert, flag_below, _run.result.config.config_id, leakage_threshold=leakage_threshold,
-                    explain=explainer(_data, _run))
+    return worklist(_run.result.certificate(confidence), ReleasePolicy(flag_below, leakage_threshold),
+                    _run.result.config.config_id, explain=explainer(key, _data, _run))
 
 
 def llm_calls(data: DataSet, config: AuditConfig, attacker: Attacker) -> int:

@@ -6,13 +6,18 @@ from __future__ import annotations
 import streamlit as st
 
 from cpa_core.attackers.base import Attacker
+from cpa_core.attackers.registry import get_spec
 from cpa_core.audit import AuditConfig
 from cpa_core.errors import CPAError
 
 from . import nav
-from .attackers import declare, default_threat
+from cpa_core.llm import redact_url
+from cpa_core.policy import ReleasePolicy
+from cpa_core.params import Param
+
+from .attackers import declare, default_threat, needs_endpoint, widget_bounds
 from .cache import load_sample
-from .help import HELP
+from .help import COLUMNS, HELP, PERCENT
 from .state import AuditRun, DataSet, set_widget, state, widget_key
 from .text import (ALPHA_PRESETS, CONFIDENCE_PERCENT_RANGE, CONFIDENCE_PERCENT_STEP, confidence_from_alpha,
                    confidence_from_percent, fmt_confidence, fmt_number, fmt_percent, percent_from_confidence)
@@ -29,7 +34,7 @@ def adopt_data(data: DataSet) -> None:
     """Make ``data`` the audited data: new defaults for the threat model, results of older data dropped."""
     state.data = data
     state.threat = default_threat(data)
-    state.imported = None
+    state.scores = None
     state.flag_below = int(data.project.audit.get("flag_below", 11))
     state.leakage_threshold = data.project.audit.get("leakage_threshold")
     state.forget_results()
@@ -69,7 +74,7 @@ def require_run() -> AuditRun:
 def declared(data: DataSet) -> tuple[AuditConfig, Attacker] | None:
     """The declared configuration, or ``None`` after showing why it is invalid."""
     try:
-        return declare(data, state.threat or default_threat(data), state.imported)
+        return declare(data, state.threat or default_threat(data), state.scores)
     except CPAError as error:
         show_error(error, "The declared configuration is not valid: ")
         return None
@@ -81,7 +86,7 @@ def stale_notice(run: AuditRun) -> None:
     if data is None or state.threat is None:
         return
     try:
-        config, _ = declare(data, state.threat, state.imported)
+        config, _ = declare(data, state.threat, state.scores)
     except CPAError:
         return
     if run.key != f"{data.fingerprint}:{config.config_id}":
@@ -111,7 +116,7 @@ def confidence_control(page: str) -> float:
     return state.confidence
 
 
-def policy_controls(page: str) -> tuple[int, float | None]:
+def policy_controls(page: str) -> ReleasePolicy:
     """The release policy: flag sets smaller than ``k``, and optionally by the leakage proxy (shared by pages)."""
     left, middle, right = st.columns([3, 1.3, 1.7], vertical_alignment="bottom")
     flag_below = left.slider("Flag documents whose set has fewer than k members", 1, MAX_FLAG_BELOW,
@@ -125,7 +130,7 @@ def policy_controls(page: str) -> tuple[int, float | None]:
                                    help=HELP["leakage_threshold"])
     state.flag_below = int(flag_below)
     state.leakage_threshold = float(threshold) if use_leakage else None
-    return state.flag_below, state.leakage_threshold
+    return state.policy
 
 
 def kpi_row(metrics: dict, confidence: float) -> None:
@@ -158,4 +163,67 @@ def audit_status() -> None:
         else:
             st.caption(f"Calibrated: {run.label}, config {run.result.config.config_id}; viewing at "
                        f"{fmt_confidence(state.confidence)}, k = {state.flag_below}")
-        st.caption("Everything runs on this machine; no data leaves it.")
+        st.caption(data_flow_note())
+
+
+def table_columns(frame, help_keys: dict[str, str] | None = None) -> dict:
+    """``column_config`` for a table of figures: every known column labelled, formatted and explained once
+    (:data:`~cpa_ui.help.COLUMNS`); ``help_keys`` swaps a column's help (e.g. coverage under drift)."""
+    config = {}
+    for column in frame.columns:
+        if column not in COLUMNS:
+            continue
+        label, number_format, help_key = COLUMNS[column]
+        text = HELP.get((help_keys or {}).get(column, help_key)) if help_key else None
+        if number_format is None:
+            config[column] = st.column_config.TextColumn(label, help=text)
+        else:
+            config[column] = st.column_config.NumberColumn(label, help=text, format="percent"
+                                                           if number_format == PERCENT else number_format)
+    return config
+
+
+def data_flow_note() -> str:
+    """Where document text goes under the declared threat model: nowhere, or to the LLM endpoint."""
+    threat = state.threat
+    if threat is None or not needs_endpoint(get_spec(threat.attacker), threat.query_mode):
+        return "Everything runs on this machine; no data leaves it."
+    endpoint = dict(threat.llm).get("base_url") or "the configured LLM endpoint"
+    return (f"The declared attacker sends document text to {redact_url(endpoint) if '://' in endpoint else endpoint}; "
+            "everything else runs on this machine.")
+
+
+def param_widgets(params: tuple[Param, ...], values: dict, key_prefix: str, fields) -> dict:
+    """One widget per declared parameter, four to a row; returns the chosen values.
+
+    Keys are ``<key_prefix>.<name>``: a prefix per attacker (and one for the LLM endpoint), so parameters
+    of the same name never share a widget.
+    """
+    chosen = {}
+    for start in range(0, len(params), 4):
+        for column, param in zip(st.columns(4), params[start:start + 4]):
+            key = widget_key(f"{key_prefix}.{param.name}", values.get(param.name, param.default))
+            with column:
+                chosen[param.name] = _param_widget(param, key, fields)
+    return chosen
+
+
+def _param_widget(param: Param, key: str, fields):
+    label, text = param.label, param.help
+    if param.kind == "choice":
+        return st.selectbox(label, param.choices, key=key, help=text)
+    if param.kind == "bool":
+        return st.checkbox(label, key=key, help=text)
+    if param.kind == "fields":
+        st.session_state[key] = [f for f in st.session_state.get(key) or () if f in fields]
+        return tuple(st.multiselect(label, list(fields), key=key, help=text))
+    if param.kind == "text":
+        st.session_state[key] = "" if st.session_state.get(key) is None else str(st.session_state[key])
+        value = st.text_input(label, key=key, help=text).strip()
+        return value or (None if param.optional else param.default)
+    bounds = widget_bounds(param)
+    if param.kind == "int":
+        value = st.number_input(label, step=int(param.step or 1), key=key, help=text, **bounds)
+        return None if value is None else int(value)
+    value = st.number_input(label, step=float(param.step or 0.01), format="%.3f", key=key, help=text, **bounds)
+    return None if value is None else float(value)

@@ -65,9 +65,41 @@ HELP: dict[str, str] = {
     "group": "Stratum of the document (e.g. the release mechanism); with per-group calibration each group gets its "
              "own threshold and its own guarantee.",
     "drift_coverage": "Coverage on configuration B's test split when the threshold was calibrated on configuration A.",
+    "driving_terms": "Terms shared by the document and its top candidates' profiles that weigh most in the match: "
+                     "where to start redacting.",
 }
 
-
-def help_for(name: str) -> str:
-    """The help text of a number shown on screen."""
-    return HELP[name]
+PERCENT = "percent"
+TEXT = None
+COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
+    # column -> (label, number format or TEXT, HELP key)
+    "confidence": ("confidence", PERCENT, "confidence"),
+    "alpha": ("α", "%.3f", "alpha"),
+    "q_hat": ("q̂", "%.4f", "q_hat"),
+    "coverage": ("coverage", PERCENT, "coverage"),
+    "coverage_conditional": ("coverage (in pool)", PERCENT, "coverage_conditional"),
+    "candidate_miss_rate": ("miss rate ρ", PERCENT, "miss_rate"),
+    "open_world_bound": ("open-world bound", PERCENT, "open_world_bound"),
+    "median_set_size": ("median |C|", "%g", "median_set"),
+    "mean_set_size": ("mean |C|", "%.1f", "mean_set"),
+    "mean_leakage": ("mean leakage", "%.4f", "mean_leakage"),
+    "empty_rate": ("empty sets", PERCENT, "empty_rate"),
+    "n_cal": ("n_cal", "%d", "n_cal"),
+    "n_cal_needed": ("n_cal needed", "%d", "min_n_cal"),
+    "n_test": ("n_test", "%d", "n_test"),
+    "n_flagged": ("flagged", "%d", "n_flagged"),
+    "flagged_share": ("flagged share", PERCENT, "at_risk"),
+    "top1": ("top-1", PERCENT, "top1"),
+    "mrr": ("MRR", "%.3f", "mrr"),
+    "set_size": ("|C|", "%d", "set_size"),
+    "leakage": ("leakage L", "%.3f", "leakage"),
+    "warnings": ("warning", TEXT, None),
+    "group": ("group", TEXT, "group"),
+    "label": ("configuration", TEXT, None),
+    "config_id": ("id", TEXT, "config_id"),
+    "doc_id": ("document", TEXT, None),
+    "top_candidates": ("top candidates", TEXT, None),
+    "top_weights": ("their weights", TEXT, "weight"),
+    "driving_terms": ("driving terms", TEXT, "driving_terms"),
+}
+"""How every table of figures labels, formats and explains its columns (pages and report alike)."""

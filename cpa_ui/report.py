@@ -19,9 +19,11 @@ from plotly.offline import get_plotlyjs
 
 from cpa_core.audit import AuditResult
 
-from .analysis import calibration_notes, calibration_table, certificate, group_table, kpis, without_empty
+from cpa_core.policy import ReleasePolicy
+
+from .analysis import CALIBRATION_COLUMNS, GROUP_COLUMNS, without_empty
 from .figures import REPORT_TEMPLATE, fig_confidence_curve, fig_group_breakdown, fig_set_size_histogram
-from .help import HELP
+from .help import COLUMNS, HELP, PERCENT
 from .text import configuration_summary, fmt_confidence, fmt_number, fmt_percent
 
 STYLE = """
@@ -47,30 +49,28 @@ def _e(value) -> str:
     return html.escape("" if value is None else str(value))
 
 
-COLUMN_LABELS = {
-    "confidence": "confidence", "alpha": "α", "q_hat": "q̂", "coverage": "coverage",
-    "coverage_conditional": "coverage (in pool)", "candidate_miss_rate": "miss rate ρ",
-    "open_world_bound": "open-world bound", "median_set_size": "median |C|", "n_cal": "n_cal",
-    "min_n_cal": "n_cal needed", "n_test": "n_test", "mean_leakage": "mean leakage", "n_flagged": "flagged",
-    "top1": "top-1", "doc_id": "document", "set_size": "|C|", "leakage": "leakage L",
-    "top_candidates": "top candidates", "top_weights": "their weights", "driving_terms": "driving terms",
-}
+def _cell(column: str, value) -> str:
+    """A table cell as text, formatted as the dashboard formats that column (:data:`~cpa_ui.help.COLUMNS`)."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–" if column in COLUMNS and COLUMNS[column][1] is not None else ""
+    number_format = COLUMNS.get(column, (None, None, None))[1]
+    if number_format == PERCENT:
+        return fmt_percent(value)
+    if number_format in ("%d", "%g"):
+        return fmt_number(value)
+    if number_format is not None:
+        return number_format % value
+    return str(value)
 
 
-def _table(frame: pd.DataFrame, formats: dict | None = None, max_rows: int | None = None) -> str:
-    """An HTML table of ``frame`` with every cell escaped (``formats``: column -> callable)."""
-    formats = formats or {}
+def _table(frame: pd.DataFrame, max_rows: int | None = None) -> str:
+    """An HTML table of ``frame`` with every cell formatted and escaped."""
     shown = frame if max_rows is None else frame.head(max_rows)
-    head = "".join(f"<th>{_e(COLUMN_LABELS.get(c, c))}</th>" for c in shown.columns)
-    rows = []
-    for record in shown.itertuples(index=False):
-        cells = []
-        for column, value in zip(shown.columns, record):
-            if isinstance(value, (list, tuple)):
-                value = ", ".join(map(str, value))
-            text = formats[column](value) if column in formats and value is not None else value
-            cells.append(f"<td>{_e(text)}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = "".join(f"<th>{_e(COLUMNS.get(c, (c,))[0])}</th>" for c in shown.columns)
+    rows = ["<tr>" + "".join(f"<td>{_e(_cell(column, value))}</td>" for column, value in zip(shown.columns, record))
+            + "</tr>" for record in shown.itertuples(index=False)]
     more = "" if max_rows is None or len(frame) <= max_rows else \
         f"<p>… and {len(frame) - max_rows:,} more rows (see the worklist export).</p>"
     return (f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
@@ -92,24 +92,25 @@ def _percent(value) -> str:
     return fmt_percent(value) if value is not None and not (isinstance(value, float) and math.isnan(value)) else "–"
 
 
-def certificate_report(result: AuditResult, *, confidence: float, flag_below: int, leakage_threshold: float | None,
-                       curve: pd.DataFrame, worklist: pd.DataFrame, manifest: dict,
-                       generated_at: datetime | None = None) -> str:
+def certificate_report(result: AuditResult, *, confidence: float, policy: ReleasePolicy, curve: pd.DataFrame,
+                       worklist: pd.DataFrame, manifest: dict, generated_at: datetime | None = None) -> str:
     """The report of one audit at one confidence level and release policy, as one HTML document.
 
     Parameters
     ----------
     curve : :func:`cpa_core.metrics.confidence_curve` of ``result``
-    worklist : :func:`cpa_core.policy.worklist` at ``confidence`` and ``flag_below``
+    worklist : :func:`cpa_core.policy.worklist` at ``confidence`` under ``policy``
     manifest : :func:`cpa_core.records.manifest` of ``result``
     """
     config = result.config
-    cert = certificate(result, confidence)
-    metrics = kpis(cert, flag_below, leakage_threshold)
+    cert = result.certificate(confidence)
+    levels = sorted(set(config.confidences) | {confidence})
+    summary_of_levels = result.summary(levels, policy)
+    metrics = summary_of_levels.level(confidence)
     inputs = result.inputs
     groups = sorted({str(g) for g in result.test_split.groups}) if result.test_split.groups is not None else []
     generated = (generated_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
-    rule_text = f"|C| < {flag_below}" + ("" if leakage_threshold is None else f" or L > {leakage_threshold:g}")
+    rule_text = policy.rule
     rule = _e(rule_text)
     summary = configuration_summary(config, n_documents=inputs.get("documents", {}).get("rows", 0),
                                     n_profiles=inputs.get("registry", {}).get("rows", 0),
@@ -131,7 +132,7 @@ def certificate_report(result: AuditResult, *, confidence: float, flag_below: in
         ("knowledge level", f"{knowledge.name}: {knowledge.description}" if knowledge.description else knowledge.name),
         ("registry fields the attacker sees", ", ".join(knowledge.fields)),
         ("query mode", knowledge.query_mode),
-        ("attacker", json.dumps(config.attacker, sort_keys=True, default=str)),
+        ("attacker", json.dumps(config.attacker.to_dict(), sort_keys=True, default=str)),
         ("candidate pool", "whole registry" if config.top_k is None else f"top {config.top_k}"),
         ("nonconformity score", config.score),
         ("calibration / test documents", f"{len(result.calibration_split):,} / {len(result.test_split):,}"),
@@ -142,34 +143,28 @@ def certificate_report(result: AuditResult, *, confidence: float, flag_below: in
         ("confidence level of this report", fmt_confidence(confidence)),
         ("release policy of this report", f"flag {rule_text}"),
     ]
-    calibration = calibration_table(result, sorted(set(config.confidences) | {confidence}))
-    calibration_html = _table(without_empty(calibration.drop(columns=["warning"])), {
-        "confidence": lambda v: fmt_confidence(v), "q_hat": lambda v: f"{v:.4f}", "coverage": _percent,
-        "coverage_conditional": _percent, "candidate_miss_rate": _percent, "open_world_bound": _percent,
-        "median_set_size": fmt_number})
+    calibration = summary_of_levels.overall_frame()[CALIBRATION_COLUMNS]
+    calibration_html = _table(without_empty(calibration.drop(columns=["warnings"])))
     per_group_note = ("<li>Thresholds were calibrated per group, so the guarantee holds within each group.</li>"
                       if config.group_column else "")
-    notes = calibration_notes(result, confidence) + list(result.calibration.warnings_)
+    notes = metrics["warnings"] + [note.message for note in result.calibration.notes_]
     notes_html = "".join(f"<div class='note'>{_e(n)}</div>" for n in dict.fromkeys(notes))
 
-    figures = [_figure(fig_set_size_histogram(cert.set_sizes, flag_below,
+    figures = [_figure(fig_set_size_histogram(cert.set_sizes, policy.flag_below,
                                               title=f"Certified set sizes at {fmt_confidence(confidence)}"),
                        "fig-histogram"),
                _figure(fig_confidence_curve(curve, confidence), "fig-curve")]
     group_html = ""
     if groups:
-        per_group = group_table(result, cert, flag_below, leakage_threshold)
+        per_group = summary_of_levels.groups_frame(confidence)[GROUP_COLUMNS]
         figures.append(_figure(fig_group_breakdown(per_group, confidence), "fig-groups"))
-        group_html = "<h3>Per group</h3>" + _table(without_empty(per_group, ("q_hat", "n_cal")), {
-            "q_hat": lambda v: f"{v:.4f}", "coverage": _percent, "coverage_conditional": _percent,
-            "candidate_miss_rate": _percent, "median_set_size": fmt_number, "mean_leakage": lambda v: f"{v:.4f}",
-            "top1": _percent})
+        group_html = "<h3>Per group</h3>" + _table(without_empty(per_group, ("q_hat", "n_cal")))
         if not config.group_column:
             group_html += ("<p>The thresholds were calibrated on all groups together: the guarantee holds on "
                            "average over the groups, not within each one.</p>")
 
     flagged = worklist.drop(columns=[c for c in ("config_id", "confidence") if c in worklist.columns])
-    flagged_html = _table(flagged, {"leakage": lambda v: f"{v:.3f}"}, max_rows=500) if len(flagged) else \
+    flagged_html = _table(flagged, max_rows=500) if len(flagged) else \
         "<p>No test document is flagged under this policy.</p>"
 
     versions = manifest.get("versions", {})

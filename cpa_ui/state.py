@@ -14,9 +14,11 @@ from typing import Any, Callable, Generic, TypeVar
 import pandas as pd
 import streamlit as st
 
-from cpa_core.attackers.imported import ImportedAttacker
+from cpa_core.attackers.base import Attacker
+from cpa_core.attackers.imported import CandidateScores
 from cpa_core.audit import AuditResult
 from cpa_core.config import ProjectConfig
+from cpa_core.policy import ReleasePolicy
 from cpa_core.data import Documents, Registry
 
 T = TypeVar("T")
@@ -52,6 +54,7 @@ class ThreatChoice:
 
     attacker: str = "tfidf"
     attacker_params: tuple[tuple[str, Any], ...] = ()
+    llm: tuple[tuple[str, Any], ...] = ()  # the LLM endpoint ([llm] base_url, model) when the attacker needs one
     knowledge: str = "K2"
     custom_fields: tuple[str, ...] = ()
     query_mode: str = "direct"
@@ -78,6 +81,7 @@ class AuditRun:
     label: str
     data_fingerprint: str
     seconds: float
+    attacker: Attacker = field(repr=False, compare=False)  # the declared attacker (explains matches)
 
 
 @dataclass(frozen=True)
@@ -116,12 +120,17 @@ class AuditState:
     data_error: _Slot[str | None] = _Slot(lambda: None)  # why the bundled sample could not be loaded
     notice: _Slot[str | None] = _Slot(lambda: None)  # a one-time message for the next run of a page
     threat: _Slot[ThreatChoice | None] = _Slot(lambda: None)
-    imported: _Slot[ImportedAttacker | None] = _Slot(lambda: None)
+    scores: _Slot[CandidateScores | None] = _Slot(lambda: None)  # the imported attacker's table
     run: _Slot[AuditRun | None] = _Slot(lambda: None)
     confidence: _Slot[float] = _Slot(lambda: 0.95)
     flag_below: _Slot[int] = _Slot(lambda: 11)
     leakage_threshold: _Slot[float | None] = _Slot(lambda: None)
     comparison: _Slot[Comparison] = _Slot(Comparison)
+
+    @property
+    def policy(self) -> ReleasePolicy:
+        """The release policy the pages view the results under (k and the leakage threshold)."""
+        return ReleasePolicy(self.flag_below, self.leakage_threshold)
 
     def forget_results(self) -> None:
         """Drop everything computed from the current data (after new data is loaded)."""

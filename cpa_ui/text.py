@@ -9,6 +9,7 @@ import math
 import re
 from typing import Iterable, Sequence
 
+from cpa_core.attackers.registry import get_spec
 from cpa_core.audit import AuditConfig
 
 ALPHA_PRESETS = (0.01, 0.05, 0.10)
@@ -66,19 +67,19 @@ def _join(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def _value(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value)) or "none"
+    return "default" if value is None else str(value)
+
+
 def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: int,
                           groups: Sequence[str] = ()) -> str:
     """One paragraph, in plain language, of what a declared configuration assumes and certifies."""
-    attacker = config.attacker
-    name = attacker.get("attacker")
-    if name == "tfidf":
-        how = (f"ranks the {n_profiles:,} registry profiles by TF-IDF cosine similarity to each released "
-               "document and turns similarities into weights with a softmax at temperature "
-               f"{attacker.get('temperature')}")
-    elif name == "imported":
-        how = f"uses candidate {attacker.get('kind')}s computed elsewhere (file {attacker.get('file')})"
-    else:
-        how = f"uses the '{name}' pipeline"
+    spec = get_spec(config.attacker.name)
+    shown = [p for p in spec.params if p.kind != "fields" or config.attacker.params.get(p.name)]
+    settings = ", ".join(f"{p.label.lower()} {_value(config.attacker.params.get(p.name))}" for p in shown[:4])
+    how = f"{spec.description} ({spec.label}{': ' + settings if settings else ''})"
     fields = _join([f"'{f}'" for f in config.knowledge.fields])
     query = ("the released text alone" if config.knowledge.query_mode == "direct"
              else "the released text plus identifying clues an LLM extracts from it")
@@ -95,11 +96,9 @@ def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: 
             "calibration documents whose identity is missing from the pool are left out, so the guarantee is "
             "conditional on the identity being in the pool")
     levels = _join([fmt_confidence(float(c)) for c in config.confidences])
-    flag = f"sets of fewer than {config.flag_below} people are flagged"
-    if config.leakage_threshold is not None:
-        flag += f", as are documents whose leakage proxy exceeds {config.leakage_threshold:g}"
+    flag = config.policy.sentence
     return (f"The attacker knows the registry fields {fields} (knowledge level {config.knowledge.name}), queries "
-            f"with {query}, and {how}; it considers {pool}. Out of {n_documents:,} documents, {n_cal} with known "
+            f"with {query}, and {how}; it considers {pool} of the {n_profiles:,} registry profiles. Out of {n_documents:,} documents, {n_cal} with known "
             f"identities calibrate the threshold and {n_test} test it (split seed {config.seed}); candidates are "
             f"scored by {score}, and {miss}.{per_group} Certificates are computed at {levels} confidence and "
             f"{flag}. They are valid only for this exact configuration (id {config.config_id}): any change needs "

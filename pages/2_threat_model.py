@@ -11,9 +11,9 @@ from cpa_core.errors import CPAError
 from cpa_core.knowledge import QUERY_MODES, KnowledgeLevel, profile_texts
 from cpa_core.scores import SCORES
 from cpa_ui import nav
-from cpa_ui.attackers import FORMS, available_forms, default_threat, usable_levels
+from cpa_ui.attackers import ENDPOINT, default_threat, endpoint_defaults, form_defaults, needs_endpoint, offered_specs, usable_levels
 from cpa_ui.cache import llm_calls, scores_from_upload
-from cpa_ui.components import declared, require_data, show_error
+from cpa_ui.components import declared, param_widgets, require_data, show_error
 from cpa_ui.help import HELP
 from cpa_ui.state import CUSTOM_LEVEL, ThreatChoice, state, widget_key
 from cpa_ui.text import configuration_summary
@@ -36,50 +36,24 @@ st.markdown("Declare what the attacker knows and how it works. The certificate i
 
 # --- attacker -----------------------------------------------------------------------------------------------
 st.subheader("Attacker")
-forms = {form.name: form for form in available_forms()}
-attacker = st.radio("Attacker pipeline", list(forms), format_func=lambda name: forms[name].label, horizontal=True,
-                    key=widget_key("threat.attacker", threat.attacker if threat.attacker in forms else "tfidf"))
-form = forms[attacker]
-st.caption(form.description)
-if form.sends_data_out:
-    st.warning("This attacker sends document text to the configured endpoint.", icon=":material/cloud_upload:")
-defaults = form.defaults(data.project.attackers.get(form.name), data.project.llm)
-current = threat.params if threat.attacker == attacker else {}
-params = {}
-columns = st.columns(max(len(form.params), 1))
-for column, param in zip(columns, form.params):
-    key = widget_key(f"threat.param.{attacker}.{param.name}", current.get(param.name, defaults[param.name]))
-    with column:
-        if param.kind == "select":
-            params[param.name] = st.selectbox(param.label, param.options, key=key, help=param.help)
-        elif param.kind == "fields":
-            chosen = [f for f in st.session_state.get(key, ()) if f in data.registry.fields]
-            st.session_state[key] = chosen
-            params[param.name] = tuple(st.multiselect(param.label, data.registry.fields, key=key, help=param.help))
-        elif param.kind == "text":
-            params[param.name] = st.text_input(param.label, key=key, help=param.help).strip() or param.default
-        elif param.kind == "int":
-            params[param.name] = int(st.number_input(param.label, min_value=int(param.min), max_value=int(param.max),
-                                                     step=int(param.step), key=key, help=param.help))
-        else:
-            params[param.name] = float(st.number_input(param.label, min_value=param.min, max_value=param.max,
-                                                       step=param.step, format="%.3f", key=key, help=param.help))
-if form.needs_scores_upload:
+specs = {spec.name: spec for spec in offered_specs()}
+attacker = st.radio("Attacker pipeline", list(specs), format_func=lambda name: specs[name].label, horizontal=True,
+                    key=widget_key("threat.attacker", threat.attacker if threat.attacker in specs else "tfidf"))
+spec = specs[attacker]
+st.caption(spec.description[0].upper() + spec.description[1:] + ".")
+current = threat.params if threat.attacker == attacker else form_defaults(spec, data)
+params = param_widgets(spec.params, current, f"threat.param.{attacker}", data.registry.fields)
+if spec.needs_scores:
     scores_file = st.file_uploader("Candidate scores: doc_id, candidate_id, score (CSV, JSONL or Parquet)",
                                    type=["csv", "jsonl", "ndjson", "parquet", "pq"], key="upload.scores")
     if scores_file is not None:
         try:
-            state.imported = scores_from_upload(scores_file.getvalue(), scores_file.name, params["kind"],
-                                                params["temperature"])
-            st.caption(f"{len(state.imported.frame):,} candidate scores for "
-                       f"{state.imported.frame['doc_id'].nunique():,} documents read from {scores_file.name}.")
+            state.scores = scores_from_upload(scores_file.getvalue(), scores_file.name)
+            st.caption(f"{len(state.scores.frame):,} candidate scores for "
+                       f"{state.scores.frame['doc_id'].nunique():,} documents read from {scores_file.name}.")
         except CPAError as error:
             show_error(error)
-            state.imported = None
-pending = [f.label for name, f in FORMS.items() if name not in forms]
-st.caption(("Not offered by this installation yet: " + ", ".join(pending) + ". " if pending else "")
-           + "More attackers (e.g. LLM clue extraction) appear here, with their parameters, once the core provides "
-             "them. Only an attacker calling a configured LLM endpoint would send text off this machine.")
+            state.scores = None
 
 # --- knowledge ----------------------------------------------------------------------------------------------
 st.subheader("Knowledge")
@@ -115,9 +89,14 @@ if level is not None:
                  hide_index=True, column_config={"the attacker sees it": st.column_config.CheckboxColumn()})
     with st.expander("The profile text the attacker builds for the first registry entry"):
         st.text(profile_texts(data.registry, level)[0])
-if level is not None and level.query_mode != "direct" and not (params.get("model") or data.project.llm.get("model")):
-    st.warning("No LLM endpoint is configured: enter the LLM endpoint and model of the attacker above to run the "
-               "clue-augmented query mode, or choose the direct mode.", icon=":material/block:")
+llm = dict(threat.llm) or endpoint_defaults(data)
+if needs_endpoint(spec, query_mode):
+    st.subheader("LLM endpoint")
+    st.warning("This configuration sends document text to the LLM endpoint below.", icon=":material/cloud_upload:")
+    llm = param_widgets(ENDPOINT, llm, "threat.llm", ())
+    if not (llm.get("base_url") and llm.get("model")):
+        st.warning("Enter the endpoint and the model to run it, or choose the direct query mode.",
+                   icon=":material/block:")
 
 # --- pool, score, protocol ------------------------------------------------------------------------------------
 st.subheader("Candidate pool and score")
@@ -160,7 +139,7 @@ confidences = st.multiselect("Confidence levels to certify and export", CONFIDEN
                              " The Explore page shows any other level without a new attack.")
 
 state.threat = ThreatChoice(
-    attacker=attacker, attacker_params=tuple(params.items()), knowledge=knowledge, custom_fields=custom_fields,
+    attacker=attacker, attacker_params=tuple(params.items()), llm=tuple(llm.items()), knowledge=knowledge, custom_fields=custom_fields,
     query_mode=query_mode, score=score, top_k=top_k, n_cal=n_cal, n_test=n_test, seed=seed, per_group=per_group,
     miss_policy=miss_policy, confidences=tuple(sorted(confidences)) or (0.95,))
 
@@ -172,7 +151,7 @@ if declaration is not None:
     st.info(configuration_summary(config, n_documents=n_documents, n_profiles=len(data.registry),
                                   groups=data.groups if per_group else ()), icon=":material/gavel:")
     st.caption(f"Configuration id {config.config_id}. {HELP['config_id']}")
-    if form.sends_data_out or config.knowledge.query_mode == "direct_plus_clues":
+    if needs_endpoint(spec, config.knowledge.query_mode):
         try:
             calls = llm_calls(data, config, declaration[1])
         except CPAError as error:

@@ -6,9 +6,9 @@ import streamlit as st
 
 from cpa_core.errors import CPAError
 from cpa_ui import nav
-from cpa_ui.analysis import calibration_table, certificate, group_table, kpis, without_empty
+from cpa_ui.analysis import calibration_table, group_table, kpis, without_empty
 from cpa_ui.cache import audit_run
-from cpa_ui.components import declared, require_data, show_error
+from cpa_ui.components import declared, require_data, show_error, table_columns
 from cpa_ui.help import HELP
 from cpa_ui.state import state
 from cpa_ui.text import fmt_confidence, fmt_percent
@@ -28,7 +28,7 @@ key = f"{data.fingerprint}:{config.config_id}"
 run = state.run
 current = run is not None and run.key == key
 st.caption(f"Declared configuration {config.config_id}: knowledge {config.knowledge.name} "
-           f"({', '.join(config.knowledge.fields)}), {config.attacker.get('attacker')} attacker, score {config.score}, "
+           f"({', '.join(config.knowledge.fields)}), {config.attacker.name} attacker, score {config.score}, "
            f"n_cal {config.n_cal}, n_test {config.n_test}, seed {config.seed}"
            + (", calibrated per group" if config.group_column else "") + ".")
 
@@ -59,36 +59,19 @@ if state.notice:
 
 result = run.result
 levels = sorted(set(result.config.confidences) | {state.confidence})
-table = calibration_table(result, levels)
-n_cal = sum(result.calibration.n_.values())
-metrics = kpis(certificate(result, state.confidence), state.flag_below, state.leakage_threshold)
+table = calibration_table(result, levels, state.policy)
+metrics = kpis(result, state.confidence, state.policy)
 columns = st.columns(4)
-columns[0].metric("Calibration documents", f"{n_cal:,}", help=HELP["n_cal"])
-columns[1].metric("Test documents", f"{len(result.test_split):,}", help=HELP["n_test"])
+columns[0].metric("Calibration documents", f"{metrics['n_cal']:,}", help=HELP["n_cal"])
+columns[1].metric("Test documents", f"{metrics['n_test']:,}", help=HELP["n_test"])
 columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics["candidate_miss_rate"]), help=HELP["miss_rate"])
 columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics["top1"]), help=HELP["top1"])
 
-for note in [w for w in table["warning"] if w]:
+for note in [w for w in table["warnings"] if w]:
     st.warning(f"Calibration set too small: {note}.", icon=":material/warning:")
 
 st.subheader("Threshold and coverage per confidence level")
-st.dataframe(
-    without_empty(table), hide_index=True, width="stretch",
-    column_config={
-        "confidence": st.column_config.NumberColumn("confidence", format="percent", help=HELP["confidence"]),
-        "alpha": st.column_config.NumberColumn("α", help=HELP["alpha"]),
-        "q_hat": st.column_config.NumberColumn("q̂", format="%.4f", help=HELP["q_hat"]),
-        "coverage": st.column_config.NumberColumn("coverage", format="percent", help=HELP["coverage"]),
-        "coverage_conditional": st.column_config.NumberColumn("coverage (in pool)", format="percent",
-                                                              help=HELP["coverage_conditional"]),
-        "candidate_miss_rate": st.column_config.NumberColumn("miss rate ρ", format="percent", help=HELP["miss_rate"]),
-        "open_world_bound": st.column_config.NumberColumn("open-world bound", format="percent",
-                                                          help=HELP["open_world_bound"]),
-        "median_set_size": st.column_config.NumberColumn("median |C|", help=HELP["median_set"]),
-        "n_cal": st.column_config.NumberColumn("n_cal", help=HELP["n_cal"]),
-        "min_n_cal": st.column_config.NumberColumn("n_cal needed", help=HELP["min_n_cal"]),
-        "warning": st.column_config.TextColumn("warning", width="medium"),
-    })
+st.dataframe(without_empty(table), hide_index=True, width="stretch", column_config=table_columns(table))
 st.caption("Read coverage against the confidence level: with exchangeable data it is at least the target on "
            "average; a test split of n documents fluctuates by about ±1/√n. An empty q̂ is infinite: every set is "
            "the whole pool." + (" With per-group calibration each group has its own q̂ (below)."
@@ -96,17 +79,9 @@ st.caption("Read coverage against the confidence level: with exchangeable data i
 
 if result.config.group_column:
     st.subheader("Per-group thresholds")
-    groups = group_table(result, certificate(result, state.confidence), state.flag_below, state.leakage_threshold)
-    st.dataframe(groups[["group", "n_cal", "n_test", "q_hat", "coverage", "coverage_conditional",
-                         "candidate_miss_rate"]], hide_index=True, width="stretch",
-                 column_config={"q_hat": st.column_config.NumberColumn("q̂", format="%.4f", help=HELP["q_hat"]),
-                                "coverage": st.column_config.NumberColumn(format="percent", help=HELP["coverage"]),
-                                "coverage_conditional": st.column_config.NumberColumn(
-                                    "coverage (in pool)", format="percent", help=HELP["coverage_conditional"]),
-                                "candidate_miss_rate": st.column_config.NumberColumn(
-                                    "miss rate ρ", format="percent", help=HELP["miss_rate"]),
-                                "n_cal": st.column_config.NumberColumn(help=HELP["n_cal"]),
-                                "n_test": st.column_config.NumberColumn(help=HELP["n_test"])})
+    groups = group_table(result, state.confidence, state.policy)[
+        ["group", "n_cal", "n_test", "q_hat", "coverage", "coverage_conditional", "candidate_miss_rate"]]
+    st.dataframe(groups, hide_index=True, width="stretch", column_config=table_columns(groups))
     st.caption(f"At {fmt_confidence(state.confidence)} confidence. Each group's threshold uses only its own "
                "calibration documents, so small groups need more calibration data.")
 st.page_link(nav.EXPLORE, label="Next: explore the certificate", icon=":material/arrow_forward:")

@@ -7,9 +7,9 @@ import streamlit as st
 
 from cpa_core.policy import worklist
 from cpa_ui import nav
-from cpa_ui.analysis import candidate_table, certificate, document_facts, flagged_table, row_of, text_of
+from cpa_ui.analysis import candidate_table, document_facts, flagged_table, row_of, text_of
 from cpa_ui.cache import explainer
-from cpa_ui.components import policy_controls, require_data, require_run, stale_notice
+from cpa_ui.components import policy_controls, require_data, require_run, stale_notice, table_columns
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.help import HELP
 from cpa_ui.state import state, widget_key
@@ -23,24 +23,15 @@ stale_notice(run)
 confidence = state.confidence
 st.caption(f"Certified sets at {fmt_confidence(confidence)} confidence (change it on the Explore page), "
            f"configuration {result.config.config_id} ({run.label}).")
-flag_below, leakage_threshold = policy_controls("flagged")
-cert = certificate(result, confidence)
-flagged = worklist(cert, flag_below, result.config.config_id, leakage_threshold=leakage_threshold)
-rule = f"|C| < {flag_below}" + ("" if leakage_threshold is None else f" or leakage > {leakage_threshold:g}")
+policy = policy_controls("flagged")
+cert = result.certificate(confidence)
+flagged = worklist(cert, policy, result.config.config_id)
 st.metric("Flagged documents", f"{len(flagged):,} of {len(cert.set_sizes):,}", help=HELP["n_flagged"])
-st.caption(f"Flagged when {rule}; smallest set (highest risk) first. The export on the Report page adds the "
+st.caption(f"Flagged when {policy.rule}; smallest set (highest risk) first. The export on the Report page adds the "
            "terms that drive each match.")
-st.dataframe(
-    flagged_table(flagged).drop(columns=["driving_terms", "config_id", "confidence"]), hide_index=True,
-    width="stretch", height=320, key="flagged.table",
-    column_config={
-        "doc_id": st.column_config.TextColumn("document"),
-        "group": st.column_config.TextColumn(help=HELP["group"]),
-        "set_size": st.column_config.NumberColumn("|C|", help=HELP["set_size"]),
-        "leakage": st.column_config.NumberColumn("leakage L", format="%.3f", help=HELP["leakage"]),
-        "top_candidates": st.column_config.TextColumn("top candidates", help="The attacker's three first candidates."),
-        "top_weights": st.column_config.TextColumn("their weights", help=HELP["weight"]),
-    })
+shown = flagged_table(flagged).drop(columns=["driving_terms", "config_id", "confidence"])
+st.dataframe(shown, hide_index=True, width="stretch", height=320, key="flagged.table",
+             column_config=table_columns(shown))
 
 st.subheader("Drill-down")
 if len(flagged):
@@ -70,7 +61,8 @@ candidates = candidate_table(cert, row, data.registry, level.fields)
 in_set = candidates.loc[candidates["in_set"], "candidate"].tolist()
 registry_rows = cert.split.table.candidates[row, : min(max(len(in_set), 1), 10)].tolist()
 queries = cert.split.table.queries
-terms = explainer(data, run)(queries[row], registry_rows) if queries else []
+explain = explainer(run.key, data, run)
+terms = explain(queries[row], registry_rows) if queries and explain else []
 text_column, set_column = st.columns([1, 1])
 with text_column:
     st.markdown(f"**Released text** of {facts['doc_id']}" + (f" ({facts['group']})" if facts["group"] else ""))
@@ -78,7 +70,8 @@ with text_column:
             f"border-radius:0.4rem; background:#fafafa'>{highlight_terms(text_of(data.documents, doc_id), terms)}"
             "</div>")
     st.caption("Highlighted: the terms this text shares with the profiles of its top candidates that weigh most in "
-               f"the TF-IDF match ({', '.join(terms) if terms else 'none'}).")
+               f"the TF-IDF match ({', '.join(terms) if terms else 'none'})." if explain else
+               "This attacker does not say which terms drive its matches.")
 with set_column:
     st.markdown(f"**Certified set** ({facts['set_size']:,} people; fields the attacker sees under "
                 f"{level.name})")

@@ -8,12 +8,11 @@ import streamlit as st
 
 from cpa_core.errors import CPAError
 from cpa_core.stress import drift
-from cpa_ui.analysis import certificate, compare_table, documents_of_group, without_empty
-from cpa_ui.attackers import available_forms, declare, default_threat, usable_levels
+from cpa_ui.analysis import compare_table, documents_of_group, without_empty
+from cpa_ui.attackers import declare, default_threat, form_defaults, offered_specs, usable_levels
 from cpa_ui.cache import audit_run
-from cpa_ui.components import require_data, show_error
+from cpa_ui.components import require_data, show_error, table_columns
 from cpa_ui.figures import fig_compare, fig_drift, fig_set_size_ecdf
-from cpa_ui.help import HELP
 from cpa_ui.state import Comparison, state, widget_key
 from cpa_ui.text import fmt_confidence, fmt_percent
 
@@ -31,7 +30,7 @@ def run_all(choices: list[tuple[str, object, object]]) -> list:
     runs = []
     for i, (label, choice, documents) in enumerate(choices):
         overall.progress(i / len(choices), text=f"Configuration {i + 1} of {len(choices)}: {label}")
-        config, attacker = declare(data, choice, state.imported)
+        config, attacker = declare(data, choice, state.scores)
         placeholder = st.empty()
         try:
             with placeholder.container():
@@ -55,7 +54,7 @@ if st.button("Run the comparison", type="primary", disabled=len(chosen) < 2, key
     else:
         state.comparison = Comparison(runs=tuple(runs))
 
-offered = {f.name: f for f in available_forms() if not f.needs_scores_upload or state.imported is not None}
+offered = {spec.name: spec for spec in offered_specs() if not spec.needs_scores or state.scores is not None}
 picked = st.multiselect(f"Attackers to compare (knowledge level {threat.knowledge})", list(offered),
                         format_func=lambda name: offered[name].label,
                         key=widget_key("compare.attackers", [threat.attacker] if threat.attacker in offered else []),
@@ -73,7 +72,7 @@ if st.button("Run the attacker comparison", disabled=len(variants) < 2, key="com
     def params_of(name: str) -> tuple:
         if name == threat.attacker:
             return threat.attacker_params
-        return tuple(offered[name].defaults(data.project.attackers.get(name), data.project.llm).items())
+        return tuple(form_defaults(offered[name], data).items())
     try:
         runs = run_all([(offered[name].label + (" + LLM clues" if mode == "direct_plus_clues" else ""),
                          replace(threat, attacker=name, attacker_params=params_of(name), query_mode=mode), None)
@@ -86,31 +85,14 @@ if st.button("Run the attacker comparison", disabled=len(variants) < 2, key="com
 comparison = state.comparison
 confidence = state.confidence
 if comparison.runs:
-    certificates = [certificate(run.result, confidence) for run in comparison.runs]
-    table = compare_table([run.label for run in comparison.runs], certificates,
-                          [run.result.config.config_id for run in comparison.runs], state.flag_below,
-                          state.leakage_threshold)
-    st.caption(f"At {fmt_confidence(confidence)} confidence and k = {state.flag_below} (set both on Explore).")
+    table = compare_table([run.label for run in comparison.runs], [run.result for run in comparison.runs],
+                          confidence, state.policy)
+    st.caption(f"At {fmt_confidence(confidence)} confidence, flagging {state.policy.rule} (set both on Explore).")
     st.plotly_chart(fig_compare(table, confidence), key="compare.bars")
-    st.dataframe(without_empty(table), hide_index=True, width="stretch", column_config={
-        "label": st.column_config.TextColumn("configuration"),
-        "config_id": st.column_config.TextColumn("id", help=HELP["config_id"]),
-        "n_test": st.column_config.NumberColumn(help=HELP["n_test"]),
-        "coverage": st.column_config.NumberColumn(format="percent", help=HELP["coverage"]),
-        "coverage_conditional": st.column_config.NumberColumn("coverage (in pool)", format="percent",
-                                                              help=HELP["coverage_conditional"]),
-        "candidate_miss_rate": st.column_config.NumberColumn("miss rate ρ", format="percent", help=HELP["miss_rate"]),
-        "q_hat": st.column_config.NumberColumn("q̂", format="%.4f", help=HELP["q_hat"]),
-        "median_set_size": st.column_config.NumberColumn("median |C|", help=HELP["median_set"]),
-        "mean_set_size": st.column_config.NumberColumn("mean |C|", format="%.1f", help=HELP["mean_set"]),
-        "mean_leakage": st.column_config.NumberColumn("mean leakage", format="%.4f", help=HELP["mean_leakage"]),
-        "n_flagged": st.column_config.NumberColumn("flagged", help=HELP["n_flagged"]),
-        "flagged_share": st.column_config.NumberColumn("flagged share", format="percent", help=HELP["at_risk"]),
-        "top1": st.column_config.NumberColumn("top-1", format="percent", help=HELP["top1"]),
-        "mrr": st.column_config.NumberColumn("MRR", format="%.3f", help=HELP["mrr"]),
-    })
-    st.plotly_chart(fig_set_size_ecdf({run.label: cert.set_sizes for run, cert in zip(comparison.runs, certificates)},
-                                      state.flag_below), key="compare.ecdf")
+    shown = without_empty(table)
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=table_columns(shown))
+    st.plotly_chart(fig_set_size_ecdf({run.label: run.result.certificate(confidence).set_sizes
+                                       for run in comparison.runs}, state.flag_below), key="compare.ecdf")
     st.caption("A stronger attacker (more knowledge) concentrates its weight, so at the same confidence its sets "
                "are smaller and more documents fall below k: the curve rises earlier.")
 
@@ -149,20 +131,8 @@ if comparison.drift is not None:
     table, (label_a, label_b) = comparison.drift, comparison.drift_labels
     st.plotly_chart(fig_drift(table), key="drift.figure")
     show = without_empty(table.drop(columns=["calibrated_on", "tested_on"]))
-    st.dataframe(show, hide_index=True, width="stretch", column_config={
-        "confidence": st.column_config.NumberColumn(format="percent", help=HELP["confidence"]),
-        "coverage": st.column_config.NumberColumn(format="percent", help=HELP["drift_coverage"]),
-        "coverage_conditional": st.column_config.NumberColumn("coverage (in pool)", format="percent",
-                                                              help=HELP["coverage_conditional"]),
-        "candidate_miss_rate": st.column_config.NumberColumn("miss rate ρ", format="percent", help=HELP["miss_rate"]),
-        "median_set_size": st.column_config.NumberColumn("median |C|", help=HELP["median_set"]),
-        "mean_set_size": st.column_config.NumberColumn("mean |C|", format="%.1f", help=HELP["mean_set"]),
-        "mean_leakage": st.column_config.NumberColumn("mean leakage", format="%.4f", help=HELP["mean_leakage"]),
-        "empty_rate": st.column_config.NumberColumn("empty sets", format="percent", help=HELP["empty_rate"]),
-        "q_hat": st.column_config.NumberColumn("q̂", format="%.4f", help=HELP["q_hat"]),
-        "top1": st.column_config.NumberColumn("top-1", format="percent", help=HELP["top1"]),
-        "n_test": st.column_config.NumberColumn(help=HELP["n_test"]),
-    })
+    st.dataframe(show, hide_index=True, width="stretch",
+                 column_config=table_columns(show, {"coverage": "drift_coverage"}))
     drifted = table[table["calibration"].str.startswith("drift")].set_index("confidence")["coverage"]
     own = table[table["calibration"].str.startswith("own")].set_index("confidence")["coverage"]
     hurt = [c for c in drifted.index if drifted[c] < min(c, own[c])]

@@ -3,8 +3,11 @@
 import numpy as np
 import pandas as pd
 
+from cpa_core.attackers.base import AttackerBase
+from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
 from cpa_core.candidates import CandidateTable, top_candidates
 from cpa_core.data import Documents, Registry, ValidationReport
+from cpa_core.knowledge import KnowledgeLevel
 
 
 def probability_matrix(n: int, m: int, rng: np.random.Generator, concentration: float = 0.3) -> np.ndarray:
@@ -37,3 +40,49 @@ def documents_and_registry(truth_ids, groups=None, m: int = 0):
     registry = pd.DataFrame({"identity_id": [f"p{j}" for j in range(m)], "field": ["f"] * m}, dtype=object)
     return (Documents(frame, "docs", "0" * 64, ValidationReport("docs", n, n)),
             Registry(registry, "registry", "0" * 64, ValidationReport("registry", m, m)))
+
+
+def toy_attacker(name: str = "toy", **kwargs) -> AttackerConfig:
+    """The declared attacker of an audit run on a precomputed table."""
+    return AttackerConfig(name, details={"attacker": name}, **kwargs)
+
+
+LEVEL = KnowledgeLevel("toy", ("field",))
+
+
+def toy_table():
+    """Four documents, three candidates, probabilities chosen by hand."""
+    weights = np.array([[0.6, 0.3, 0.1], [0.5, 0.4, 0.1], [0.7, 0.2, 0.1], [0.4, 0.4, 0.2]])
+    candidates = np.array([[0, 1, 2], [1, 0, 2], [2, 1, 0], [0, 2, 1]])
+    return CandidateTable(np.array(["d0", "d1", "d2", "d3"], dtype=object), candidates, weights,
+                          np.full(4, 3), np.array(["p0", "p1", "p2"], dtype=object))
+
+
+class CountingAttacker(AttackerBase):
+    """Serves rows of a fixed table and counts its attacks."""
+
+    name = "counting"
+
+    def __init__(self, table):
+        self.table, self.calls = table, 0
+
+    def params(self):
+        return {"attacker": self.name}
+
+    def attack(self, doc_ids, texts, registry, level, progress=None):
+        self.calls += 1
+        index = [int(d[1:]) for d in doc_ids]
+        return self.table.rows(np.array(index))
+
+
+def audited_groups(confidences=(0.8, 0.9)):
+    """600 documents in two groups, calibrated per group: (result, attacker, documents, registry)."""
+    rng = np.random.default_rng(0)
+    probabilities = probability_matrix(600, 30, rng)
+    truth = sample_truth(probabilities, rng)
+    groups = np.where(np.arange(600) % 3 == 0, "a", "b")
+    documents, registry = documents_and_registry([f"p{t}" for t in truth], groups=groups, m=30)
+    attacker = CountingAttacker(table_from_matrix(probabilities))
+    cfg = AuditConfig(knowledge=LEVEL, attacker=toy_attacker("counting"), n_cal=200, n_test=300, seed=3,
+                      group_column="group", confidences=confidences)
+    return run_audit(documents, registry, attacker, cfg), attacker, documents, registry

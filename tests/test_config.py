@@ -79,7 +79,7 @@ def test_ladder_is_parsed(project, tmp_path):
     assert project.levels["K3"].fields[-1] == "profile"
     assert all(level.query_mode == "direct" for level in project.levels.values())
     assert project.attackers == {"tfidf": {"temperature": 0.5, "min_df": 1}}
-    assert project.audit["knowledge"] == "K2" and project.audit["confidence"] == [0.9, 0.95]
+    assert project.audit["knowledge"] == "K2" and project.audit["confidence"] == (0.9, 0.95)
     assert project.columns == {"documents": {"text": "note"}}
 
 
@@ -88,9 +88,10 @@ def test_declared_audit_uses_the_file_and_overrides_win(project, registry):
     assert config.knowledge.name == "K2"
     assert config.confidences == (0.9, 0.95)
     assert (config.n_cal, config.n_test, config.seed, config.flag_below) == (3, 3, 7, 5)
-    assert attacker.temperature == 0.5 and config.attacker["temperature"] == 0.5
-    config, attacker = declare_audit(project, registry, knowledge="K1",
-                                     overrides={"seed": 11, "temperature": 2.0, "n_cal": None})
+    assert attacker.temperature == 0.5 and config.attacker.params["temperature"] == 0.5
+    assert config.attacker.details["temperature"] == 0.5 and config.attacker.name == "tfidf"
+    config, attacker = declare_audit(project, registry, knowledge="K1", overrides={"seed": 11, "n_cal": None},
+                                     attacker_params={"temperature": 2.0})
     assert config.knowledge.name == "K1" and config.seed == 11 and config.n_cal == 3
     assert attacker.temperature == 2.0
 
@@ -175,12 +176,12 @@ def test_unknown_keys(text, parts):
 
 @pytest.mark.parametrize("text,parts", [
     ("[knowledge.K1]\nfields = []\n", ["'K1'", "no fields"]),
-    ("[knowledge.K1]\nfields = 'city'\n", ["[knowledge.K1]", "expected a list of column names", "'city'"]),
-    ("[knowledge.K1]\nfields = ['city', 3]\n", ["[knowledge.K1]", "expected a list of column names"]),
+    ("[knowledge.K1]\nfields = 'city'\n", ["[knowledge.K1]", "expected a list of registry field names", "'city'"]),
+    ("[knowledge.K1]\nfields = ['city', 3]\n", ["[knowledge.K1]", "expected a list of registry field names"]),
     ("[knowledge.K1]\nquery_mode = 'direct'\n", ["[knowledge.K1]", "expected a list of column names", "None"]),
     ("[knowledge]\nK1 = 'city'\n", ["[knowledge.K1]", "must be a table"]),
     ("[knowledge.K1]\nfields = ['identity_id']\n", ["'K1'", "identity_id"]),
-    ("[knowledge.K1]\nfields = ['city']\nquery_mode = 'telepathy'\n", ["'K1'", "'telepathy'", "direct_plus_clues"]),
+    ("[knowledge.K1]\nfields = ['city']\nquery_mode = 'telepathy'\n", ["K1", "'telepathy'", "direct_plus_clues"]),
 ])
 def test_malformed_levels(text, parts):
     with pytest.raises(ConfigError) as info:
@@ -227,7 +228,7 @@ def test_config_file_not_found_and_not_utf8(tmp_path):
     ("confidence = [1.5]", "1.5"),
     ("confidence = [0.0]", "0.0"),
     ("confidence = []", "confidence"),
-    ("top_k = 0", "top-K"),
+    ("top_k = 0", "top_k"),
     ("flag_below = 0", "flag_below"),
     ("leakage_threshold = 1.5", "1.5"),
     ("attacker = 'gpt'", "'gpt'"),

@@ -4,22 +4,20 @@ For exchangeable data, the mean test coverage over random splits lies in
 [1 - alpha, 1 - alpha + 1/(n + 1)] for continuous scores; we allow four Monte Carlo standard errors.
 """
 
-import warnings
 
 import numpy as np
 import pytest
 
 from cpa_core.audit import AuditConfig, run_audit
-from cpa_core.errors import CalibrationWarning
 from cpa_core.knowledge import KnowledgeLevel
-from tables import documents_and_registry, probability_matrix, sample_truth, table_from_matrix
+from tables import documents_and_registry, probability_matrix, sample_truth, table_from_matrix, toy_attacker
 
 LEVEL = KnowledgeLevel("toy", ("field",))
 N_DOCS, M, N_CAL, REPEATS = 1200, 40, 100, 200
 
 
 def config(**kwargs):
-    base = dict(knowledge=LEVEL, attacker={"attacker": "synthetic"}, n_cal=N_CAL, n_test=N_DOCS - N_CAL,
+    base = dict(knowledge=LEVEL, attacker=toy_attacker("synthetic"), n_cal=N_CAL, n_test=N_DOCS - N_CAL,
                 confidences=(0.8, 0.9, 0.95))
     base.update(kwargs)
     return AuditConfig(**base)
@@ -27,19 +25,17 @@ def config(**kwargs):
 
 def coverages(documents, registry, table, cfg, seeds, group=None, conditional=False):
     out = {level: [] for level in cfg.confidences}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CalibrationWarning)
-        for seed in seeds:
-            result = run_audit(documents, registry, None, cfg.__class__(**{**cfg.__dict__, "seed": seed}), table=table)
-            for level in cfg.confidences:
-                cert = result.certificate(level)
-                mask = np.ones(len(cert.covered), bool)
-                if group is not None:  # the document's group, whether or not the calibration used it
-                    labels = documents.frame.set_index("doc_id")["group"]
-                    mask = labels.loc[list(result.test_split.table.doc_ids)].to_numpy() == group
-                if conditional:
-                    mask &= result.test_split.in_pool
-                out[level].append(cert.covered[mask].mean())
+    for seed in seeds:
+        result = run_audit(documents, registry, None, cfg.__class__(**{**cfg.__dict__, "seed": seed}), table=table)
+        for level in cfg.confidences:
+            cert = result.certificate(level)
+            mask = np.ones(len(cert.covered), bool)
+            if group is not None:  # the document's group, whether or not the calibration used it
+                labels = documents.frame.set_index("doc_id")["group"]
+                mask = labels.loc[list(result.test_split.table.doc_ids)].to_numpy() == group
+            if conditional:
+                mask &= result.test_split.in_pool
+            out[level].append(cert.covered[mask].mean())
     return {level: (np.mean(v), np.std(v) / np.sqrt(len(v))) for level, v in out.items()}
 
 
@@ -112,9 +108,7 @@ def test_top_k_truncation_raises_misses_and_keeps_conditional_coverage():
     documents, registry = documents_and_registry([f"p{t}" for t in truth], m=M)
     table = table_from_matrix(probabilities)
     cfg = config(top_k=5, miss_policy="exclude", confidences=(0.9,))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CalibrationWarning)
-        result = run_audit(documents, registry, None, cfg, table=table)
+    result = run_audit(documents, registry, None, cfg, table=table)
     assert (result.test_split.table.pool_sizes == 5).all()
     miss = (~result.test_split.in_pool).mean()
     assert 0.05 < miss < 0.9

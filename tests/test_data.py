@@ -385,9 +385,8 @@ def test_unknown_on_invalid_mode_is_refused(tmp_path):
 
 def test_identities_absent_from_the_registry_are_kept_and_counted_as_misses(tmp_path):
     from cpa_core.attackers.tfidf import TfidfAttacker
-    from cpa_core.audit import AuditConfig, run_audit
+    from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
     from cpa_core.knowledge import KnowledgeLevel
-    from cpa_core.metrics import summarize
 
     documents, registry = toy_frames(n_people=10, docs_per_person=4, n_outsiders=10)
     docs = load_documents(write_table(documents, tmp_path / "d.csv"))
@@ -396,12 +395,12 @@ def test_identities_absent_from_the_registry_are_kept_and_counted_as_misses(tmp_
     assert open_world_share(docs, reg) == pytest.approx(0.2)
     level = KnowledgeLevel("K", ("city", "occupation", "keywords"))
     attacker = TfidfAttacker()
-    config = AuditConfig(knowledge=level, attacker=attacker.params(), confidences=(0.8,), n_cal=25, n_test=25)
+    config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), confidences=(0.8,), n_cal=25, n_test=25)
     result = run_audit(docs, reg, attacker, config)
     truth = result.test_split.truth_ids
     outsiders = np.array([str(t).startswith("X") for t in truth])
     assert (~result.test_split.in_pool == outsiders).all()
-    entry = summarize(result)["confidence"]["0.8"]
+    entry = result.summary().level(0.8)
     assert entry["candidate_miss_rate"] == pytest.approx(outsiders.mean())
     cert = result.certificate(0.8)
     assert not cert.covered[outsiders].any()

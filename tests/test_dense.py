@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from cpa_core.attackers.dense import DenseAttacker, fingerprint_model, packaged_model_path, packaged_model_zip
-from cpa_core.audit import AuditConfig, run_audit
+from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
 from cpa_core.data import Registry, ValidationReport
 from cpa_core.embedding_cache import EmbeddingCache, default_cache_dir, texts_digest
 from cpa_core.errors import ConfigError
@@ -287,10 +287,10 @@ def test_cache_is_keyed_by_model(cache_dir):
 
 def test_cache_directory_from_the_environment_and_disabled_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CPA_CACHE_DIR", str(tmp_path / "from-env"))
-    assert default_cache_dir() == tmp_path / "from-env"
+    assert default_cache_dir() == tmp_path / "from-env" / "embeddings"
     registry, docs, texts, _ = toy_world(n_docs=4)
     DenseAttacker(model="fake", encoder=HashingEncoder()).attack(docs, texts, registry, WORDS)
-    assert len(list((tmp_path / "from-env").glob("emb-*.npy"))) == 2
+    assert len(list((tmp_path / "from-env" / "embeddings").glob("emb-*.npy"))) == 2
     monkeypatch.delenv("CPA_CACHE_DIR")
     assert default_cache_dir() == (tmp_path / "x").home() / ".cache" / "cpa" / "embeddings"
 
@@ -330,9 +330,9 @@ def test_params_record_the_model_and_the_attack(cache_dir):
     assert params["temperature"] == 0.07 and params["top_k"] == 20
     assert params["normalize_embeddings"] is True and params["similarity"] == "cosine"
     json.dumps(params)
-    config = AuditConfig(knowledge=WORDS, attacker=params)
-    assert config.config_id == AuditConfig(knowledge=WORDS, attacker=attacker(cache_dir, temperature=0.07,
-                                                                              top_k=20).params()).config_id
+    config = AuditConfig(knowledge=WORDS, attacker=AttackerConfig.of(attacker(cache_dir, temperature=0.07, top_k=20)))
+    assert config.config_id == AuditConfig(knowledge=WORDS, attacker=AttackerConfig.of(
+        attacker(cache_dir, temperature=0.07, top_k=20))).config_id
 
 
 def test_local_model_directory_fingerprint(tmp_path):
@@ -389,7 +389,7 @@ def test_encoder_with_a_wrong_shape_is_a_clear_error(cache_dir):
         def encode(self, texts, **kwargs):
             return np.zeros((len(texts) + 1, 3), dtype=np.float32)
 
-    with pytest.raises(ValueError, match="shape"):
+    with pytest.raises(ConfigError, match="shape"):
         attacker(cache_dir, encoder=Broken()).attack(["d"], ["x"], make_registry(TOY), WORDS)
 
 
@@ -443,7 +443,7 @@ def test_end_to_end_audit_with_the_real_model(sample_paths, tmp_path):
     cache = tmp_path / "embeddings"
 
     dense = DenseAttacker(temperature=0.05, cache_dir=str(cache))
-    config = AuditConfig(knowledge=level, attacker=dense.params(), confidences=(0.9, 0.95), n_cal=100, n_test=100,
+    config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(dense), confidences=(0.9, 0.95), n_cal=100, n_test=100,
                          seed=7)
     steps = set()
     result = run_audit(documents, registry, dense, config, progress=lambda done, total, step: steps.add(step))

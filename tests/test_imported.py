@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from cpa_core.attackers.imported import load_candidate_scores
-from cpa_core.audit import AuditConfig, ScoredSplit, certify, run_audit
+from cpa_core.audit import AttackerConfig, AuditConfig, ScoredSplit, certify, run_audit
 from cpa_core.config import ProjectConfig, declare_audit
 from cpa_core.conformal import calibrate
 from cpa_core.data import load_documents, load_registry
@@ -124,7 +124,7 @@ def test_every_format_and_column_mapping(tmp_path, registry, suffix):
     table = attack(attacker, registry, ["d1"])
     assert ids(table, 0) == ["b", "a"]
     np.testing.assert_allclose(table.weights[0], [0.75, 0.25])
-    assert attacker.file == str(path) and len(attacker.sha256) == 64
+    assert attacker.file == str(path) and len(attacker.scores.sha256) == 64
 
 
 # ------------------------------------------------------------------------------- hand-computed audit
@@ -168,9 +168,10 @@ def test_imported_attacker_through_run_audit(tmp_path, registry):
     pd.DataFrame(rows).to_csv(tmp_path / "s.csv", index=False)
     documents = load_documents(tmp_path / "d.csv")
     attacker = load_candidate_scores(tmp_path / "s.csv", kind="score", temperature=0.5)
-    config, chosen = declare_audit(ProjectConfig(), registry, imported=attacker,
+    config, chosen = declare_audit(ProjectConfig(), registry, scores=attacker.scores, attacker_params={'kind': attacker.kind, 'temperature': attacker.temperature},
                                    overrides={"n_cal": 20, "n_test": 20, "confidence": [0.8]})
-    assert chosen is attacker and config.attacker["attacker"] == "imported" and config.attacker["kind"] == "score"
+    assert chosen.scores is attacker.scores and config.attacker.name == "imported"
+    assert config.attacker.params["kind"] == "score" and config.attacker.details["sha256"] == attacker.scores.sha256
     result = run_audit(documents, registry, chosen, config)
     absent = np.array([int(d[1:]) % 10 == 9 for d in result.test_split.table.doc_ids])
     assert (~result.test_split.in_pool == absent).all()
@@ -243,15 +244,15 @@ def test_unknown_kind_and_bad_temperature():
 def test_rank_kind_needs_the_rank_score(registry, score):
     attacker = scores("d1,a,1\nd1,b,2\n", kind="rank")
     with pytest.raises(ConfigError) as info:
-        declare_audit(ProjectConfig(), registry, imported=attacker, overrides={"score": score})
+        declare_audit(ProjectConfig(), registry, scores=attacker.scores, attacker_params={'kind': attacker.kind, 'temperature': attacker.temperature}, overrides={"score": score})
     assert f"'{score}'" in str(info.value) and "rank" in str(info.value)
     with pytest.raises(ConfigError):
-        AuditConfig(knowledge=LEVEL, attacker=attacker.params(), score=score)
+        AuditConfig(knowledge=LEVEL, attacker=AttackerConfig("imported", weight_kind=attacker.weight_kind), score=score)
 
 
 def test_rank_kind_with_the_rank_score(registry):
     attacker = scores("c1,a,1\nc1,b,2\nc1,c,3\nc2,b,1\nc2,a,2\nt1,c,1\nt1,a,2\nt1,b,3\n", kind="rank")
-    config, _ = declare_audit(ProjectConfig(), registry, imported=attacker, overrides={"score": "rank"})
+    config, _ = declare_audit(ProjectConfig(), registry, scores=attacker.scores, attacker_params={'kind': attacker.kind, 'temperature': attacker.temperature}, overrides={"score": "rank"})
     assert config.score == "rank"
     cal = ScoredSplit.build(attack(attacker, registry, ["c1", "c2"]), ["b", "b"], None, "rank")
     assert cal.truth_scores.tolist() == [2.0, 1.0]

@@ -18,25 +18,25 @@ import random
 import re
 import threading
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
 
 import httpx
 import numpy as np
 import pytest
 
+from cpa_core.attackers.base import AttackerBase
 from cpa_core.attackers.forced_choice import ForcedChoiceAttacker, label_distribution, option_order
 from cpa_core.attackers.llm_clues import LLMClueExtractor
 from cpa_core.attackers.profile import (Attribute, AttributeSet, ProfileAttacker, attributes_from_registry,
                                         certified_attribute_sets, unseen_score, value_scores)
 from cpa_core.attackers.tfidf import TfidfAttacker
-from cpa_core.audit import AuditConfig, run_audit
+from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
 from cpa_core.candidates import CandidateTable
 from cpa_core.data import load_documents, load_registry
 from cpa_core.errors import ConfigError
 from cpa_core.knowledge import KnowledgeLevel, profile_texts
 from cpa_core.llm import LLMBudgetError, LLMClient, LLMResponse, LLMSettings, TokenLogprob, sample_seed
 from cpa_core.prompts import ATTRIBUTE_V1, CLUES_V1, FORCED_CHOICE_V1
-from cpa_core.records import iter_records, manifest
+from cpa_core.records import manifest, records
 
 SECRET = "sk-test-LLM-ATTACKERS-DO-NOT-LEAK"
 KEY_ENV = "CPA_TEST_LLM_ATTACKERS_KEY"
@@ -126,7 +126,7 @@ def sample_of(doc: str, seed: int, *parts, samples: int = 20) -> int:
 
 
 @dataclass
-class FixedShortlist:
+class FixedShortlist(AttackerBase):
     """A retrieval attacker stub: a fixed ranked list of registry ids per document."""
 
     pools: dict
@@ -173,8 +173,9 @@ def test_clues_are_appended_to_the_tfidf_query(tmp_path, registry):
     params = extractor.params()
     assert params["prompt"] == {"name": "clues", "version": 1, "sha256": CLUES_V1.sha256}
     assert params["llm"]["model"] == "scripted-model" and params["llm"]["api_key_env"] == KEY_ENV
-    assert params["counters"] == {"documents": 2, "no_clue_documents": 0, "retried_documents": 0,
-                                  "malformed_answers": 0, "calls": 2}
+    assert attacker.counters() == {"clue_extractor": {"documents": 2, "no_clue_documents": 0, "retried_documents": 0,
+                                                      "malformed_answers": 0, "calls": 2}}
+    assert attacker.clients() == [client]
     # the direct mode never calls the extractor
     direct = attacker.attack(["d1"], [text_of("d1")], registry, replace(CLUE_LEVEL, query_mode="direct"))
     assert direct.queries == (text_of("d1"),) and client.calls_made_ == 2
@@ -284,7 +285,8 @@ def test_forced_choice_frequencies_follow_the_shuffled_options(tmp_path, registr
     assert params["mode"] == "sampling" and params["interface"] == "sampling-only" and params["m"] == 4
     assert params["prompt"]["sha256"] == FORCED_CHOICE_V1.sha256 and params["shortlist_k"] == 4
     assert params["shortlister"] == {"attacker": "fixed", "top_k": 4}
-    assert params["counters"]["invalid_picks"] == 5 and params["counters"]["all_invalid_documents"] == 1
+    counters = attacker.counters()["attacker"]
+    assert counters["invalid_picks"] == 5 and counters["all_invalid_documents"] == 1
     # a second run with a fresh client: the same table from the cache, no request
     again = make_client(tmp_path, Scripted(lambda body: pytest.fail("no request expected")))
     fresh = ForcedChoiceAttacker(FixedShortlist(pools), again, m=4, shortlist_k=4, seed=0)
@@ -348,7 +350,7 @@ def test_logprobs_mode_softmaxes_the_label_tokens(tmp_path, registry):
     assert attacker.per_document_["d2"]["label_position"] == 2 and attacker.per_document_["d3"]["uniform"]
     params = attacker.params()
     assert params["mode"] == "logprobs" and params["interface"] == "logprobs" and params["m"] == 1
-    assert params["counters"]["logprob_fallbacks"] == 1
+    assert attacker.counters()["attacker"]["logprob_fallbacks"] == 1
 
 
 def test_label_distribution_by_hand():
@@ -451,7 +453,7 @@ def test_profile_scores_by_hand(tmp_path, registry):
     assert params["score"] == "given" and params["m"] == 5 and params["prompt"]["sha256"] == ATTRIBUTE_V1.sha256
     assert params["attributes"][0] == {"name": "gender", "column": "gender", "label": "gender",
                                        "allowed_values": ["female", "male", "non-binary"]}
-    assert params["counters"]["invalid_samples"] == {"gender": 0, "age_band": 1}
+    assert attacker.counters()["attacker"]["invalid_samples"] == {"gender": 0, "age_band": 1}
 
 
 def test_profile_free_text_missing_values_and_empty_distributions(tmp_path):
@@ -501,8 +503,8 @@ def test_profile_requires_the_given_score(tmp_path, registry):
     client = make_client(tmp_path, Scripted(lambda body: "female"))
     attacker = ProfileAttacker(client, attributes_from_registry(registry, ["gender"]), m=1)
     with pytest.raises(ConfigError, match="needs score 'given'"):
-        AuditConfig(knowledge=LEVEL, attacker=attacker.params(), score="aps")
-    AuditConfig(knowledge=LEVEL, attacker=attacker.params(), score="given")
+        AuditConfig(knowledge=LEVEL, attacker=AttackerConfig.of(attacker), score="aps")
+    AuditConfig(knowledge=LEVEL, attacker=AttackerConfig.of(attacker), score="given")
 
 
 # ---------------------------------------------------------------- simulated predictor: sets and coverage
@@ -514,7 +516,7 @@ class SimulatedClient:
 
     def __init__(self, truth: dict, values: dict, accuracy: float = 0.6):
         self.truth, self.values, self.accuracy = truth, values, accuracy
-        self.settings = SimpleNamespace(call_budget=None)
+        self.call_budget = None
         self.calls_made_ = 0
         self._answers: dict = {}
 
@@ -579,7 +581,7 @@ def test_identity_set_is_the_intersection_of_the_attribute_sets():
     level = KnowledgeLevel("sim", ("gender", "age_band", "city"))
     attributes = attributes_from_registry(registry, ["gender", "age_band", "city"], free_text=["city"])
     attacker = ProfileAttacker(SimulatedClient(truth, values), attributes, m=4, seed=1)
-    config = AuditConfig(knowledge=level, attacker=attacker.params(), score="given", confidences=(0.5, 0.8, 0.9),
+    config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), score="given", confidences=(0.5, 0.8, 0.9),
                          n_cal=100, n_test=100, seed=0)
     result = run_audit(documents, registry, attacker, config)
     frame = registry.frame
@@ -600,7 +602,7 @@ def test_profile_coverage_over_random_splits():
     level = KnowledgeLevel("sim", ("gender", "age_band", "city"))
     attributes = attributes_from_registry(registry, ["gender", "age_band", "city"])
     attacker = ProfileAttacker(SimulatedClient(truth, values, accuracy=0.8), attributes, m=5, seed=2)
-    config = AuditConfig(knowledge=level, attacker=attacker.params(), score="given", confidences=(0.8, 0.9),
+    config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), score="given", confidences=(0.8, 0.9),
                          n_cal=150, n_test=150, seed=0)
     table = attacker.attack(documents.frame["doc_id"].tolist(), documents.frame["text"].tolist(), registry, level)
     coverage = {0.8: [], 0.9: []}
@@ -646,13 +648,13 @@ def test_llm_attackers_run_through_the_audit_without_leaks(tmp_path, registry, c
     fc = ForcedChoiceAttacker(TfidfAttacker(clue_extractor=LLMClueExtractor(client)), client, m=3, shortlist_k=3)
     profile = ProfileAttacker(client, attributes_from_registry(registry, ["gender", "age_band"]), m=3)
     for attacker, score, level in ((fc, "aps", CLUE_LEVEL), (fc, "rank", LEVEL), (profile, "given", LEVEL)):
-        config = AuditConfig(knowledge=level, attacker=attacker.params(), score=score, confidences=(0.8,),
+        config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), score=score, confidences=(0.8,),
                              n_cal=6, n_test=6, seed=1)
         result = run_audit(documents, registry, attacker, config)
         cert = result.certificate(0.8)
         assert (cert.set_sizes >= 1).all() and (cert.set_sizes <= result.test_split.table.pool_sizes).all()
-        records = list(iter_records(result.test_split, [cert], "test"))
-        assert len(records) == 6 and all(r["sets"]["0.8"]["set_size"] >= 1 for r in records)
+        records_of_test = list(records(result, "test"))
+        assert len(records_of_test) == 6 and all(r["sets"]["0.8"]["set_size"] >= 1 for r in records_of_test)
         dump = json.dumps(manifest(result), default=str)
         assert attacker.template.sha256 in dump and "scripted-model" in dump and KEY_ENV in dump
         assert SECRET not in dump and not any(t in dump for t in texts)
@@ -666,15 +668,13 @@ def test_llm_attackers_run_through_the_audit_without_leaks(tmp_path, registry, c
 
 def test_sampling_budget_ablation_costs_the_largest_budget_only(tmp_path, registry):
     from cpa_core import stress
-    if not hasattr(stress, "sampling_budget_ablation"):
-        pytest.skip("cpa_core.stress.sampling_budget_ablation is not there yet (edit of stress.py)")
     documents = small_documents()
     pools = {f"d{i}": ["P1", "P2", "P3", "P4"] for i in range(1, 13)}
     targets = {d: ["P1", "P2", "P1", "nothing"] for d in pools}
     script = Scripted(choose(targets))
     client = make_client(tmp_path, script, call_budget=47)
     attacker = ForcedChoiceAttacker(FixedShortlist(pools), client, m=5, shortlist_k=4)
-    config = AuditConfig(knowledge=LEVEL, attacker=attacker.params(), confidences=(0.8,), n_cal=6, n_test=6, seed=1)
+    config = AuditConfig(knowledge=LEVEL, attacker=AttackerConfig.of(attacker), confidences=(0.8,), n_cal=6, n_test=6, seed=1)
     # m up to 4 needs 12 documents x 4 samples = 48 calls: refused before any call
     with pytest.raises(LLMBudgetError, match="needs 48 LLM calls"):
         stress.sampling_budget_ablation(documents, registry, config, attacker, ms=(1, 2, 4))

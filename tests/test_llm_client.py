@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cpa_core.errors import CPAError
+from cpa_core.errors import ConfigError, CPAError
 from cpa_core.llm import (LLMBudgetError, LLMClient, LLMError, LLMRequest, LLMResponse, LLMSettings, redact_url,
                           sample_seed)
 from cpa_core.prompts import (ATTRIBUTE_V1, CLUES_V1, FORCED_CHOICE_V1, TEMPLATES, attribute_choices,
@@ -434,7 +434,7 @@ def test_params_and_helpers():
     assert "api_key" not in params and s.endpoint == "https://api.example.com/v1"
     assert redact_url("https://u:p@h:8080/v1?k=s#f") == "https://h:8080/v1"
     for bad in ({"concurrency": 0}, {"max_retries": -1}, {"top_p": 1.5}, {"call_budget": -1}, {"model": ""}):
-        with pytest.raises(ValueError):
+        with pytest.raises(ConfigError):
             LLMSettings(**{"base_url": "http://h/v1", "model": "m", **bad})
     assert sample_seed(1, "d1", 0) == sample_seed(1, "d1", 0)
     assert len({sample_seed(1, f"d{i}", j) for i in range(50) for j in range(4)}) == 200
@@ -445,7 +445,7 @@ def test_params_and_helpers():
 
 def test_default_cache_dir_follows_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("CPA_CACHE_DIR", str(tmp_path / "c"))
-    assert LLMSettings(base_url="http://h/v1", model="m").cache_dir == str(tmp_path / "c")
+    assert LLMSettings(base_url="http://h/v1", model="m").cache_dir == str(tmp_path / "c" / "llm")
     monkeypatch.delenv("CPA_CACHE_DIR")
     assert LLMSettings(base_url="http://h/v1", model="m").cache_dir.endswith(os.path.join(".cache", "cpa", "llm"))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from datetime import datetime, timezone
 from html.parser import HTMLParser
 
@@ -13,10 +12,9 @@ from plotly.offline import get_plotlyjs
 from cpa_core.audit import run_audit
 from cpa_core.config import ProjectConfig, declare_audit
 from cpa_core.data import load_documents, load_registry
-from cpa_core.errors import CalibrationWarning
 from cpa_core.knowledge import KnowledgeLevel
 from cpa_core.metrics import confidence_curve
-from cpa_core.policy import worklist
+from cpa_core.policy import ReleasePolicy, worklist
 from cpa_core.records import manifest
 from cpa_core.synthetic import generate_sample_data
 from cpa_ui.report import certificate_report
@@ -50,14 +48,13 @@ def audit(tmp_path_factory):
     config, attacker = declare_audit(project, registry, knowledge="K2",
                                      overrides={"n_cal": 150, "n_test": 200, "seed": 3, "group_column": "group",
                                                 "confidence": [0.8, 0.9]})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CalibrationWarning)
-        result = run_audit(documents, registry, attacker, config)
-        work = worklist(result.certificate(CONFIDENCE), 30, config.config_id,
-                        explain=lambda query, rows: ["golf", "<script>"])
-        html = certificate_report(result, confidence=CONFIDENCE, flag_below=30, leakage_threshold=0.2,
-                                  curve=confidence_curve(result), worklist=work, manifest=manifest(result),
-                                  generated_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
+    result = run_audit(documents, registry, attacker, config)
+    policy = ReleasePolicy(30, 0.2)
+    work = worklist(result.certificate(CONFIDENCE), policy, config.config_id,
+                    explain=lambda query, rows: ["golf", "<script>"])
+    html = certificate_report(result, confidence=CONFIDENCE, policy=policy, curve=confidence_curve(result),
+                              worklist=work, manifest=manifest(result),
+                              generated_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
     return {"result": result, "html": html, "worklist": work, "documents": documents}
 
 
@@ -92,7 +89,7 @@ def test_report_states_what_was_audited_and_the_configuration(audit):
     html, result = audit["html"], audit["result"]
     config = result.config
     for text in (config.config_id, "K2", "age_band, gender, occupation, city, keywords, events", "aps",
-                 "whole registry", "80 %", "flag |C| &lt; 30 or L &gt; 0.2", "2026-01-02T03:04:05+00:00",
+                 "whole registry", "80 %", "flag |C| &lt; 30 or leakage &gt; 0.2", "2026-01-02T03:04:05+00:00",
                  result.inputs["documents"]["sha256"], result.inputs["registry"]["sha256"]):
         assert text in html, text
     for section in ("What was audited", "The declared threat configuration", "The guarantee, in plain words",

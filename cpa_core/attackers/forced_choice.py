@@ -40,7 +40,10 @@ from ..errors import ConfigError
 from ..knowledge import KnowledgeLevel, profile_texts
 from ..llm import LLMError, LLMRequest, LLMResponse, sample_seed
 from ..prompts import FORCED_CHOICE_V1, PromptTemplate, format_options, option_labels, parse_choice
-from .llm_clues import call_budget, check_call_budget, client_params, retrieval_estimate_calls
+from .base import AttackerBase, TermExplainer
+from .llm_clues import check_call_budget
+from ..params import Param
+from .spec import AttackerSpec
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +84,7 @@ def label_distribution(response: LLMResponse, labels: Sequence[str], positions: 
 
 
 @dataclass
-class ForcedChoiceAttacker:
+class ForcedChoiceAttacker(AttackerBase):
     """An LLM picks among a retrieval shortlist; weights from sampled picks or from label log-probabilities.
 
     Parameters
@@ -205,14 +208,13 @@ class ForcedChoiceAttacker:
         return sum(calls for _, calls in self._estimate_parts(doc_ids, texts, registry, level))
 
     def _estimate_parts(self, doc_ids, texts, registry, level) -> list[tuple[Any, int]]:
-        extractor = getattr(self.shortlister, "clue_extractor", None)
-        clue_calls = retrieval_estimate_calls(self.shortlister, doc_ids, texts, level)
-        parts = [(getattr(extractor, "client", None), clue_calls)] if clue_calls else []
-        if clue_calls:  # the shortlist depends on clues not extracted yet
-            return parts + [(self.client, len(doc_ids) * self.samples_per_document)]
+        clue_calls = self.shortlister.estimate_calls(doc_ids, texts, registry, level)
+        if clue_calls:  # the shortlist depends on clues not extracted yet: every request counts
+            return [(self.shortlister.clients()[0], clue_calls),
+                    (self.client, len(doc_ids) * self.samples_per_document)]
         table = self.shortlist(doc_ids, texts, registry, level)
         requests, _ = self._requests(doc_ids, texts, table, profile_texts(registry, level))
-        return parts + [(self.client, self.client.estimate_calls(requests))]
+        return [(self.client, self.client.estimate_calls(requests))]
 
     # -- attack ---------------------------------------------------------------------------------------
 
@@ -224,11 +226,9 @@ class ForcedChoiceAttacker:
         table = self.shortlist(doc_ids, texts, registry, level, progress)
         requests, plan = self._requests(doc_ids, texts, table, profile_texts(registry, level))
         need = self.client.estimate_calls(requests)
-        budget = call_budget(self.client)
-        extractor = getattr(self.shortlister, "clue_extractor", None)
-        spent = getattr(extractor, "calls_planned_", 0) if (
-            extractor is not None and getattr(extractor, "client", None) is self.client
-            and level.query_mode == "direct_plus_clues") else 0
+        shares_client = any(client is self.client for client in self.shortlister.clients())
+        spent = sum(counts.get("calls", 0) for counts in self.shortlister.counters().values()) \
+            if shares_client and level.query_mode == "direct_plus_clues" else 0
         check_call_budget([(self.client, spent + need)], "the forced-choice attack (with its clue extraction)")
         step = "forced choice" if self.mode == "sampling" else "forced choice (logprobs)"
         answers = self.client.complete(requests, progress, step)
@@ -296,10 +296,10 @@ class ForcedChoiceAttacker:
 
     # -- manifest -------------------------------------------------------------------------------------
 
-    def counters(self) -> dict | None:
-        """The last attack's counts (``None`` before an attack)."""
+    def counters(self) -> dict[str, dict]:
+        """The last attack's counts (``attacker``) and its shortlister's (``shortlister.*``); ``{}`` before."""
         if not self._ran:
-            return None
+            return {}
         out = {"documents": self.documents_, "samples": self.samples_, "invalid_picks": self.invalid_picks_,
                "invalid_pick_rate": self.invalid_picks_ / self.samples_ if self.samples_ else None,
                "calls": self.calls_planned_}
@@ -307,7 +307,14 @@ class ForcedChoiceAttacker:
             out["all_invalid_documents"] = self.all_invalid_documents_
         else:
             out["logprob_fallbacks"] = self.logprob_fallbacks_
-        return out
+        return {"attacker": out, **{f"shortlister.{where}": counts
+                                    for where, counts in self.shortlister.counters().items()}}
+
+    def clients(self) -> list:
+        return [self.client, *self.shortlister.clients()]
+
+    def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer | None:
+        return self.shortlister.explainer(registry, level)
 
     def params(self) -> dict:
         out = {"attacker": self.name, "mode": self.mode, "interface": "logprobs" if self.mode == "logprobs"
@@ -315,10 +322,46 @@ class ForcedChoiceAttacker:
                "seed": self.seed, "seeds": "sample_seed(seed, doc_id, 'forced_choice'|'order', j)",
                "shuffle_options": self.shuffle, "option_chars": self.option_chars, "max_tokens": self.max_tokens,
                "prompt": self.template.params(), "shortlister": self.shortlister.params(),
-               "llm": client_params(self.client)}
+               "llm": self.client.params()}
         if self.mode == "logprobs":
             out.update(top_logprobs=min(self.top_logprobs, 20), label_positions=self.label_positions)
-        counters = self.counters()
-        if counters is not None:
-            out["counters"] = counters
         return out
+
+
+def _build(params: dict, context) -> ForcedChoiceAttacker:
+    own = {name: value for name, value in params.items() if name != "shortlister"}
+    return ForcedChoiceAttacker(context.attacker(params["shortlister"]), context.llm_client(), **own)
+
+
+SAMPLES = Param("m", "int", 5, "Samples per document m",
+                "More samples give finer weights and smaller sets, not more validity.", min=1, max=1000,
+                option="--samples")
+
+SPEC = AttackerSpec(
+    name="forced_choice", label="LLM forced choice (sampling-only)",
+    description="shows a retrieval shortlist of the top K profiles to an LLM as labelled options (shuffled per "
+                "sample) and makes it pick one, m times per document with distinct seeds; the pick frequencies "
+                "are the weights (with 'logprobs', the option labels' log-probabilities)",
+    params=(
+        SAMPLES,
+        Param("shortlist_k", "int", 10, "Shortlist size K", "Options shown to the LLM (the candidate pool).",
+              min=2, max=26, option="--shortlist-k"),
+        Param("mode", "choice", "sampling", "Access", "sampling: pick frequencies; logprobs: the option labels' "
+              "log-probabilities, when the endpoint exposes them.", choices=MODES, option="--logprobs",
+              flag="logprobs"),
+        Param("shortlister", "choice", "tfidf", "Shortlister", "The retrieval attacker that builds the shortlist "
+              "(its own parameters come from its section).", choices=("tfidf", "dense")),
+        Param("seed", "int", 0, "Seed", "Base seed of the per-document sample seeds and option orders.", min=0),
+        Param("shuffle", "bool", True, "Shuffle the options", "A new option order per sample, so that the model's "
+              "position bias does not favour the retrieval top-1."),
+        Param("option_chars", "int", 300, "Characters per option", "Each option's profile text is cut to this.",
+              min=1),
+        Param("max_tokens", "int", 16, "Answer length limit", "Tokens per answer.", min=1, optional=True),
+        Param("top_logprobs", "int", 20, "Alternatives per position (logprobs)",
+              "Log-probabilities asked per answer position (OpenAI allows at most 20).", min=1, max=20),
+        Param("label_positions", "int", 3, "Answer positions searched (logprobs)",
+              "Answer positions searched for an option label.", min=1),
+    ),
+    build=lambda params, context: _build(params, context),
+    sends_text=True,
+)

@@ -23,23 +23,64 @@ from ..candidates import CandidateTable, Progress, softmax_rows
 from ..data import Registry, _apply_mapping, _as_id, _is_missing, read_table
 from ..errors import ConfigError, DataError
 from ..knowledge import KnowledgeLevel
+from .base import AttackerBase
+from ..params import Param
+from .spec import AttackerSpec
 
 KINDS = ("probability", "score", "rank")
 
 
-@dataclass
-class ImportedAttacker:
-    """Candidate scores computed elsewhere; see :func:`load_candidate_scores`."""
+@dataclass(frozen=True)
+class CandidateScores:
+    """A validated long table of candidate scores: ``frame`` has doc_id, candidate_id, score (float),
+    row (its row in the file, from 1) and given (the score as the file wrote it, for messages)."""
 
     frame: pd.DataFrame = field(repr=False)
-    kind: str
     file: str
     sha256: str
+
+
+@dataclass
+class ImportedAttacker(AttackerBase):
+    """Candidate scores computed elsewhere (:func:`read_candidate_scores`), read as ``kind``."""
+
+    scores: CandidateScores = field(repr=False)
+    kind: str = "probability"
     temperature: float = 1.0
     name: str = "imported"
 
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ConfigError(f"unknown kind of imported scores '{self.kind}'; expected one of {', '.join(KINDS)}")
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be positive, found {self.temperature}")
+        frame = self.scores.frame
+        values = frame["score"].to_numpy(dtype=float)
+        if self.kind == "probability":
+            bad, expected, problem = values < 0, "a non-negative weight", "negative probability"
+        elif self.kind == "rank":
+            bad, expected, problem = (values < 1) | (values != np.floor(values)), "an integer rank >= 1", "invalid rank"
+        else:
+            bad = np.zeros(len(values), dtype=bool)
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            raise DataError(self.scores.file, problem, column="score", row=int(frame["row"].iloc[first]),
+                            expected=expected, found=repr(frame["given"].iloc[first]))
+
+    @property
+    def weight_kind(self) -> str:
+        return "rank" if self.kind == "rank" else "probability"
+
+    @property
+    def file(self) -> str:
+        return self.scores.file
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return self.scores.frame
+
     def params(self) -> dict:
-        return {"attacker": self.name, "kind": self.kind, "file": self.file, "sha256": self.sha256,
+        return {"attacker": self.name, "kind": self.kind, "file": self.scores.file, "sha256": self.scores.sha256,
                 "temperature": self.temperature if self.kind == "score" else None}
 
     def attack(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry, level: KnowledgeLevel,
@@ -81,18 +122,16 @@ class ImportedAttacker:
                               "rank" if self.kind == "rank" else "probability")
 
 
-def load_candidate_scores(source: str | Path | bytes, *, kind: str = "probability", name: str | None = None,
-                          columns: Mapping[str, str] | None = None, temperature: float = 1.0,
-                          fmt: str | None = None) -> ImportedAttacker:
-    """Read and validate a long table ``doc_id, candidate_id, score`` (CSV, JSONL or Parquet)."""
-    if kind not in KINDS:
-        raise ConfigError(f"unknown kind of imported scores '{kind}'; expected one of {', '.join(KINDS)}")
-    if not temperature > 0:
-        raise ConfigError(f"temperature must be positive, found {temperature}")
+def read_candidate_scores(source: str | Path | bytes, *, name: str | None = None,
+                          columns: Mapping[str, str] | None = None, fmt: str | None = None) -> CandidateScores:
+    """Read and validate a long table ``doc_id, candidate_id, score`` (CSV, JSONL or Parquet).
+
+    What the scores mean (probabilities, similarities or ranks) is declared by the attacker's ``kind``.
+    """
     frame, digest = read_table(source, name, fmt)
     name = name or str(source)
     frame = _apply_mapping(name, frame, columns, ("doc_id", "candidate_id", "score"))
-    out = {"doc_id": [], "candidate_id": [], "score": []}
+    out = {"doc_id": [], "candidate_id": [], "score": [], "row": [], "given": []}
     seen: dict[tuple[str, str], int] = {}
     for row, (doc, cand, value) in enumerate(zip(frame["doc_id"], frame["candidate_id"], frame["score"]), start=1):
         for column, ident in (("doc_id", doc), ("candidate_id", cand)):
@@ -107,17 +146,43 @@ def load_candidate_scores(source: str | Path | bytes, *, kind: str = "probabilit
         if not np.isfinite(number):
             raise DataError(name, "invalid score", column="score", row=row, expected="a finite number",
                             found=repr(value))
-        if kind == "probability" and number < 0:
-            raise DataError(name, "negative probability", column="score", row=row,
-                            expected="a non-negative weight", found=repr(value))
-        if kind == "rank" and (number < 1 or not float(number).is_integer()):
-            raise DataError(name, "invalid rank", column="score", row=row, expected="an integer rank >= 1",
-                            found=repr(value))
         if (doc, cand) in seen:
             raise DataError(name, f"candidate '{cand}' listed twice for document '{doc}'", row=row, column="candidate_id",
                             expected="one row per (doc_id, candidate_id)", found=f"the same pair in row {seen[doc, cand]}")
         seen[doc, cand] = row
-        out["doc_id"].append(doc)
-        out["candidate_id"].append(cand)
-        out["score"].append(number)
-    return ImportedAttacker(pd.DataFrame(out), kind, name, digest, temperature)
+        for key, item in (("doc_id", doc), ("candidate_id", cand), ("score", number), ("row", row), ("given", value)):
+            out[key].append(item)
+    return CandidateScores(pd.DataFrame(out), name, digest)
+
+
+def load_candidate_scores(source: str | Path | bytes, *, kind: str = "probability", name: str | None = None,
+                          columns: Mapping[str, str] | None = None, temperature: float = 1.0,
+                          fmt: str | None = None) -> ImportedAttacker:
+    """:func:`read_candidate_scores` read as ``kind`` (softmax at ``temperature`` for similarity scores)."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown kind of imported scores '{kind}'; expected one of {', '.join(KINDS)}")
+    return ImportedAttacker(read_candidate_scores(source, name=name, columns=columns, fmt=fmt), kind, temperature)
+
+
+def _build(params: dict, context) -> ImportedAttacker:
+    if context.scores is None:
+        raise ConfigError("the 'imported' attacker needs a table of candidate scores (--scores FILE)")
+    return ImportedAttacker(context.scores, params["kind"], params["temperature"])
+
+
+SPEC = AttackerSpec(
+    name="imported", label="Imported scores (bring your own attacker)",
+    description="certifies candidate scores computed by an external pipeline (a table with one row per document "
+                "and candidate); nothing is computed or sent anywhere",
+    params=(
+        Param("kind", "choice", "probability", "What the score column holds",
+              "probability: a weight per candidate; score: a similarity (larger is more likely), turned into weights "
+              "with a softmax; rank: 1 for the top candidate (use the 'rank' nonconformity score).", choices=KINDS,
+              option="--scores-kind"),
+        Param("temperature", "float", 1.0, "Softmax temperature (kind 'score')",
+              "Only used when the table holds similarity scores.", above=0, max=1000.0, option="--temperature",
+              step=0.01),
+    ),
+    build=_build,
+    needs_scores=True,
+)

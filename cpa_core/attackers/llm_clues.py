@@ -24,21 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..candidates import Progress
-from ..errors import ConfigError
-from ..llm import LLMBudgetError, LLMRequest, LLMResponse, sample_seed
+from ..errors import ConfigError, LLMBudgetError
+from ..llm import LLMRequest, LLMResponse, sample_seed
 from ..prompts import CLUES_V1, PromptTemplate, parse_clues
+from ..params import Param
 
 log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------------------
 # shared by the LLM attackers
-
-
-def call_budget(client: Any) -> int | None:
-    """The client's call budget (``None``: unlimited)."""
-    settings = getattr(client, "settings", None)
-    return getattr(settings, "call_budget", None)
 
 
 def check_call_budget(parts: Sequence[tuple[Any, int]], what: str) -> None:
@@ -51,7 +46,7 @@ def check_call_budget(parts: Sequence[tuple[Any, int]], what: str) -> None:
         entry = totals.setdefault(id(client), [client, 0])
         entry[1] += int(calls)
     for client, calls in totals.values():
-        budget = call_budget(client)
+        budget = client.call_budget
         if budget is not None and calls > budget:
             raise LLMBudgetError(f"{what} needs {calls} LLM calls (uncached requests) but the call budget is {budget}: "
                                  "raise the budget or attack fewer documents/samples")
@@ -63,12 +58,6 @@ def split_cached(client: Any, requests: Sequence[LLMRequest]) -> tuple[list[int]
     for i, request in enumerate(requests):
         (uncached if client.estimate_calls([request]) else cached).append(i)
     return cached, uncached
-
-
-def client_params(client: Any) -> dict:
-    """The client's settings for the manifest (no key: :meth:`LLMSettings.params` holds only its variable name)."""
-    params = getattr(client, "params", None)
-    return dict(params()) if callable(params) else {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -155,9 +144,9 @@ class LLMClueExtractor:
     def __call__(self, doc_ids: Sequence, texts: Sequence[str], progress: Progress | None = None) -> list[list[str]]:
         doc_ids, texts = list(doc_ids), [str(t) for t in texts]
         if len(doc_ids) != len(texts):
-            raise ValueError(f"{len(doc_ids)} document ids for {len(texts)} texts")
+            raise ConfigError(f"{len(doc_ids)} document ids for {len(texts)} texts")
         check_call_budget([(self.client, self.estimate_calls(doc_ids, texts))], "clue extraction")
-        budget = call_budget(self.client)
+        budget = self.client.call_budget
         clues: list[list[str] | None] = [None] * len(doc_ids)
         attempts = [0] * len(doc_ids)
         pending = list(range(len(doc_ids)))
@@ -208,62 +197,18 @@ class LLMClueExtractor:
     def params(self) -> dict:
         out = {"clue_extractor": self.name, "prompt": self.template.params(), "max_clues": self.max_clues,
                "retries": self.retries, "seed": self.seed, "max_tokens": self.max_tokens,
-               "seeds": "sample_seed(seed, doc_id, 'clues', attempt)", "llm": client_params(self.client)}
-        counters = self.counters()
-        if counters is not None:
-            out["counters"] = counters
+               "seeds": "sample_seed(seed, doc_id, 'clues', attempt)", "llm": self.client.params()}
         return out
 
-
-def extractor_params(extractor: Any) -> dict | None:
-    """A retrieval attacker's clue extractor for its params (``None`` without one)."""
-    if extractor is None:
-        return None
-    params = getattr(extractor, "params", None)
-    if callable(params):
-        return params()
-    return {"clue_extractor": getattr(extractor, "__name__", type(extractor).__name__)}
+    def clients(self) -> list:
+        return [self.client]
 
 
-def retrieval_estimate_calls(attacker: Any, doc_ids: Sequence, texts: Sequence[str], level) -> int:
-    """LLM calls of a retrieval attacker's run: its clue extraction, when the level's query mode uses one."""
-    extractor = getattr(attacker, "clue_extractor", None)
-    if level.query_mode != "direct_plus_clues" or extractor is None:
-        return 0
-    estimate = getattr(extractor, "estimate_calls", None)
-    return int(estimate(list(doc_ids), [str(t) for t in texts])) if callable(estimate) else 0
-
-
-def attacker_clients(attacker: Any) -> list:
-    """The distinct LLM clients an attacker uses (its own, its shortlister's, their clue extractors')."""
-    found: dict[int, Any] = {}
-    stack = [attacker]
-    while stack:
-        item = stack.pop()
-        if item is None:
-            continue
-        client = getattr(item, "client", None)
-        if client is not None and hasattr(client, "complete"):
-            found.setdefault(id(client), client)
-        stack += [getattr(item, "shortlister", None), getattr(item, "clue_extractor", None)]
-    return list(found.values())
-
-
-def run_counters(attacker: Any) -> dict:
-    """The counters of an attacker's last run, by where they sit in its params (``{}`` when none).
-
-    For example ``{"attacker": {...invalid picks...}, "shortlister.clue_extractor": {...no-clue documents...}}``.
-    """
-    out: dict = {}
-
-    def walk(params: dict, path: str) -> None:
-        for key, value in params.items():
-            if key == "counters" and isinstance(value, dict):
-                out[path or "attacker"] = value
-            elif isinstance(value, dict):
-                walk(value, f"{path}.{key}" if path else key)
-
-    params = getattr(attacker, "params", None)
-    if callable(params):
-        walk(params(), "")
-    return out
+CLUE_PARAMS = (
+    Param("max_clues", "int", 5, "Clues per document", "Clues kept from each answer.", min=1, max=50),
+    Param("retries", "int", 2, "Retries", "Further answers asked after an answer without clues.", min=0, max=10),
+    Param("seed", "int", 0, "Seed", "Base seed of the per-document sample seeds.", min=0),
+    Param("max_tokens", "int", None, "Answer length limit", "Tokens per answer (default: the [llm] setting).",
+          min=1, optional=True),
+)
+"""The ``[attacker.clues]`` table: how clues are extracted in the ``direct_plus_clues`` query mode."""

@@ -50,7 +50,11 @@ from ..knowledge import KnowledgeLevel
 from ..llm import LLMRequest, sample_seed
 from ..prompts import ATTRIBUTE_V1, PromptTemplate, attribute_choices, normalise_value, parse_attribute
 from ..scores import SCORE_DECIMALS
-from .llm_clues import check_call_budget, client_params
+from .base import AttackerBase
+from .forced_choice import SAMPLES
+from .llm_clues import check_call_budget
+from ..params import Param
+from .spec import AttackerSpec
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +163,7 @@ class AttributeSet:
 
 
 @dataclass
-class ProfileAttacker:
+class ProfileAttacker(AttackerBase):
     """Profile-CPA over a list of attributes, ``m`` LLM samples per attribute and document.
 
     Parameters
@@ -186,6 +190,8 @@ class ProfileAttacker:
     template: PromptTemplate = ATTRIBUTE_V1
     max_tokens: int | None = 16
     name: str = "profile"
+    required_score = "given"  # the attacker scores candidates itself (class attributes, not fields)
+    weight_kind = "score"
 
     def __post_init__(self):
         self.attributes = tuple(self.attributes)
@@ -320,26 +326,60 @@ class ProfileAttacker:
         ranked = sorted(scores.items(), key=lambda item: (item[1], item[0]))
         return AttributeSet(tuple(shown.get(v, v) for v, s in ranked if s <= q_hat), any_value)
 
-    def counters(self) -> dict | None:
+    def counters(self) -> dict[str, dict]:
         if not self._ran:
-            return None
+            return {}
         samples = self.documents_ * self.m
-        return {"documents": self.documents_, "samples_per_attribute": samples,
-                "invalid_samples": dict(self.invalid_samples_),
-                "invalid_rate": {k: v / samples if samples else None for k, v in self.invalid_samples_.items()},
-                "empty_documents": dict(self.empty_documents_), "calls": self.calls_planned_}
+        return {"attacker": {"documents": self.documents_, "samples_per_attribute": samples,
+                             "invalid_samples": dict(self.invalid_samples_),
+                             "invalid_rate": {k: v / samples if samples else None
+                                              for k, v in self.invalid_samples_.items()},
+                             "empty_documents": dict(self.empty_documents_), "calls": self.calls_planned_}}
+
+    def clients(self) -> list:
+        return [self.client]
 
     def params(self) -> dict:
-        out = {"attacker": self.name, "score": "given", "m": self.m, "seed": self.seed,
-               "seeds": "sample_seed(seed, doc_id, attribute, j)", "max_tokens": self.max_tokens,
-               "attributes": [a.params() for a in self.attributes], "combination": "max over attributes",
-               "attribute_score": "share of answers strictly more frequent (unseen 1.0)",
-               "prompt": self.template.params(),
-               "llm": client_params(self.client)}
-        counters = self.counters()
-        if counters is not None:
-            out["counters"] = counters
-        return out
+        return {"attacker": self.name, "score": "given", "m": self.m, "seed": self.seed,
+                "seeds": "sample_seed(seed, doc_id, attribute, j)", "max_tokens": self.max_tokens,
+                "attributes": [a.params() for a in self.attributes], "combination": "max over attributes",
+                "attribute_score": "share of answers strictly more frequent (unseen 1.0)",
+                "prompt": self.template.params(), "llm": self.client.params()}
+
+
+def _build(params: dict, context) -> ProfileAttacker:
+    registry, level = context.registry, context.level
+    columns = params["attributes"] or categorical_columns(registry, level.fields, params["max_allowed_values"])
+    outside = [c for c in columns if c not in level.fields]
+    if outside:
+        raise ConfigError(f"Profile-CPA attribute '{outside[0]}' is not a field of knowledge level "
+                          f"'{level.name}' ({list(level.fields)})")
+    attributes = attributes_from_registry(registry, columns, free_text=params["free_text"],
+                                          max_allowed_values=params["max_allowed_values"])
+    return ProfileAttacker(context.llm_client(), attributes, m=params["m"], seed=params["seed"],
+                           max_tokens=params["max_tokens"])
+
+
+SPEC = AttackerSpec(
+    name="profile", label="Profile-CPA (LLM attribute prediction)",
+    description="does not show the candidates to the LLM: it predicts each attribute (age band, gender, "
+                "occupation, city, ...) m times; each attribute is certified on the calibration documents and the "
+                "identity set is the registry rows consistent with every certified attribute set",
+    params=(
+        SAMPLES,
+        Param("attributes", "fields", (), "Attributes to predict",
+              "Registry fields the LLM predicts (among those the attacker knows); empty: every field of the "
+              "knowledge level with at most max_allowed_values distinct values."),
+        Param("free_text", "fields", (), "Free-text attributes",
+              "Attributes answered in free text rather than chosen from the registry's values."),
+        Param("max_allowed_values", "int", MAX_ALLOWED_VALUES, "Most values of a categorical attribute",
+              "An attribute with more distinct registry values is answered in free text.", min=1),
+        Param("seed", "int", 0, "Seed", "Base seed of the per-sample seeds.", min=0),
+        Param("max_tokens", "int", 16, "Answer length limit", "Tokens per answer.", min=1, optional=True),
+    ),
+    build=_build,
+    sends_text=True,
+)
 
 
 def certified_attribute_sets(certificate, attacker: ProfileAttacker) -> list[dict[str, AttributeSet]]:

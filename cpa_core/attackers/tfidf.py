@@ -8,16 +8,17 @@ stays bounded as the registry grows (no dense documents x registry matrix).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from ..candidates import CandidateTable, Progress, softmax_rows, top_candidates
+from ..candidates import CandidateTable, Progress
 from ..data import Registry
 from ..errors import ConfigError
 from ..knowledge import KnowledgeLevel, profile_texts
-from .base import ClueExtractor, build_queries
-from .llm_clues import extractor_params, retrieval_estimate_calls
+from .base import ClueExtractor, RetrievalAttacker, TermExplainer
+from ..params import Param
+from .spec import AttackerSpec
 
 
 class TfidfIndex:
@@ -40,23 +41,10 @@ class TfidfIndex:
     def transform(self, texts: Sequence[str]):
         return self.vectorizer.transform(texts).tocsr()
 
-    def search(self, queries, top_k: int | None, temperature: float, chunk_size: int,
-               progress: Progress | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``top_k`` profiles of each query row (all when ``None``) and their softmax weights."""
-        n, m = queries.shape[0], self.profiles_.shape[0]
-        width = m if top_k is None else min(top_k, m)
-        candidates = np.empty((n, width), dtype=np.int32)
-        weights = np.empty((n, width), dtype=np.float64)
+    def similarities(self, queries) -> "Callable[[int, int], np.ndarray]":
+        """The block function of :func:`~cpa_core.candidates.rank_by_similarity` over these query rows."""
         profiles_t = self.profiles_.T.tocsr()
-        for start in range(0, n, chunk_size):
-            stop = min(start + chunk_size, n)
-            similarities = (queries[start:stop] @ profiles_t).toarray()
-            index, values = top_candidates(similarities, top_k)
-            candidates[start:stop] = index
-            weights[start:stop] = softmax_rows(values.astype(np.float64), temperature)
-            if progress:
-                progress(stop, n, "ranking the registry")
-        return candidates, weights
+        return lambda start, stop: (queries[start:stop] @ profiles_t).toarray()
 
     def shared_terms(self, query: str, candidate_rows: Sequence[int], n_terms: int = 5) -> list[str]:
         """The terms with the largest TF-IDF contributions shared by the query and the candidates.
@@ -73,9 +61,14 @@ class TfidfIndex:
         terms = [str(self.terms_[contributions.col[i]]) for i in order if contributions.data[i] > 0]
         return [t for t in terms if t not in ENGLISH_STOP_WORDS][:n_terms]
 
+    def explainer(self) -> TermExplainer:
+        """:meth:`shared_terms` for candidate rows of a table (rows outside the registry are skipped)."""
+        n_profiles = self.profiles_.shape[0]
+        return lambda query, rows: self.shared_terms(query, [r for r in rows if 0 <= r < n_profiles])
+
 
 @dataclass
-class TfidfAttacker:
+class TfidfAttacker(RetrievalAttacker):
     """Retrieval over profile texts with TF-IDF cosine similarity and a temperature softmax.
 
     Parameters
@@ -103,27 +96,51 @@ class TfidfAttacker:
             raise ConfigError(f"top-K must be at least 1, found {self.top_k}")
         if self.ngram_max < 1 or self.max_features < 1:
             raise ConfigError("ngram_max and max_features must be at least 1")
+        self.index_: TfidfIndex | None = None  # the last attack's index, and what it indexed
+        self._indexed: tuple | None = None
 
     def params(self) -> dict:
         return {"attacker": self.name, "max_features": self.max_features, "ngram_max": self.ngram_max,
                 "min_df": self.min_df, "temperature": self.temperature, "top_k": self.top_k,
-                "sublinear_tf": True,
-                **({"clue_extractor": extractor_params(self.clue_extractor)} if self.clue_extractor else {})}
-
-    def estimate_calls(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry | None = None,
-                       level: KnowledgeLevel | None = None) -> int:
-        """LLM calls of an attack (a dry run): its clue extraction's at a ``direct_plus_clues`` level, else 0."""
-        if level is None:
-            level = KnowledgeLevel("any", ("any",), "direct_plus_clues")
-        return retrieval_estimate_calls(self, doc_ids, texts, level)
+                "sublinear_tf": True, **self.clue_params()}
 
     def attack(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry, level: KnowledgeLevel,
                progress: Progress | None = None) -> CandidateTable:
         self.index_ = TfidfIndex(self.max_features, self.ngram_max, self.min_df).fit(profile_texts(registry, level))
-        queries = build_queries(doc_ids, texts, level, self.clue_extractor, progress)
-        candidates, weights = self.index_.search(self.index_.transform(queries), self.top_k, self.temperature,
-                                                 self.chunk_size, progress)
-        return CandidateTable(
-            doc_ids=np.asarray(doc_ids, dtype=object), candidates=candidates, weights=weights,
-            pool_sizes=np.full(len(doc_ids), candidates.shape[1], dtype=np.int64),
-            candidate_ids=registry.ids, queries=tuple(queries))
+        self._indexed = (registry.sha256, len(registry), level)
+        queries = self.queries(doc_ids, texts, level, progress)
+        return self.ranked_table(doc_ids, queries, self.index_.similarities(self.index_.transform(queries)),
+                                 registry, progress)
+
+    def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer:
+        """The attack's own index when it ran on this level, else a new one with the same settings."""
+        index = self.index_
+        if self._indexed != (registry.sha256, len(registry), level):
+            index = TfidfIndex(self.max_features, self.ngram_max, self.min_df).fit(profile_texts(registry, level))
+        return index.explainer()
+
+
+TEMPERATURE = Param("temperature", "float", 1.0, "Softmax temperature T",
+                    "Weights are softmax(similarity / T). Smaller T concentrates the weight on the best matches. It "
+                    "changes set sizes, never the validity of the guarantee.", above=0, max=1000.0,
+                    option="--temperature", step=0.01)
+
+SPEC = AttackerSpec(
+    name="tfidf", label="TF-IDF retrieval",
+    description="ranks every registry profile (built from the fields the attacker knows) by TF-IDF cosine "
+                "similarity to the released text and turns similarities into weights with a temperature softmax; "
+                "runs locally",
+    params=(
+        TEMPERATURE,
+        Param("max_features", "int", 50_000, "Vocabulary size", "Largest number of terms the TF-IDF vocabulary keeps.",
+              min=1, step=1000),
+        Param("ngram_max", "int", 1, "Longest n-gram", "1: single words; 2: words and word pairs.", min=1, max=5),
+        Param("min_df", "int", 1, "Minimum document frequency", "Ignore terms found in fewer profiles than this.",
+              min=1),
+        Param("chunk_size", "int", 512, "Documents per similarity block",
+              "Memory grows with this block size times the registry size.", min=1, step=64),
+    ),
+    build=lambda params, context: TfidfAttacker(**params, top_k=context.top_k,
+                                                clue_extractor=context.clue_extractor()),
+    uses_clues=True,
+)

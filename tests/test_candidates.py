@@ -1,0 +1,28 @@
+"""The candidate table helpers: top-K selection, the temperature softmax and the shared ranking loop."""
+
+import numpy as np
+
+from cpa_core.candidates import rank_by_similarity, softmax_rows, top_candidates
+
+
+def test_top_candidates_and_softmax():
+    index, values = top_candidates(np.array([[0.1, 0.9, 0.5], [0.3, 0.2, 0.8]]), 2)
+    assert index.tolist() == [[1, 2], [2, 0]] and values.tolist() == [[0.9, 0.5], [0.8, 0.3]]
+    w = softmax_rows(np.array([[0.0, np.log(3.0)]]), temperature=1.0)
+    assert np.allclose(w, [[0.25, 0.75]])
+    w = softmax_rows(np.array([[0.0, np.log(3.0)]]), temperature=0.5)  # sharper: 1 : 9
+    assert np.allclose(w, [[0.1, 0.9]])
+
+
+def test_ranking_loop_matches_one_block_and_reports_progress():
+    rng = np.random.default_rng(4)
+    similarities = rng.random((23, 9))
+    seen = []
+    blocks = rank_by_similarity(lambda a, b: similarities[a:b], 23, 9, 4, 0.5, chunk_size=5,
+                                progress=lambda done, total, step: seen.append((done, total)))
+    whole = rank_by_similarity(lambda a, b: similarities[a:b], 23, 9, 4, 0.5, chunk_size=100)
+    assert (blocks[0] == whole[0]).all() and np.allclose(blocks[1], whole[1])
+    assert seen == [(5, 23), (10, 23), (15, 23), (20, 23), (23, 23)]
+    expected = np.argsort(-similarities, axis=1)[:, :4]
+    assert (np.sort(blocks[0], axis=1) == np.sort(expected, axis=1)).all()
+    assert np.allclose(blocks[1].sum(axis=1), softmax_rows(np.sort(similarities, axis=1)[:, ::-1][:, :4], 0.5).sum(axis=1))

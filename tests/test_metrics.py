@@ -1,0 +1,70 @@
+"""Metrics and the one summary every surface renders."""
+
+import numpy as np
+import pytest
+
+from cpa_core.metrics import OVERALL, certificate_metrics, ranking_metrics
+from cpa_core.policy import ReleasePolicy
+from tables import audited_groups
+
+
+@pytest.fixture(scope="module")
+def audited():
+    return audited_groups()
+
+
+def test_ranking_metrics_by_hand():
+    metrics = ranking_metrics(np.array([1, 2, 0, 4]))  # 0 = outside the pool
+    assert metrics["top1"] == 0.25 and metrics["top5"] == 0.75
+    assert metrics["mrr"] == pytest.approx((1 + 0.5 + 0 + 0.25) / 4)
+    assert metrics["mean_rank"] == pytest.approx(7 / 3)
+
+
+def test_summary_has_every_metric_per_level_and_group(audited):
+    summary = audited[0].summary().to_dict()
+    keys = {"coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "mean_set_size", "top1",
+            "mrr", "mean_leakage", "empty_rate", "q_hat", "n_cal", "n_test", "open_world_bound", "p10_set_size",
+            "p90_set_size", "min_set_size", "max_set_size", "mean_rank"}
+    for label in ("0.8", "0.9"):
+        entry = summary["confidence"][label]
+        assert keys <= set(entry)
+        assert set(entry["groups"]) == {"a", "b"}
+        assert entry["groups"]["a"]["n_cal"] + entry["groups"]["b"]["n_cal"] == 200
+        assert entry["n_test"] == 300 and entry["candidate_miss_rate"] == 0.0
+
+
+def test_summary_frame_and_dict_hold_the_same_figures(audited):
+    result = audited[0]
+    policy = ReleasePolicy(7, 0.2)
+    summary = result.summary([0.8, 0.93], policy)
+    as_dict, frame = summary.to_dict(), summary.to_frame()
+    assert as_dict["policy"] == {"flag_below": 7, "leakage_threshold": 0.2}
+    for label, confidence in (("0.8", 0.8), ("0.93", 0.93)):
+        entry = as_dict["confidence"][label]
+        row = frame[(frame["confidence"] == confidence) & (frame["group"] == OVERALL)].iloc[0]
+        for key in ("coverage", "median_set_size", "n_flagged", "n_cal", "top1", "empty_rate"):
+            assert row[key] == entry[key]
+        for group, metrics in entry["groups"].items():
+            row = summary.groups_frame(confidence).set_index("group").loc[group]
+            assert row["n_flagged"] == metrics["n_flagged"] and row["q_hat"] == metrics["q_hat"]
+
+
+def test_flag_counts_follow_the_policy_overall_and_per_group(audited):
+    result = audited[0]
+    cert = result.certificate(0.8)
+    policy = ReleasePolicy(5)
+    entry = result.summary([0.8], policy).level(0.8)
+    assert entry["n_flagged"] == int((cert.set_sizes < 5).sum())
+    assert entry["flagged_share"] == pytest.approx(float((cert.set_sizes < 5).mean()))
+    assert sum(g["n_flagged"] for g in entry["groups"].values()) == entry["n_flagged"]
+    assert "n_flagged" not in certificate_metrics(cert)  # without a policy nothing is flagged
+
+
+def test_group_thresholds_are_the_group_calibrations(audited):
+    result = audited[0]
+    entry = result.summary([0.9]).level(0.9)
+    calibration = result.calibration_for(0.9)
+    for group, metrics in entry["groups"].items():
+        assert metrics["q_hat"] == pytest.approx(calibration.q_hat(0.9, group))
+        mask = result.test_split.groups.astype(str) == group
+        assert np.unique(result.certificate(0.9).q_hat[mask]).tolist() == [calibration.q_hat(0.9, group)]
