@@ -310,8 +310,12 @@ def _stress(args, project, documents, registry, config, attacker) -> int:
         if args.test == "seeds":
             table = stress.split_stability(documents, registry, config, full, args.seeds)
         else:
-            field, values = {"topk": ("top_k", args.ks), "scores": ("score", ["aps", "rank", "probability"]),
-                             "ncal": ("n_cal", args.n_cals)}[args.test]
+            if args.test == "topk":
+                field, values = "top_k", args.ks
+            elif args.test == "ncal":
+                field, values = "n_cal", args.n_cals
+            else:
+                field, values = "score", ["aps", "rank", "probability"]
             table = stress.sweep(documents, registry, config, full, field, values)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

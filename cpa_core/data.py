@@ -282,7 +282,7 @@ def load_documents(source: str | Path | bytes, *, name: str | None = None, colum
     frame, digest = read_table(source, name, fmt)
     name = name or str(source)
     mapping = dict(columns or {})
-    if group_column:
+    if group_column and group_column != "group":  # a column already named 'group' needs no mapping
         mapping["group"] = group_column
     frame = _apply_mapping(name, frame, mapping, DOCUMENT_COLUMNS + (("group",) if group_column else ()))
     checker = _Checker(name, strict=(on_invalid == "error"))

@@ -24,6 +24,7 @@ from .state import CUSTOM_LEVEL, DataSet, ThreatChoice
 
 ENDPOINT = tuple(p for p in LLM_PARAMS if p.name in ("base_url", "model"))
 """The ``[llm]`` parameters a form asks for (the rest come from the configuration file)."""
+SUGGESTED_ENDPOINT = {"base_url": "http://127.0.0.1:8080/v1"}  # a local server; no default model
 
 
 def offered_specs() -> list[AttackerSpec]:
@@ -42,7 +43,8 @@ def form_defaults(spec: AttackerSpec, data: DataSet) -> dict:
 
 
 def endpoint_defaults(data: DataSet) -> dict:
-    return {p.name: data.project.llm.get(p.name, p.default) for p in ENDPOINT}
+    """The endpoint the configuration file declares, else a local server's address."""
+    return {p.name: data.project.llm.get(p.name) or SUGGESTED_ENDPOINT.get(p.name) for p in ENDPOINT}
 
 
 def widget_bounds(param: Param) -> dict:

@@ -95,8 +95,8 @@ if needs_endpoint(spec, query_mode):
     st.warning("This configuration sends document text to the LLM endpoint below.", icon=":material/cloud_upload:")
     llm = param_widgets(ENDPOINT, llm, "threat.llm", ())
     if not (llm.get("base_url") and llm.get("model")):
-        st.warning("Enter the endpoint and the model to run it, or choose the direct query mode.",
-                   icon=":material/block:")
+        st.warning("No LLM endpoint is configured: enter the endpoint and the model to run this attacker"
+                   + ("" if spec.sends_text else ", or choose the direct query mode") + ".", icon=":material/block:")
 
 # --- pool, score, protocol ------------------------------------------------------------------------------------
 st.subheader("Candidate pool and score")

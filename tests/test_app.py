@@ -377,7 +377,7 @@ def test_imported_scores_attacker(sample_paths, tmp_path):
     at.switch_page(nav.CALIBRATE).run()
     at.button(key="calibrate.run").click().run()
     assert_clean(at)
-    assert at.session_state["cpa.run"].result.config.attacker["attacker"] == "imported"
+    assert at.session_state["cpa.run"].result.config.attacker.name == "imported"
 
 
 # --- pure helpers behind the pages ---------------------------------------------------------------------------
@@ -404,15 +404,15 @@ def test_confidence_conversions_are_exact_decimals():
     assert percent_from_confidence(0.995) == 99.5 and fmt_confidence(0.9) == "90 %"
 
 
-def test_attacker_forms_follow_the_core():
-    from cpa_core.config import ATTACKERS
-    from cpa_ui.attackers import FORMS, available_forms
+def test_attacker_forms_follow_the_registry():
+    from cpa_core.attackers.registry import attacker_specs
+    from cpa_ui.attackers import needs_endpoint, offered_specs
 
-    assert [f.name for f in available_forms()] == [name for name in FORMS if name in ATTACKERS]
-    assert {"tfidf", "imported"} <= {f.name for f in available_forms()}
-    for form in FORMS.values():
-        assert all(p.target in ("attacker", "llm", "upload") for p in form.params)
-    assert {"forced_choice", "profile"} <= {f.name for f in available_forms() if f.sends_data_out}
+    assert [spec.name for spec in offered_specs()] == [spec.name for spec in attacker_specs()]
+    assert {"tfidf", "dense", "forced_choice", "profile", "imported"} <= {spec.name for spec in offered_specs()}
+    assert {spec.name for spec in offered_specs() if needs_endpoint(spec, "direct")} == {"forced_choice", "profile"}
+    assert {spec.name for spec in offered_specs() if needs_endpoint(spec, "direct_plus_clues")} == {
+        "tfidf", "dense", "forced_choice", "profile"}
 
 
 def test_declared_configuration_follows_the_choices(sample_paths):
@@ -466,7 +466,7 @@ def test_llm_attacker_shows_estimated_calls_before_running(sample_paths, tmp_pat
     at = new_app().run()
     at.switch_page(nav.THREAT).run()
     at.radio(key="w.threat.attacker").set_value("forced_choice").run()
-    at.text_input(key="w.threat.param.forced_choice.model").set_value("any-model").run()
+    at.text_input(key="w.threat.llm.model").set_value("any-model").run()
     assert not at.exception
     assert any("sends document text" in w.value for w in at.warning)
     metric = next(m for m in at.metric if m.label == "Estimated LLM calls")
@@ -480,7 +480,7 @@ def test_clue_mode_with_an_endpoint_estimates_one_call_per_document(sample_paths
     at.switch_page(nav.THREAT).run()
     at.radio(key="w.threat.query_mode").set_value("direct_plus_clues").run()
     assert any("No LLM endpoint is configured" in w.value for w in at.warning)
-    at.text_input(key="w.threat.param.tfidf.model").set_value("any-model").run()
+    at.text_input(key="w.threat.llm.model").set_value("any-model").run()
     assert not at.exception and not any("No LLM endpoint" in w.value for w in at.warning)
     metric = next(m for m in at.metric if m.label == "Estimated LLM calls")
     threat = at.session_state["cpa.threat"]
