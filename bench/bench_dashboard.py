@@ -25,7 +25,6 @@ import statistics
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -38,13 +37,12 @@ from cpa_core.attackers.tfidf import TfidfIndex  # noqa: E402
 from cpa_core.audit import run_audit  # noqa: E402
 from cpa_core.config import load_config  # noqa: E402
 from cpa_core.data import load_documents, load_registry  # noqa: E402
-from cpa_core.errors import CalibrationWarning  # noqa: E402
 from cpa_core.knowledge import profile_texts  # noqa: E402
 from cpa_core.metrics import confidence_curve  # noqa: E402
-from cpa_core.policy import worklist  # noqa: E402
+from cpa_core.policy import ReleasePolicy, worklist  # noqa: E402
 from cpa_core.synthetic import generate_sample_data  # noqa: E402
-from cpa_ui.analysis import (calibration_notes, candidate_table, certificate, flagged_table, group_table,  # noqa: E402
-                             kpis, row_of)
+from cpa_ui.analysis import (calibration_notes, candidate_table, flagged_table, group_table, kpis,  # noqa: E402
+                             row_of)
 from cpa_ui.attackers import declare, default_threat  # noqa: E402
 from cpa_ui.figures import (fig_candidate_weights, fig_confidence_curve, fig_group_breakdown,  # noqa: E402
                             fig_set_size_histogram)
@@ -80,7 +78,7 @@ def build(folder: Path):
     start = time.perf_counter()
     result = run_audit(documents, registry, attacker, config)
     attack_s = time.perf_counter() - start
-    return data, config, result, attack_s
+    return data, config, attacker, result, attack_s
 
 
 def main() -> int:
@@ -88,10 +86,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--apptest", action="store_true", help="also time AppTest reruns of the Explore page")
     args = parser.parse_args()
-    warnings.simplefilter("ignore", CalibrationWarning)
 
     with tempfile.TemporaryDirectory() as tmp:
-        data, config, result, attack_s = build(Path(tmp))
+        data, config, attacker, result, attack_s = build(Path(tmp))
     split = result.test_split
     print(f"corpus: {len(data.documents):,} documents, {len(data.registry):,} profiles; "
           f"{len(result.calibration_split):,} calibration / {len(split):,} test documents, "
@@ -100,17 +97,19 @@ def main() -> int:
     start = time.perf_counter()
     curve = confidence_curve(result)
     curve_s = time.perf_counter() - start
-    index = TfidfIndex(config.attacker["max_features"], config.attacker["ngram_max"], config.attacker["min_df"]).fit(
+    details = config.attacker.details
+    index = TfidfIndex(details["max_features"], details["ngram_max"], details["min_df"]).fit(
         profile_texts(data.registry, config.knowledge))
     explain = lambda query, rows: index.shared_terms(query, list(rows))  # noqa: E731
-    flag_below, levels = 11, iter(np.linspace(0.60, 0.99, 10_000))
+    policy, levels = ReleasePolicy(11), iter(np.linspace(0.60, 0.99, 10_000))
+    flag_below = policy.flag_below
 
     def alpha_change():
         confidence = round(float(next(levels)), 4)
-        cert = certificate(result, confidence)
-        kpis(cert, flag_below)
+        cert = result.certificate(confidence)
+        kpis(result, confidence, policy)
         calibration_notes(result, confidence)
-        groups = group_table(result, cert, flag_below)
+        groups = group_table(result, confidence, policy)
         for fig in (fig_set_size_histogram(cert.set_sizes, flag_below), fig_confidence_curve(curve, confidence),
                     fig_group_breakdown(groups, confidence)):
             serialise(fig)
@@ -118,19 +117,19 @@ def main() -> int:
     ks = iter(range(1, 10_000))
 
     def k_change_explore():
-        k = 5 + next(ks) % 40
-        cert = certificate(result, 0.9)
-        kpis(cert, k)
+        k_policy = ReleasePolicy(5 + next(ks) % 40)
+        cert = result.certificate(0.9)
+        kpis(result, 0.9, k_policy)
         calibration_notes(result, 0.9)
-        groups = group_table(result, cert, k)
-        for fig in (fig_set_size_histogram(cert.set_sizes, k), fig_confidence_curve(curve, 0.9),
+        groups = group_table(result, 0.9, k_policy)
+        for fig in (fig_set_size_histogram(cert.set_sizes, k_policy.flag_below), fig_confidence_curve(curve, 0.9),
                     fig_group_breakdown(groups, 0.9)):
             serialise(fig)
 
     def k_change_flagged():
-        k = 5 + next(ks) % 40
-        cert = certificate(result, 0.9)
-        work = worklist(cert, k, config.config_id)
+        k_policy = ReleasePolicy(5 + next(ks) % 40)
+        cert = result.certificate(0.9)
+        work = worklist(cert, k_policy, config.config_id)
         flagged_table(work)
         if len(work):
             row = row_of(cert, work["doc_id"].iloc[0])
@@ -140,16 +139,16 @@ def main() -> int:
         return len(work)
 
     pieces = {}
-    cert = certificate(result, 0.9)
-    groups = group_table(result, cert, flag_below)
+    cert = result.certificate(0.9)
+    groups = group_table(result, 0.9, policy)
     for name, work in {
-        "certificate (new confidence)": lambda: certificate(result, round(float(next(levels)), 4)),
-        "KPIs (metrics + flag count)": lambda: kpis(cert, flag_below),
-        "per-group table": lambda: group_table(result, cert, flag_below),
+        "certificate (new confidence)": lambda: result.certificate(round(float(next(levels)), 4)),
+        "KPIs (metrics + flag count)": lambda: kpis(result, 0.9, policy),
+        "per-group table": lambda: group_table(result, 0.9, policy),
         "histogram figure + serialise": lambda: serialise(fig_set_size_histogram(cert.set_sizes, flag_below)),
         "coverage-curve figure + serialise": lambda: serialise(fig_confidence_curve(curve, 0.9)),
         "per-group figure + serialise": lambda: serialise(fig_group_breakdown(groups, 0.9)),
-        "worklist (no term explanations)": lambda: worklist(cert, flag_below, config.config_id),
+        "worklist (no term explanations)": lambda: worklist(cert, policy, config.config_id),
     }.items():
         pieces[name] = timed(args.repeat, work)
     totals = {
@@ -158,7 +157,7 @@ def main() -> int:
         "k slider → Flagged page work (incl. drill-down)": timed(args.repeat, k_change_flagged),
     }
     if args.apptest:
-        totals.update(apptest_reruns(data, result, args.repeat))
+        totals.update(apptest_reruns(data, attacker, result, args.repeat))
 
     print(f"\nDashboard slider latency, {len(split):,} test documents × {split.table.width:,} candidates "
           f"(Python {platform.python_version()}, {platform.machine()}, median and worst of {args.repeat})\n")
@@ -170,7 +169,7 @@ def main() -> int:
     return 0
 
 
-def apptest_reruns(data, result, repeat: int) -> dict[str, list[float]]:
+def apptest_reruns(data, attacker, result, repeat: int) -> dict[str, list[float]]:
     """Full reruns of the Explore page in AppTest with the large audit in the session."""
     from streamlit.testing.v1 import AppTest
 
@@ -180,7 +179,7 @@ def apptest_reruns(data, result, repeat: int) -> dict[str, list[float]]:
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=600)
     at.session_state["cpa.data"] = data
     at.session_state["cpa.run"] = AuditRun(result, f"bench:{result.config.config_id}", "bench K2",
-                                           data.fingerprint, 0.0)
+                                           data.fingerprint, 0.0, attacker)
     at.run()
     at.switch_page(nav.EXPLORE).run()
     if at.exception:

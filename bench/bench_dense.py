@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -33,17 +32,18 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cpa_core import AuditConfig, load_config, load_documents, load_registry, profile_texts, run_audit  # noqa: E402
-from cpa_core.attackers.dense import (DenseAttacker, load_sentence_transformer,  # noqa: E402
-                                      packaged_model_path)
+from cpa_core import (AttackerConfig, AuditConfig, load_config, load_documents, load_registry,  # noqa: E402
+                      profile_texts, run_audit)
+from cpa_core.attackers.dense import DenseAttacker  # noqa: E402
 from cpa_core.data import Documents  # noqa: E402
-from cpa_core.errors import CalibrationWarning  # noqa: E402
+from cpa_core.model_store import load_sentence_transformer, packaged_model_path  # noqa: E402
 
 FRESH_PROCESS = """
 import json, os, sys, time
 start = time.perf_counter()
 sys.path.insert(0, {repo!r})
-from cpa_core import AuditConfig, load_config, load_documents, load_registry, run_audit
+from cpa_core import AttackerConfig, AuditConfig, load_config, load_documents, load_registry, run_audit
+from cpa_core import model_store
 from cpa_core.attackers import dense as dense_module
 documents = load_documents({documents!r})
 documents = documents.__class__(documents.frame.iloc[:{n}].reset_index(drop=True), documents.file, documents.sha256,
@@ -51,12 +51,12 @@ documents = documents.__class__(documents.frame.iloc[:{n}].reset_index(drop=True
 registry = load_registry({registry!r})
 level = load_config({config!r}).level({knowledge!r})
 attacker = dense_module.DenseAttacker(temperature=0.05, batch_size={batch_size}, cache_dir={cache!r})
-config = AuditConfig(knowledge=level, attacker=attacker.params(), n_cal={n_cal}, n_test={n_test}, seed=7)
+config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), n_cal={n_cal}, n_test={n_test}, seed=7)
 audit_start = time.perf_counter()
 run_audit(documents, registry, attacker, config)
 print(json.dumps({{"encoder_calls": attacker.encoder_calls_, "encoded_texts": attacker.encoded_texts_,
                   "audit_s": time.perf_counter() - audit_start, "process_s": time.perf_counter() - start,
-                  "model_loaded": bool(dense_module._MODELS)}}))
+                  "model_loaded": bool(model_store._MODELS)}}))
 """
 
 
@@ -71,7 +71,6 @@ def main(argv=None) -> int:
     parser.add_argument("--knowledge", default="K3", help="knowledge level of sample_data/audit.toml (default K3)")
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args(argv)
-    warnings.simplefilter("ignore", CalibrationWarning)  # 0.99 needs 99 calibration documents; irrelevant here
 
     scratch_dir = tempfile.TemporaryDirectory(prefix="cpa-bench-dense-")
     scratch = scratch_dir.name
@@ -106,7 +105,8 @@ def main(argv=None) -> int:
 
     def audit(cache: str):
         attacker = DenseAttacker(temperature=0.05, batch_size=args.batch_size, cache_dir=cache)
-        config = AuditConfig(knowledge=level, attacker=attacker.params(), n_cal=n_cal, n_test=n_test, seed=7)
+        config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), n_cal=n_cal, n_test=n_test,
+                             seed=7)
         begin, cpu = time.perf_counter(), time.process_time()
         result = run_audit(documents, registry, attacker, config)
         return (time.perf_counter() - begin, time.process_time() - cpu), attacker, result

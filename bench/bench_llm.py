@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +40,6 @@ from cpa_core.attackers.forced_choice import ForcedChoiceAttacker  # noqa: E402
 from cpa_core.attackers.llm_clues import LLMClueExtractor  # noqa: E402
 from cpa_core.attackers.profile import ProfileAttacker, attributes_from_registry  # noqa: E402
 from cpa_core.attackers.tfidf import TfidfAttacker  # noqa: E402
-from cpa_core.errors import CalibrationWarning  # noqa: E402
 from cpa_core.llm import LLMClient, LLMSettings  # noqa: E402
 from llm_server import MODEL_ALIAS, free_port, missing_requirement, model_path  # noqa: E402
 
@@ -113,10 +111,7 @@ def measure(name: str, base_url: str, cache_dir: str, concurrency: int, data, ar
     with LLMClient(settings) as client:
         attacker = build(name, client, registry, args.m, args.shortlist_k)
         level = level_for(name, project)
-        if hasattr(attacker, "estimate_calls"):
-            expected = attacker.estimate_calls(doc_ids, texts, registry, level)
-        else:
-            expected = attacker.clue_extractor.estimate_calls(doc_ids, texts)
+        expected = attacker.estimate_calls(doc_ids, texts, registry, level)
         started = time.perf_counter()
         attacker.attack(doc_ids, texts, registry, level)
         wall = time.perf_counter() - started
@@ -149,7 +144,6 @@ def main(argv=None) -> int:
     reason = missing_requirement()
     if reason:
         raise SystemExit(f"bench_llm: {reason}; install it with: bash scripts/install_llm_server.sh")
-    warnings.simplefilter("ignore", CalibrationWarning)
 
     project = load_config(REPO / "sample_data" / "audit.toml")
     documents = load_documents(REPO / "sample_data" / "documents.csv")

@@ -101,11 +101,11 @@ def worker_generate(out: str, people: str, documents: str, seed: str, *prefixes:
 
 
 def worker_audit(data: str, top_k: str, n_cal: str, n_test: str) -> dict:
-    from cpa_core import AuditConfig, TfidfAttacker, run_audit
+    from cpa_core import AttackerConfig, AuditConfig, TfidfAttacker, run_audit
 
     documents, registry, level = _load(Path(data))
     attacker = TfidfAttacker(top_k=int(top_k))
-    config = AuditConfig(knowledge=level, attacker=attacker.params(), n_cal=int(n_cal), n_test=int(n_test),
+    config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), n_cal=int(n_cal), n_test=int(n_test),
                          top_k=int(top_k))
     with StepMemory() as memory:
         start, cpu = time.perf_counter(), time.process_time()

@@ -195,6 +195,8 @@ def _attacker_params(args, attacker: str) -> dict:
         if not mine:
             raise ConfigError(f"{option} applies to the {', '.join(name for name, _ in owners)} attacker(s), "
                               f"not to '{attacker}'; add --attacker")
+        if not mine[0].accepts(value):
+            raise ConfigError(f"{option}: expected {mine[0].expected}, found {value!r}")
         out[mine[0].name] = value
     for item in args.param:
         name, sep, text = item.partition("=")

@@ -85,7 +85,6 @@ ATTRIBUTE_V1 = PromptTemplate(
           "Answer with the value only."),
 )
 
-TEMPLATES = {t.id: t for t in (CLUES_V1, FORCED_CHOICE_V1, ATTRIBUTE_V1)}
 
 
 def option_labels(k: int) -> list[str]:

@@ -486,3 +486,80 @@ def test_clue_mode_with_an_endpoint_estimates_one_call_per_document(sample_paths
     threat = at.session_state["cpa.threat"]
     assert threat.query_mode == "direct_plus_clues"
     assert metric.value == f"{threat.n_cal + threat.n_test:,}"  # one clue request per document
+
+
+# --- one audit, one set of figures on every surface ----------------------------------------------------------
+
+def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path, downloads):
+    """The sample audit through ``cpa audit`` and through the dashboard at its defaults: the same configuration
+    id, and summary.json's figures are the ones the Calibrate tables, the KPIs and the HTML report show."""
+    from html.parser import HTMLParser
+
+    from conftest import run_cli_inprocess
+    from cpa_ui.text import fmt_percent
+
+    out = tmp_path / "cli"
+    done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
+                             "--config", sample_paths["config"], "--out", out)
+    assert done.returncode == 0, done.describe()
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+
+    at = new_app().run()
+    at.session_state["cpa.confidence"] = 0.9  # the flagging level, where documents are flagged
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    assert at.session_state["cpa.run"].result.config.config_id == summary["config_id"]
+    levels = at.dataframe[0].value.set_index("confidence")
+    columns = ("coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "open_world_bound",
+               "n_cal", "n_cal_needed")
+    for label, entry in summary["confidence"].items():
+        for column in columns:
+            assert levels.loc[float(label), column] == pytest.approx(entry[column]), (label, column)
+    groups = at.dataframe[1].value.set_index("group")
+    for group, metrics in summary["confidence"]["0.9"]["groups"].items():
+        for column in ("n_cal", "n_test", "q_hat", "coverage", "candidate_miss_rate"):
+            assert groups.loc[group, column] == pytest.approx(metrics[column]), (group, column)
+
+    at.switch_page(nav.EXPLORE).run()
+    entry = summary["confidence"]["0.9"]
+    assert entry["n_flagged"] > 0
+    assert metric(at, "Documents at risk") == f"{entry['n_flagged']:,}"
+    assert metric(at, "Coverage (test)") == fmt_percent(entry["coverage"])
+    assert metric(at, "Median set") == f"{int(entry['median_set_size']):,}"
+
+    at.switch_page(nav.REPORT).run()
+    assert_clean(at)
+    report = downloads[next(n for n in downloads if n.endswith("-report.html"))]().decode("utf-8")
+
+    class Tables(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.cell = [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr":
+                self.rows.append([])
+            elif tag in ("td", "th"):
+                self.cell = ""
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th") and self.cell is not None:
+                self.rows[-1].append(self.cell)
+                self.cell = None
+
+    parser = Tables()
+    parser.feed(report)
+    header = next(row for row in parser.rows if row[:3] == ["confidence", "α", "coverage"] or
+                  (row and row[0] == "confidence" and "open-world bound" in row))
+    rows = {row[0]: dict(zip(header, row)) for row in parser.rows if len(row) == len(header) and row[0].endswith("%")}
+    for label, level in summary["confidence"].items():
+        shown = rows[fmt_percent(float(label))]
+        assert shown["coverage"] == fmt_percent(level["coverage"])
+        assert shown["miss rate ρ"] == fmt_percent(level["candidate_miss_rate"])
+        assert shown["median |C|"] == f"{int(level['median_set_size']):,}"
+    assert f"<b>{entry['n_flagged']:,}</b> of {entry['n_test']:,}" in report

@@ -27,7 +27,7 @@ import pytest
 from cpa_core.errors import ConfigError, CPAError
 from cpa_core.llm import (LLMBudgetError, LLMClient, LLMError, LLMRequest, LLMResponse, LLMSettings, redact_url,
                           sample_seed)
-from cpa_core.prompts import (ATTRIBUTE_V1, CLUES_V1, FORCED_CHOICE_V1, TEMPLATES, attribute_choices,
+from cpa_core.prompts import (ATTRIBUTE_V1, CLUES_V1, FORCED_CHOICE_V1, attribute_choices,
                               format_options, normalise_value, option_labels, parse_attribute, parse_choice,
                               parse_clues)
 
@@ -458,8 +458,9 @@ def test_response_json_round_trip():
 
 # ---------------------------------------------------------------------------------------------- prompts
 def test_templates_are_versioned_and_hashed():
-    assert set(TEMPLATES) == {"clues/v1", "forced_choice/v1", "attribute/v1"}
-    hashes = {t.sha256 for t in TEMPLATES.values()}
+    templates = (CLUES_V1, FORCED_CHOICE_V1, ATTRIBUTE_V1)
+    assert {t.id for t in templates} == {"clues/v1", "forced_choice/v1", "attribute/v1"}
+    hashes = {t.sha256 for t in templates}
     assert len(hashes) == 3 and all(len(h) == 64 for h in hashes)
     assert CLUES_V1.params() == {"name": "clues", "version": 1, "sha256": CLUES_V1.sha256}
     messages = FORCED_CHOICE_V1.render(text="doc {with braces}", options=format_options(["Ann\nLee", "Bo"]),

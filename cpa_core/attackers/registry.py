@@ -20,6 +20,11 @@ def register(spec: AttackerSpec) -> AttackerSpec:
     return spec
 
 
+def unregister(name: str) -> None:
+    """Stop offering an attacker (e.g. a plug-in a test registered)."""
+    _SPECS.pop(name, None)
+
+
 def get_spec(name: str) -> AttackerSpec:
     from ..errors import ConfigError
 
