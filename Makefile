@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.llm-server
 
-.PHONY: run audit test bench clean
+.PHONY: run audit test test-fast bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ audit: $(STAMP)
 
 test: $(STAMP) $(LLM_STAMP)
 	$(PY) -m pytest tests
+
+# the unit tier, for a tight loop (under a minute): no subprocess, AppTest, browser, coverage or LLM server
+test-fast: $(STAMP)
+	$(PY) -m pytest tests -m "not integration"
 
 bench: $(STAMP)
 	$(PY) bench/run.py

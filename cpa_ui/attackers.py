@@ -66,7 +66,7 @@ def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None 
     spec = get_spec(threat.attacker)
     project = data.project
     audit = {
-        "score": threat.score, "confidence": list(threat.confidences), "n_cal": threat.n_cal,
+        "score": spec.required_score or threat.score, "confidence": list(threat.confidences), "n_cal": threat.n_cal,
         "n_test": threat.n_test, "seed": threat.seed, "top_k": threat.top_k, "miss_policy": threat.miss_policy,
         "group_column": (data.group_column or "group") if threat.per_group else None,
         "query_mode": threat.query_mode,

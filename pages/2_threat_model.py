@@ -102,9 +102,12 @@ if needs_endpoint(spec, query_mode):
 st.subheader("Candidate pool and score")
 left, right = st.columns(2)
 score = left.selectbox("Nonconformity score", list(SCORES), key=widget_key("threat.score", threat.score),
-                       format_func=lambda name: f"{name}: {SCORES[name].description}",
+                       format_func=lambda name: f"{name}: {SCORES[name].description}", disabled=bool(spec.required_score),
                        help="How nonconforming a candidate is for a document; every score gives valid sets, "
                             "they differ in set sizes. APS is the default.")
+if spec.required_score:
+    score = spec.required_score
+    left.caption(f"This attacker scores candidates itself: the score is '{score}'.")
 whole = right.checkbox("Rank the whole registry", key=widget_key("threat.whole_pool", threat.top_k is None),
                        help="Otherwise the attacker keeps a top-K shortlist; identities cut from it count as "
                             "candidate misses.")

@@ -563,3 +563,52 @@ def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path,
         assert shown["miss rate ρ"] == fmt_percent(level["candidate_miss_rate"])
         assert shown["median |C|"] == f"{int(level['median_set_size']):,}"
     assert f"<b>{entry['n_flagged']:,}</b> of {entry['n_test']:,}" in report
+
+
+# --- every attacker form ---------------------------------------------------------------------------------------
+
+def _registered_attackers() -> list[str]:
+    from cpa_core.attackers.registry import attacker_specs
+    return [spec.name for spec in attacker_specs()]
+
+
+@pytest.mark.parametrize("name", _registered_attackers())
+def test_every_attacker_form_declares_and_runs(name, sample_paths, tmp_path, monkeypatch):
+    """Select the attacker, keep the form's defaults, declare; calibrate where it runs on this machine (an LLM
+    attacker shows its estimated calls instead; its runs are tested against a real server)."""
+    from cpa_core.attackers.registry import get_spec
+    from cpa_ui.attackers import needs_endpoint
+
+    spec = get_spec(name)
+    if needs_endpoint(spec, "direct"):
+        monkeypatch.setenv("CPA_CACHE_DIR", str(tmp_path))  # an empty answer cache: nothing is called anyway
+    at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.radio(key="w.threat.attacker").set_value(name).run()
+    assert not at.exception, [e.value for e in at.exception]
+    for param in spec.params:  # one widget per declared parameter, keyed by attacker and name
+        assert f"w.threat.param.{name}.{param.name}" in at.session_state
+    if spec.needs_scores:
+        documents = pd.read_csv(sample_paths["documents"])
+        rows = [{"doc_id": d, "candidate_id": i, "score": 0.9} for d, i in zip(documents["doc_id"], documents["identity_id"])]
+        at.file_uploader(key="upload.scores").set_value(
+            ("scores.csv", pd.DataFrame(rows).to_csv(index=False).encode("utf-8"), "text/csv")).run()
+    if needs_endpoint(spec, "direct"):
+        at.text_input(key="w.threat.llm.model").set_value("any-model").run()
+        assert_clean(at)
+        assert metric(at, "Estimated LLM calls") != "0"
+        at.switch_page("app.py").run()  # the sidebar no longer claims that no data leaves
+        assert any("sends document text to http://127.0.0.1:8080/v1" in c.value for c in at.sidebar.caption)
+        assert not any("no data leaves" in c.value for c in at.sidebar.caption)
+        return
+    assert_clean(at)
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    config = at.session_state["cpa.run"].result.config
+    assert config.attacker.name == name and config.attacker.params == at.session_state["cpa.threat"].params
+    at.switch_page("app.py").run()
+    assert any("no data leaves" in c.value for c in at.sidebar.caption)
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, (page, [e.value for e in at.exception])

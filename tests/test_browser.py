@@ -28,7 +28,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 STARTUP_TIMEOUT_S = 90
 WAIT_S = 60
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 
 def _chromedriver() -> str | None:

@@ -411,6 +411,7 @@ def test_texts_never_logged(cache_dir, caplog):
 
 
 @needs_model
+@pytest.mark.integration
 def test_packaged_model_fingerprint_matches_its_extracted_directory():
     path = packaged_model_path()
     assert (path / "modules.json").is_file() and packaged_model_zip() is not None
@@ -421,6 +422,7 @@ def test_packaged_model_fingerprint_matches_its_extracted_directory():
 
 
 @needs_model
+@pytest.mark.integration
 def test_packaged_model_extraction_replaces_a_partial_copy(tmp_path):
     partial = tmp_path / "all-MiniLM-L6-v2"
     partial.mkdir()
@@ -432,7 +434,7 @@ def test_packaged_model_extraction_replaces_a_partial_copy(tmp_path):
 
 
 @needs_model
-@pytest.mark.slow
+@pytest.mark.integration
 def test_end_to_end_audit_with_the_real_model(sample_paths, tmp_path):
     """K3 on 200 sample documents (100 calibration, 100 test) with all-MiniLM-L6-v2, then a warm re-audit."""
     from cpa_core import load_config, load_documents, load_registry

@@ -19,6 +19,7 @@ from cpa_ui.figures import (FLAGGED_COLOR, SAFE_COLOR, TARGET_COLOR, fig_candida
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.integration
 def test_pure_modules_do_not_import_streamlit():
     code = ("import sys; import cpa_ui.figures, cpa_ui.report, cpa_ui.analysis, cpa_ui.text, cpa_ui.help; "
             "assert 'streamlit' not in sys.modules, 'streamlit imported'")

@@ -348,6 +348,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not hasattr(os, "kill") or sys.platform == "win32", reason="needs SIGKILL")
 def test_run_killed_by_sigkill_resumes_from_the_cache(tmp_path):
     answered_log = tmp_path / "answered.log"

@@ -100,6 +100,7 @@ def test_the_command_line_checks_its_option(overlap, sample_paths, tmp_path):
     assert elsewhere.returncode == 2 and "applies to the overlap attacker" in elsewhere.stderr
 
 
+@pytest.mark.integration
 def test_the_dashboard_form_runs_it(overlap, sample_paths):
     from streamlit.testing.v1 import AppTest
 

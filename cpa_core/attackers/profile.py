@@ -379,6 +379,7 @@ SPEC = AttackerSpec(
     ),
     build=_build,
     sends_text=True,
+    required_score="given",
 )
 
 

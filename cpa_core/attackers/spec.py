@@ -82,6 +82,7 @@ class AttackerSpec:
     sends_text : it sends document text to the configured LLM endpoint
     needs_scores : it certifies a table of candidate scores computed elsewhere (``--scores``)
     uses_clues : its queries can carry LLM clues (the ``direct_plus_clues`` query mode)
+    required_score : the nonconformity score its weights need (``None``: any score)
     """
 
     name: str
@@ -92,6 +93,7 @@ class AttackerSpec:
     sends_text: bool = False
     needs_scores: bool = False
     uses_clues: bool = False
+    required_score: str | None = None
 
     def param(self, name: str) -> Param:
         for param in self.params:
