@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .data import REGISTRY_ID, Registry
+from .data import REGISTRY_ID, Registry, _is_missing
 from .errors import ConfigError
 
 QUERY_MODES = ("direct", "direct_plus_clues")
@@ -59,12 +59,12 @@ def full_knowledge(registry: Registry) -> KnowledgeLevel:
 
 
 def _cell_text(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
     if isinstance(value, (list, tuple, np.ndarray)):
         return ", ".join(_cell_text(v) for v in value if _cell_text(v))
     if isinstance(value, dict):
-        return ", ".join(f"{k} {_cell_text(v)}" for k, v in value.items())
+        return ", ".join(f"{k} {_cell_text(v)}" for k, v in value.items() if _cell_text(v))
+    if _is_missing(value) or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return ""
     return str(value).strip()
 
 

@@ -97,7 +97,12 @@ class Param:
         return self._in_bounds(value)
 
     def _in_bounds(self, value) -> bool:
-        if not (_is_int(value) if self.kind == "int" else _is_number(value)) or not math.isfinite(value):
+        if not (_is_int(value) if self.kind == "int" else _is_number(value)):
+            return False
+        try:
+            if not math.isfinite(value):
+                return False
+        except OverflowError:  # an integer beyond the float range
             return False
         return ((self.above is None or value > self.above) and (self.min is None or value >= self.min)
                 and (self.max is None or value <= self.max) and (self.below is None or value < self.below))

@@ -67,6 +67,9 @@ def sweep(documents: Documents, registry: Registry, config: AuditConfig, table: 
     on the one attack ``table`` (matched attacker output; a variant re-truncates, re-scores or re-splits)."""
     if field not in SWEEPS:
         raise ConfigError(f"cannot sweep '{field}'; expected one of {', '.join(SWEEPS)}")
+    values = list(values)
+    if not values:
+        raise ConfigError(f"a sweep of '{field}' needs at least one value")
     rows = []
     for value in values:
         result = run_audit(documents, registry, None, replace(config, **{field: value}), table=table)

@@ -53,22 +53,23 @@ def ensure_data() -> None:
         state.data_error = str(error)
 
 
-def require_data() -> DataSet:
-    data = state.data
-    if data is None:
-        st.info("No data is loaded yet: load documents and a registry first.", icon=":material/info:")
-        st.page_link(nav.DATA, label="Go to Data", icon=":material/upload_file:")
+def _require(value, missing: str, page, label: str, icon: str):
+    """``value``, or a note saying what is missing, a link to the page that provides it, and a stop."""
+    if value is None:
+        st.info(missing, icon=":material/info:")
+        st.page_link(page, label=label, icon=icon)
         st.stop()
-    return data
+    return value
+
+
+def require_data() -> DataSet:
+    return _require(state.data, "No data is loaded yet: load documents and a registry first.", nav.DATA,
+                    "Go to Data", ":material/upload_file:")
 
 
 def require_run() -> AuditRun:
-    run = state.run
-    if run is None:
-        st.info("No calibrated audit yet: declare a threat model, then run the calibration.", icon=":material/info:")
-        st.page_link(nav.CALIBRATE, label="Go to Calibrate", icon=":material/tune:")
-        st.stop()
-    return run
+    return _require(state.run, "No calibrated audit yet: declare a threat model, then run the calibration.",
+                    nav.CALIBRATE, "Go to Calibrate", ":material/tune:")
 
 
 def declared(data: DataSet) -> tuple[AuditConfig, Attacker] | None:

@@ -74,6 +74,19 @@ def column_choice(label: str, ours: str, theirs: list[str], key: str, optional: 
     return None if choice in (None, NO_GROUP) else choice
 
 
+def file_columns(uploaded, column) -> list[str] | None:
+    """The uploaded table's columns (``None``: nothing uploaded; ``[]``: not a readable table, said on the page)."""
+    if uploaded is None:
+        return None
+    try:
+        columns, rows = table_columns(uploaded.getvalue(), uploaded.name)
+    except CPAError as error:
+        show_error(error)
+        return []
+    column.caption(f"{rows:,} rows; columns: {', '.join(columns)}")
+    return columns
+
+
 def upload_form(data: DataSet | None) -> None:
     limit = st.get_option("server.maxUploadSize")
     st.markdown(f"CSV (UTF-8), JSONL or Parquet, up to {limit} MB per file. A file replaces only its part: upload "
@@ -87,32 +100,20 @@ def upload_form(data: DataSet | None) -> None:
     config_file = st.file_uploader("Audit configuration (optional TOML: knowledge levels and defaults)", type=["toml"],
                                    key="upload.config")
     mapping_documents, mapping_registry, group_column = {}, {}, None
-    ready = True
-    if documents_file is not None:
-        try:
-            columns, rows = table_columns(documents_file.getvalue(), documents_file.name)
-        except CPAError as error:
-            show_error(error)
-            ready = False
-        else:
-            left.caption(f"{rows:,} rows; columns: {', '.join(columns)}")
-            with left:
-                for ours in DOCUMENT_COLUMNS:
-                    mapping_documents[ours] = column_choice(f"Column holding '{ours}'", ours, columns,
-                                                            key=f"map.documents.{ours}")
-                group_column = column_choice("Column holding the group (optional)", "group", columns,
-                                             key="map.documents.group", optional=True)
-    if registry_file is not None:
-        try:
-            columns, rows = table_columns(registry_file.getvalue(), registry_file.name)
-        except CPAError as error:
-            show_error(error)
-            ready = False
-        else:
-            right.caption(f"{rows:,} rows; columns: {', '.join(columns)}")
-            with right:
-                mapping_registry[REGISTRY_ID] = column_choice(f"Column holding '{REGISTRY_ID}'", REGISTRY_ID, columns,
-                                                              key="map.registry.identity_id")
+    documents_columns = file_columns(documents_file, left)
+    registry_columns = file_columns(registry_file, right)
+    ready = documents_columns != [] and registry_columns != []
+    if documents_columns:
+        with left:
+            for ours in DOCUMENT_COLUMNS:
+                mapping_documents[ours] = column_choice(f"Column holding '{ours}'", ours, documents_columns,
+                                                        key=f"map.documents.{ours}")
+            group_column = column_choice("Column holding the group (optional)", "group", documents_columns,
+                                         key="map.documents.group", optional=True)
+    if registry_columns:
+        with right:
+            mapping_registry[REGISTRY_ID] = column_choice(f"Column holding '{REGISTRY_ID}'", REGISTRY_ID,
+                                                          registry_columns, key="map.registry.identity_id")
     on_invalid = st.radio("Invalid rows (missing or duplicate ids, empty text)", list(ROW_POLICIES),
                           format_func=ROW_POLICIES.get, key="upload.on_invalid", horizontal=True)
     nothing = documents_file is None and registry_file is None and config_file is None

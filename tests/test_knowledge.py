@@ -119,3 +119,14 @@ def test_lists_from_a_jsonl_registry():
             b'{"identity_id": "b", "tags": [], "city": null}\n')
     registry = load_registry(data, name="r.jsonl")
     assert profile_texts(registry, KnowledgeLevel("K", ("city", "tags"))) == ["Paris. x, y", ""]
+
+
+def test_missing_values_of_any_kind_never_become_words():
+    import pandas as pd
+
+    from cpa_core.knowledge import _cell_text
+
+    for missing in (None, float("nan"), np.float32("nan"), pd.NA, pd.NaT):
+        assert _cell_text(missing) == ""
+    assert _cell_text({"k": None, "n": 2}) == "n 2"
+    assert _cell_text(["a", pd.NA, "b"]) == "a, b"

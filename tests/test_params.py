@@ -211,3 +211,10 @@ def test_a_value_of_the_wrong_type_is_rejected_by_the_spec(spec):
 def test_an_unknown_attacker_table_is_rejected():
     with pytest.raises(ConfigError, match=r"unknown attacker \[attacker.nope\]; expected one of tfidf"):
         parse_config("[attacker.nope]\nx = 1\n", "audit.toml")
+
+
+def test_an_integer_beyond_the_float_range_is_a_config_error():
+    from cpa_core.config import parse_config
+
+    with pytest.raises(ConfigError, match=r"\[audit\] seed: expected an integer at least 0"):
+        parse_config("[audit]\nseed = 1" + "0" * 400 + "\n", "audit.toml")

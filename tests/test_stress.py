@@ -252,3 +252,10 @@ def test_drift_calibrates_a_grouped_audit_pooled():
         assert row["q_hat"] == pytest.approx(scores[k - 1])
         own = frame[(frame["calibration"] == "own (recalibrated on B)") & (frame["confidence"] == level)].iloc[0]
         assert same(own["q_hat"], None)  # two groups, two thresholds: no single q_hat
+
+
+def test_a_sweep_needs_a_value():
+    from cpa_core.stress import sweep
+
+    with pytest.raises(ConfigError, match="at least one value"):
+        sweep(None, None, None, None, "seed", [])
