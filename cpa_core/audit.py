@@ -27,15 +27,46 @@ from .candidates import CandidateTable, Progress
 from .conformal import ALL, Calibration, calibrate, confidence_label, exact_fraction, set_sizes
 from .data import Documents, Registry
 from .errors import ConfigError
-from .knowledge import KnowledgeLevel
+from .knowledge import QUERY_MODES, KnowledgeLevel
 from .metrics import AuditSummary, summarize
 from .policy import ReleasePolicy
 from .records import write_audit
+from .params import Param
 from .scores import SCORES, get_score
 from .split import split_indices
 
 MISS_POLICIES = ("infinite", "exclude")
 DEFAULT_CONFIDENCES = (0.90, 0.95, 0.99)
+
+AUDIT_PARAMS = (
+    Param("knowledge", "text", None, "Knowledge level", "A level declared under [knowledge].", optional=True,
+          option="--knowledge"),
+    Param("attacker", "text", "tfidf", "Attacker", "A registered attacker.", option="--attacker"),
+    Param("query_mode", "choice", None, "Query mode", "direct: the released text is the query; direct_plus_clues: "
+          "an LLM's clues are appended (default: the knowledge level's).", choices=QUERY_MODES, optional=True,
+          option="--query-mode"),
+    Param("score", "choice", "aps", "Nonconformity score", "aps (default), rank, probability, or given (the "
+          "attacker's own score).", choices=tuple(SCORES), option="--score"),
+    Param("confidence", "floats", DEFAULT_CONFIDENCES, "Confidence levels", "Levels to certify.", above=0, below=1,
+          option="--confidence"),
+    Param("n_cal", "int", None, "Calibration documents", "Default: half of the documents.", min=1, optional=True,
+          option="--n-cal"),
+    Param("n_test", "int", None, "Test documents", "Default: the rest.", min=1, optional=True, option="--n-test"),
+    Param("seed", "int", 0, "Split seed", "Seed of the calibration/test split.", min=0, option="--seed"),
+    Param("group_column", "text", None, "Group column", "Calibrate separately per value of this column (Mondrian).",
+          optional=True, option="--group-column"),
+    Param("top_k", "int", None, "Top-K shortlist", "Truncate each candidate pool to its top K.", min=1, optional=True,
+          option="--top-k"),
+    Param("miss_policy", "choice", "infinite", "Miss policy", "Calibration documents whose truth is outside the "
+          "pool: score +inf (default) or excluded.", choices=MISS_POLICIES, option="--miss-policy"),
+    Param("flag_below", "int", 11, "Release policy k", "Flag documents whose set has fewer than k members.", min=1,
+          option="--flag-below"),
+    Param("leakage_threshold", "float", None, "Leakage threshold", "Also flag documents whose leakage proxy exceeds "
+          "it.", above=0, max=1, optional=True, option="--leakage-threshold"),
+    Param("flag_confidence", "float", None, "Flagging confidence", "The level at which documents are flagged "
+          "(default: the lowest audited level).", above=0, below=1, optional=True, option="--flag-confidence"),
+)
+"""The ``[audit]`` table (command-line options of the same meaning override it)."""
 
 
 @dataclass(frozen=True)
@@ -82,20 +113,11 @@ class AuditConfig:
     flag_confidence: float | None = None
 
     def __post_init__(self):
-        get_score(self.score)
-        if not self.confidences:
-            raise ConfigError("at least one confidence level is needed")
-        for level in self.confidences:
-            if not 0 < exact_fraction(level) < 1:
-                raise ConfigError(f"a confidence level must lie strictly between 0 and 1, found {level}")
-        if self.miss_policy not in MISS_POLICIES:
-            raise ConfigError(f"unknown miss_policy '{self.miss_policy}'; expected one of {', '.join(MISS_POLICIES)}")
-        if self.top_k is not None and self.top_k < 1:
-            raise ConfigError(f"top-K must be at least 1, found {self.top_k}")
-        if self.flag_below < 1:
-            raise ConfigError(f"flag_below must be at least 1, found {self.flag_below}")
-        if self.leakage_threshold is not None and not 0 < self.leakage_threshold <= 1:
-            raise ConfigError(f"the leakage threshold must lie in (0, 1], found {self.leakage_threshold}")
+        by_name = {param.name: param for param in AUDIT_PARAMS}
+        for name in ("score", "n_cal", "n_test", "seed", "top_k", "miss_policy", "flag_below", "leakage_threshold",
+                     "flag_confidence"):
+            by_name[name].check(getattr(self, name), "[audit]")
+        by_name["confidence"].check(list(self.confidences), "[audit]")
         if self.flag_confidence is not None and confidence_label(self.flag_confidence) not in \
                 {confidence_label(c) for c in self.confidences}:
             raise ConfigError(f"the flagging confidence {self.flag_confidence} is not among the audited levels "

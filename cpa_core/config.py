@@ -35,43 +35,12 @@ from .attackers.imported import CandidateScores
 from .attackers.llm_clues import CLUE_PARAMS
 from .attackers.registry import attacker_specs, get_spec
 from .attackers.spec import BuildContext
-from .audit import DEFAULT_CONFIDENCES, MISS_POLICIES, AttackerConfig, AuditConfig
+from .audit import AUDIT_PARAMS, DEFAULT_CONFIDENCES, AttackerConfig, AuditConfig
 from .data import Documents, Registry, load_documents, load_registry
 from .errors import ConfigError
 from .knowledge import QUERY_MODES, KnowledgeLevel, full_knowledge
 from .llm import LLM_PARAMS
 from .params import Param, check_table
-from .scores import SCORES
-
-AUDIT_PARAMS = (
-    Param("knowledge", "text", None, "Knowledge level", "A level declared under [knowledge].", optional=True,
-          option="--knowledge"),
-    Param("attacker", "text", "tfidf", "Attacker", "A registered attacker.", option="--attacker"),
-    Param("query_mode", "choice", None, "Query mode", "direct: the released text is the query; direct_plus_clues: "
-          "an LLM's clues are appended (default: the knowledge level's).", choices=QUERY_MODES, optional=True,
-          option="--query-mode"),
-    Param("score", "choice", "aps", "Nonconformity score", "aps (default), rank, probability, or given (the "
-          "attacker's own score).", choices=tuple(SCORES), option="--score"),
-    Param("confidence", "floats", DEFAULT_CONFIDENCES, "Confidence levels", "Levels to certify.", above=0, below=1,
-          option="--confidence"),
-    Param("n_cal", "int", None, "Calibration documents", "Default: half of the documents.", min=1, optional=True,
-          option="--n-cal"),
-    Param("n_test", "int", None, "Test documents", "Default: the rest.", min=1, optional=True, option="--n-test"),
-    Param("seed", "int", 0, "Split seed", "Seed of the calibration/test split.", min=0, option="--seed"),
-    Param("group_column", "text", None, "Group column", "Calibrate separately per value of this column (Mondrian).",
-          optional=True, option="--group-column"),
-    Param("top_k", "int", None, "Top-K shortlist", "Truncate each candidate pool to its top K.", min=1, optional=True,
-          option="--top-k"),
-    Param("miss_policy", "choice", "infinite", "Miss policy", "Calibration documents whose truth is outside the "
-          "pool: score +inf (default) or excluded.", choices=MISS_POLICIES, option="--miss-policy"),
-    Param("flag_below", "int", 11, "Release policy k", "Flag documents whose set has fewer than k members.", min=1,
-          option="--flag-below"),
-    Param("leakage_threshold", "float", None, "Leakage threshold", "Also flag documents whose leakage proxy exceeds "
-          "it.", above=0, max=1, optional=True, option="--leakage-threshold"),
-    Param("flag_confidence", "float", None, "Flagging confidence", "The level at which documents are flagged "
-          "(default: the lowest audited level).", above=0, below=1, optional=True, option="--flag-confidence"),
-)
-"""The ``[audit]`` table (command-line options of the same meaning override it)."""
 
 LEVEL_PARAMS = (
     Param("fields", "fields", (), "Fields", "Registry fields the attacker sees."),

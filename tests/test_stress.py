@@ -59,9 +59,9 @@ def test_unknown_field_is_a_config_error(synthetic):
 
 def test_an_invalid_value_is_a_config_error(synthetic):
     documents, registry, config, table, _ = synthetic
-    with pytest.raises(ConfigError, match="unknown score 'nope'"):
+    with pytest.raises(ConfigError, match="score: expected one of .*found 'nope'"):
         sweep(documents, registry, config, table, "score", ["aps", "nope"])
-    with pytest.raises(ConfigError, match="top-K must be at least 1"):
+    with pytest.raises(ConfigError, match="top_k: expected an integer at least 1, found 0"):
         sweep(documents, registry, config, table, "top_k", [0])
 
 
