@@ -26,11 +26,10 @@ from cpa_core.attackers.forced_choice import ForcedChoiceAttacker
 from cpa_core.attackers.llm_clues import LLMClueExtractor
 from cpa_core.attackers.profile import ProfileAttacker, attributes_from_registry, certified_attribute_sets
 from cpa_core.attackers.tfidf import TfidfAttacker
-from cpa_core.audit import AuditConfig, run_audit
+from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
 from cpa_core.config import load_config
 from cpa_core.data import load_documents, load_registry
 from cpa_core.llm import LLMClient, LLMSettings
-from cpa_core.metrics import summarize
 from cpa_core.records import manifest
 from llm_server import llm_server  # noqa: F401  (the session fixture)
 
@@ -86,7 +85,7 @@ def make_client(llm_server, cache_dir, monkeypatch):  # noqa: F811
 
 
 def audit(documents, registry, attacker, level, score="aps"):
-    config = AuditConfig(knowledge=level, attacker=attacker.params(), score=score, confidences=CONFIDENCES,
+    config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), score=score, confidences=CONFIDENCES,
                          n_cal=N_DOCS // 2, n_test=N_DOCS // 2, seed=7)
     return run_audit(documents, registry, attacker, config)
 
@@ -95,7 +94,7 @@ def check_certificates(result, pool_size: int) -> None:
     assert len(result.calibration_split) == N_DOCS // 2 and len(result.test_split) == N_DOCS // 2
     table = result.test_split.table
     assert (table.pool_sizes == pool_size).all()
-    summary = summarize(result)
+    summary = result.summary().to_dict()
     for level in CONFIDENCES:
         cert = result.certificate(level)
         assert ((cert.set_sizes >= 0) & (cert.set_sizes <= table.pool_sizes)).all()
@@ -162,11 +161,9 @@ def test_clue_attacker_end_to_end(sample, make_client, llm_server):  # noqa: F81
         assert query == (text + "\n" + "; ".join(clues) if clues else text)
     check_certificates(result, len(registry))
     params = extractor.params()
-    assert params["counters"]["documents"] == N_DOCS and params["prompt"]["sha256"] == extractor.template.sha256
+    assert extractor.counters()["documents"] == N_DOCS and params["prompt"]["sha256"] == extractor.template.sha256
     rerun_from_cache(make_client, build, documents, registry, level, result)
-    # the manifest names the clue prompt once TfidfAttacker.params() reports its extractor
-    if "clue_extractor" not in result.config.attacker:
-        pytest.xfail("TfidfAttacker.params() does not report its clue extractor yet (edit of attackers/tfidf.py)")
+    assert "clue_extractor" in result.config.attacker.details  # the manifest names the clue prompt
     check_manifest(result, llm_server, extractor.template)
 
 
@@ -188,7 +185,7 @@ def test_forced_choice_end_to_end(sample, make_client, llm_server, mode):  # noq
     assert table.weight_kind == "probability"
     assert np.all(table.weights >= 0) and np.all(table.weights.sum(axis=1) <= 1 + 1e-9)
     assert np.all(np.diff(table.weights, axis=1) <= 1e-12)  # ranked by decreasing weight
-    counters = attacker.params()["counters"]
+    counters = attacker.counters()["attacker"]
     assert counters["documents"] == N_DOCS and counters["samples"] == N_DOCS * attacker.samples_per_document
     assert 0 <= counters["invalid_picks"] <= counters["samples"]
     assert sum(d["invalid_picks"] for d in attacker.per_document_.values()) == counters["invalid_picks"]
