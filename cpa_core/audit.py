@@ -32,7 +32,7 @@ from .metrics import AuditSummary, summarize
 from .policy import ReleasePolicy
 from .records import write_audit
 from .params import Param
-from .scores import SCORES, get_score
+from .scores import SCORES, Score, get_score
 from .split import split_indices
 
 MISS_POLICIES = ("infinite", "exclude")
@@ -166,10 +166,11 @@ class ScoredSplit:
     table : CandidateTable with n rows
     truth_ids : ndarray (n,)
     groups : ndarray (n,) or None
-    sorted_scores : ndarray (n, K), each row non-decreasing
+    sorted_scores : ndarray (n, K), each row non-decreasing (stored scale, see :mod:`cpa_core.scores`)
     truth_positions : ndarray (n,), -1 where the truth is outside the pool
     truth_scores : ndarray (n,), +inf where the truth is outside the pool
     truth_ranks : ndarray (n,), tie-pessimistic rank of the truth (1 = top), 0 outside the pool
+    score_name : the nonconformity score (``score.to_method`` gives the METHOD's scale for display)
     """
 
     table: CandidateTable
@@ -179,11 +180,12 @@ class ScoredSplit:
     truth_positions: np.ndarray = field(repr=False)
     truth_scores: np.ndarray = field(repr=False)
     truth_ranks: np.ndarray = field(repr=False)
+    score_name: str = "aps"
 
     @classmethod
     def build(cls, table: CandidateTable, truth_ids, groups, score: str) -> "ScoredSplit":
         positions = table.truth_positions(truth_ids)
-        scores = get_score(score).sorted_scores(table.weights, table.pool_sizes)
+        scores = get_score(score).sorted_scores(table.weights, table.pool_sizes, table.tail_mass)
         ranks = SCORES["rank"].sorted_scores(table.weights, table.pool_sizes)
         rows = np.arange(len(table))
         hit = positions >= 0
@@ -191,10 +193,14 @@ class ScoredSplit:
         truth_ranks = np.where(hit, ranks[rows, np.maximum(positions, 0)], 0).astype(np.int64) if len(table) \
             else np.empty(0, dtype=np.int64)
         return cls(table, np.asarray(truth_ids, dtype=object), None if groups is None else np.asarray(groups, dtype=object),
-                   scores, positions, truth_scores, truth_ranks)
+                   scores, positions, truth_scores, truth_ranks, get_score(score).name)
 
     def __len__(self) -> int:
         return len(self.table)
+
+    @property
+    def score(self) -> Score:
+        return get_score(self.score_name)
 
     @cached_property
     def group_codes(self) -> tuple[np.ndarray, np.ndarray]:
@@ -214,7 +220,8 @@ class ScoredSplit:
         index = np.asarray(index, dtype=int)
         return ScoredSplit(self.table.rows(index), self.truth_ids[index],
                            None if self.groups is None else self.groups[index], self.sorted_scores[index],
-                           self.truth_positions[index], self.truth_scores[index], self.truth_ranks[index])
+                           self.truth_positions[index], self.truth_scores[index], self.truth_ranks[index],
+                           self.score_name)
 
 
 @dataclass(frozen=True)

@@ -51,27 +51,35 @@ def top_candidates(values: np.ndarray, k: int | None) -> tuple[np.ndarray, np.nd
 
 def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m: int, top_k: int | None,
                        temperature: float, chunk_size: int, progress: Progress | None = None
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``top_k`` candidates of ``n`` queries among ``m`` (all when ``None``) and their softmax weights.
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Top-``top_k`` candidates of ``n`` queries among ``m`` (all when ``None``), their softmax weights over
+    the *whole* pool, and the mass of the candidates left out.
 
-    ``similarities(start, stop)`` returns the dense ``(stop - start, m)`` block of queries ``start`` to
-    ``stop``; blocks of ``chunk_size`` queries keep memory at ``chunk_size x m``.
+    The softmax is taken over all ``m`` candidates, so a shortlist keeps its candidates' weights unchanged
+    (no renormalisation); the mass of the others is summed directly (not as one minus the kept mass, which
+    would lose a tiny tail). ``similarities(start, stop)`` returns the dense ``(stop - start, m)`` block of
+    queries ``start`` to ``stop``; blocks of ``chunk_size`` queries keep memory at ``chunk_size x m``.
 
     Returns
     -------
-    (candidates, weights) : int32 and float64 arrays of shape (n, min(top_k, m))
+    (candidates, weights, tail_mass) : int32 (n, width), float64 (n, width) and float64 (n,), width
+    ``min(top_k, m)``
     """
     width = m if top_k is None else min(top_k, m)
     candidates = np.empty((n, width), dtype=np.int32)
     weights = np.empty((n, width), dtype=np.float64)
+    tail = np.zeros(n)
     for start in range(0, n, chunk_size):
         stop = min(start + chunk_size, n)
-        index, values = top_candidates(similarities(start, stop), top_k)
+        block = softmax_rows(similarities(start, stop).astype(np.float64), temperature)
+        index, values = top_candidates(block, top_k)
         candidates[start:stop] = index
-        weights[start:stop] = softmax_rows(values.astype(np.float64), temperature)
+        weights[start:stop] = values
+        if width < m:
+            tail[start:stop] = np.sort(np.partition(block, m - width, axis=1)[:, : m - width], axis=1).sum(axis=1)
         if progress:
             progress(stop, n, "ranking the registry")
-    return candidates, weights
+    return candidates, weights, tail
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,9 @@ class CandidateTable:
     queries : tuple of str, optional
         The query string each document was attacked with.
     weight_kind : str
+    tail_mass : ndarray of shape (n,), optional
+        Probability mass of each pool outside the table: candidates cut by a shortlist, invalid LLM picks.
+        The APS score counts it below every listed candidate (``None``: none).
     """
 
     doc_ids: np.ndarray
@@ -101,6 +112,7 @@ class CandidateTable:
     candidate_ids: np.ndarray
     queries: tuple[str, ...] | None = None
     weight_kind: str = "probability"
+    tail_mass: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.doc_ids.shape[0])
@@ -114,21 +126,22 @@ class CandidateTable:
         index = np.asarray(index, dtype=int)
         return replace(self, doc_ids=self.doc_ids[index], candidates=self.candidates[index],
                        weights=self.weights[index], pool_sizes=self.pool_sizes[index],
-                       queries=None if self.queries is None else tuple(self.queries[i] for i in index))
+                       queries=None if self.queries is None else tuple(self.queries[i] for i in index),
+                       tail_mass=None if self.tail_mass is None else self.tail_mass[index])
 
     def truncate(self, k: int) -> "CandidateTable":
-        """The top-``k`` shortlist of each pool, with probabilities renormalised over the shortlist."""
+        """The top-``k`` shortlist of each pool; the weights of the kept candidates are unchanged and the
+        mass of the cut ones joins ``tail_mass`` (no renormalisation over the shortlist)."""
         if k < 1:
             raise ValueError(f"top-K must be at least 1, found {k}")
         if k >= self.width:
             return self
-        candidates = self.candidates[:, :k].copy()
-        weights = self.weights[:, :k].copy()
-        pool = np.minimum(self.pool_sizes, k)
+        cut = np.where(np.arange(k, self.width)[None, :] < self.pool_sizes[:, None], self.weights[:, k:], 0.0)
+        tail = (np.zeros(len(self)) if self.tail_mass is None else self.tail_mass)
         if self.weight_kind == "probability":
-            total = weights.sum(axis=1, keepdims=True)
-            weights = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
-        return replace(self, candidates=candidates, weights=weights, pool_sizes=pool)
+            tail = tail + np.sort(np.where(np.isfinite(cut), cut, 0.0), axis=1).sum(axis=1)
+        return replace(self, candidates=self.candidates[:, :k].copy(), weights=self.weights[:, :k].copy(),
+                       pool_sizes=np.minimum(self.pool_sizes, k), tail_mass=tail)
 
     def truth_positions(self, identity_ids) -> np.ndarray:
         """0-based position of each document's true identity in its ranked pool, ``-1`` if absent."""

@@ -21,6 +21,7 @@ from typing import Hashable, Iterable, Sequence
 import numpy as np
 
 from .errors import ConfigError
+from .scores import RELATIVE_TOLERANCE
 
 ALL = "__all__"  # the stratum key of a calibration without groups
 
@@ -193,7 +194,7 @@ def calibrate(calibration_scores: np.ndarray, confidences: Iterable,
 
 
 def set_sizes(sorted_scores: np.ndarray, pool_sizes: np.ndarray, q_hat: np.ndarray | float) -> np.ndarray:
-    """Size of each certified set ``{y : s(x, y) <= q_hat}``.
+    """Size of each certified set ``{y : s(x, y) <= q_hat}`` (scores within tolerance of ``q_hat`` are in).
 
     Parameters
     ----------
@@ -204,12 +205,19 @@ def set_sizes(sorted_scores: np.ndarray, pool_sizes: np.ndarray, q_hat: np.ndarr
         Number of real candidates in each row.
     q_hat : float or ndarray of shape (n,)
     """
-    q = np.asarray(q_hat, dtype=float)
+    q = within_tolerance(np.asarray(q_hat, dtype=float))
     if q.ndim == 0:
         counts = np.count_nonzero(sorted_scores <= q, axis=1)
     else:
         counts = np.count_nonzero(sorted_scores <= q[:, None], axis=1)
     return np.minimum(counts, pool_sizes)
+
+
+def within_tolerance(q_hat: np.ndarray) -> np.ndarray:
+    """The largest stored score that compares as at most ``q_hat``: ``q_hat`` plus its relative tolerance
+    (:data:`~cpa_core.scores.RELATIVE_TOLERANCE`; sums equal in exact arithmetic are not split)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(q_hat), q_hat + RELATIVE_TOLERANCE * np.abs(q_hat), q_hat)
 
 
 def p_values(sorted_calibration_scores: np.ndarray, scores: np.ndarray) -> np.ndarray:

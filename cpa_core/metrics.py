@@ -67,7 +67,7 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
         "p90_set_size": float(np.percentile(sizes, 90)) if n else None,
         "mean_leakage": float(np.mean(1.0 / np.maximum(1, sizes))) if n else None,
         "empty_rate": float(np.mean(sizes == 0)) if n else None,
-        "q_hat": _finite(q[0]) if q.shape[0] == 1 else None,
+        "q_hat": _finite(split.score.to_method(q[0])) if q.shape[0] == 1 else None,
     }
     out.update(ranking_metrics(split.truth_ranks[mask]))
     if policy is not None:
@@ -83,7 +83,7 @@ class AuditSummary:
 
     ``levels`` maps a confidence label to its entry: the test split's metrics (with ``n_cal``, the
     calibration size that level needs for a finite threshold ``n_cal_needed``, ``alpha`` and the
-    calibration notes as ``warnings``) and, with groups, ``groups`` mapping each group to its own metrics, ``n_cal``
+    calibration notes as ``warnings``). Thresholds are on the METHOD's scale (an APS mass, a rank, ...). and, with groups, ``groups`` mapping each group to its own metrics, ``n_cal``
     and ``q_hat`` (the group's threshold under per-group calibration, else the pooled one).
     """
 
@@ -149,7 +149,7 @@ def summarize(result: "AuditResult", confidences: Iterable | None = None,
             for code, group in enumerate(keys.tolist()):
                 metrics = certificate_metrics(cert, codes == code, policy)
                 metrics["n_cal"] = calibration.n_.get(group, 0)
-                metrics["q_hat"] = _finite(calibration.q_hat(level, group))
+                metrics["q_hat"] = _finite(split.score.to_method(calibration.q_hat(level, group)))
                 entry["groups"][str(group)] = metrics
         per_level[confidence_label(level)] = entry
     return AuditSummary(config.config_id, config.score, config.knowledge.name, config.attacker.name,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .conformal import confidence_label
+from .scores import get_score
 from .policy import worklist, worklist_csv, worklist_json
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ def manifest(result: "AuditResult") -> dict:
         "knowledge_fields": list(config.knowledge.fields),
         "attacker": config.attacker.to_dict(),
         "score": config.score,
+        "score_scale": f"records store scores as {get_score(config.score).stored_as}",
         "confidences": [confidence_label(c) for c in config.confidences],
         "seed": config.seed,
         "split": {"n_cal": len(result.calibration_split), "n_test": len(result.test_split),

@@ -11,6 +11,21 @@ what makes a certified set a prefix of the ranking (see :mod:`cpa_core.conformal
 - ``probability``: ``1 - p(y|x)``.
 - ``given``: the attacker's own nonconformity score, stored as minus the weight (attackers that score
   candidates directly, such as Profile-CPA, declare it and need it).
+
+**Resolution.** With a peaked softmax, all but the first few candidates carry tiny masses, and
+``1 - tiny`` rounds to 1.0 in floating point: every tail candidate would tie with the truth of any hard
+calibration document and the sets would become the whole pool. Scores are therefore *stored* on a scale
+that keeps relative precision, a strictly increasing function of the METHOD's score (so thresholds and
+sets are the same): APS as minus the mass *below* the candidate, ``-(1 - s)``, summed from the bottom of
+the ranking with compensated (Neumaier) summation, the probability score as ``-p``. The mass below
+includes the pool's mass outside the table (``tail_mass``: candidates cut by a top-K shortlist, invalid
+LLM picks), so a shortlist never changes the scores of the candidates it keeps. :meth:`Score.to_method`
+converts stored scores back to the METHOD's scale for display.
+
+**Ties across documents.** Stored scores come from floating-point sums whose error is a few units in the
+last place; two scores are compared as equal when they agree to :data:`RELATIVE_TOLERANCE` (32 units in
+the last place, about 3.6e-15 relative). Scores that differ by more, such as masses 1e-13 apart, stay
+apart; scores equal in exact arithmetic are never split by summation order.
 """
 
 from __future__ import annotations
@@ -22,13 +37,17 @@ import numpy as np
 
 from .errors import ConfigError
 
+RELATIVE_TOLERANCE = 2.0 ** -48
+"""Stored scores within this relative distance are equal: far above the few ulps of a compensated sum,
+far below any difference that matters (1e-13 apart is a difference)."""
+
 
 def _tie_group_end(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Replace each entry by its value at the last position of its run of equal weights.
 
-    ``values`` must be increasing along each row, so the value at the end of a candidate's tie group
-    is the smallest end value at or after its position. Only rows with ties are touched; ``values``
-    is modified in place (callers pass a fresh array).
+    ``values`` must be non-decreasing along each row, so the value at the end of a candidate's tie group
+    is the smallest end value at or after its position. Only rows with ties are touched; ``values`` is
+    modified in place (callers pass a fresh array).
     """
     n, width = weights.shape
     if width < 2:
@@ -44,18 +63,23 @@ def _tie_group_end(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return values
 
 
-SCORE_DECIMALS = 12
-"""Weights sums are rounded to this many decimals: masses equal in exact arithmetic (0.6 + 0.3 and
-0.5 + 0.4) must compare equal across documents. Rounding is monotone, so validity is unaffected."""
+def mass_below(weights: np.ndarray, tail_mass: np.ndarray | None = None) -> np.ndarray:
+    """Mass strictly after each position of each row, plus the row's ``tail_mass`` (Neumaier-compensated).
 
-
-def _round(values: np.ndarray) -> np.ndarray:
-    """``values`` rounded to ``SCORE_DECIMALS`` decimals, in place."""
-    scale = 10.0 ** SCORE_DECIMALS
-    values *= scale
-    np.rint(values, out=values)
-    values /= scale
-    return values
+    ``weights`` are sorted by decreasing weight, with padding as 0; the sum runs from the bottom, so tiny
+    tails keep their relative precision.
+    """
+    n, width = weights.shape
+    total = np.zeros(n) if tail_mass is None else np.asarray(tail_mass, dtype=float).copy()
+    compensation = np.zeros(n)
+    below = np.empty((n, width))
+    for j in range(width - 1, -1, -1):
+        below[:, j] = total + compensation
+        w = weights[:, j]
+        summed = total + w
+        compensation += np.where(np.abs(total) >= np.abs(w), (total - summed) + w, (w - summed) + total)
+        total = summed
+    return below
 
 
 def _padding(weights: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray | None:
@@ -71,85 +95,97 @@ class Score:
 
     ``sorted_scores`` scores every ranked candidate (what certified sets need); ``truth_scores`` scores
     one candidate per row straight from an unsorted weight matrix (what calibration needs), in one pass.
+    Both return stored scores; :meth:`to_method` gives the METHOD's scale.
     """
 
     name: str
     needs_weights: bool
-    _compute: Callable[[np.ndarray], np.ndarray]
+    _compute: Callable[[np.ndarray, np.ndarray], np.ndarray]
     description: str
-    _truth: Callable[[np.ndarray, np.ndarray], np.ndarray] = None
+    _truth: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    _method: Callable[[np.ndarray], np.ndarray]
+    stored_as: str = "the METHOD's score"
 
-    def truth_scores(self, weights: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    def truth_scores(self, weights: np.ndarray, columns: np.ndarray, tail_mass: np.ndarray | None = None) -> np.ndarray:
         """Score of candidate ``columns[i]`` in row ``i`` of an unsorted weight matrix (no padding).
 
-        Equal to the corresponding entry of :meth:`sorted_scores` on the sorted rows.
+        Equal (to :data:`RELATIVE_TOLERANCE`) to the corresponding entry of :meth:`sorted_scores` on the
+        sorted rows.
 
         Parameters
         ----------
         weights : ndarray of shape (n, M)
         columns : ndarray of shape (n,), int
+        tail_mass : ndarray of shape (n,), optional
         """
+        tail = np.zeros(weights.shape[0]) if tail_mass is None else np.asarray(tail_mass, dtype=float)
         truth = np.take_along_axis(weights, np.asarray(columns)[:, None], axis=1)
-        return self._truth(weights, truth)
+        return self._truth(weights, truth, tail)
 
-    def sorted_scores(self, weights: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray:
-        """Scores of the ranked candidates.
+    def sorted_scores(self, weights: np.ndarray, pool_sizes: np.ndarray,
+                      tail_mass: np.ndarray | None = None) -> np.ndarray:
+        """Stored scores of the ranked candidates.
 
         Parameters
         ----------
         weights : ndarray of shape (n, K)
             Each row sorted by decreasing weight; entries beyond the row's pool size are padding.
         pool_sizes : ndarray of shape (n,)
+        tail_mass : ndarray of shape (n,), optional
+            Probability mass of each pool outside the table (the APS score counts it below every candidate).
 
         Returns
         -------
         ndarray of shape (n, K), non-decreasing along each row, ``+inf`` at padding.
         """
+        tail = np.zeros(weights.shape[0]) if tail_mass is None else np.asarray(tail_mass, dtype=float)
         padding = _padding(weights, pool_sizes)
         if padding is None:
-            return self._compute(weights)
-        scores = self._compute(np.where(padding, -np.inf, weights))
+            return self._compute(weights, tail)
+        scores = self._compute(np.where(padding, -np.inf, weights), tail)
         scores[padding] = np.inf
         return scores
 
+    def to_method(self, stored):
+        """Stored scores on the METHOD's scale (APS mass, rank, ``1 - p``); for display only."""
+        values = np.asarray(stored, dtype=float)
+        out = np.where(np.isfinite(values), self._method(values), values)
+        return float(out) if out.ndim == 0 else out
 
-def _aps(weights: np.ndarray) -> np.ndarray:
-    padded = weights.shape[1] > 0 and not np.isfinite(weights[:, -1]).all()  # padding sits at the row ends
-    cumulative = _round(np.cumsum(np.where(np.isfinite(weights), weights, 0.0) if padded else weights, axis=1))
-    return _tie_group_end(cumulative, weights)
+
+def _aps(weights: np.ndarray, tail: np.ndarray) -> np.ndarray:
+    real = np.where(np.isfinite(weights), weights, 0.0)  # padding (-inf) adds no mass
+    return _tie_group_end(-mass_below(real, tail), weights)
 
 
-def _rank(weights: np.ndarray) -> np.ndarray:
+def _rank(weights: np.ndarray, tail: np.ndarray) -> np.ndarray:
     positions = np.broadcast_to(np.arange(1, weights.shape[1] + 1, dtype=float), weights.shape).copy()
     return _tie_group_end(positions, weights)
 
 
-def _probability(weights: np.ndarray) -> np.ndarray:
-    return _round(1.0 - np.where(np.isfinite(weights), weights, 0.0))
+def _minus_weight(weights: np.ndarray, tail: np.ndarray) -> np.ndarray:
+    return -weights.astype(float)
 
 
-def _given(weights: np.ndarray) -> np.ndarray:
-    return _round(-weights.astype(float))
-
-
-def _at_least(weights: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    return weights >= truth
+def _aps_truth(weights, truth, tail):
+    return -(tail + np.where(weights < truth, weights, 0.0).sum(axis=1))
 
 
 SCORES: dict[str, Score] = {
-    "aps": Score("aps", True, _aps, "probability mass accumulated from the top down to the candidate",
-                 lambda w, t: _round(np.where(_at_least(w, t), w, 0.0).sum(axis=1))),
+    "aps": Score("aps", True, _aps, "probability mass accumulated from the top down to the candidate", _aps_truth,
+                 lambda s: 1.0 + s, "minus the probability mass below the candidate (APS = 1 + stored)"),
     "rank": Score("rank", False, _rank, "rank of the candidate in the attacker's list (ties share the worst rank)",
-                  lambda w, t: np.count_nonzero(_at_least(w, t), axis=1).astype(float)),
-    "probability": Score("probability", True, _probability, "one minus the candidate's weight",
-                         lambda w, t: _round(1.0 - t[:, 0])),
-    "given": Score("given", True, _given, "the attacker's own score of the candidate (minus its weight)",
-                   lambda w, t: _round(-t[:, 0].astype(float))),
+                  lambda w, t, tail: np.count_nonzero(w >= t, axis=1).astype(float), lambda s: s),
+    "probability": Score("probability", True, _minus_weight, "one minus the candidate's weight",
+                         lambda w, t, tail: -t[:, 0].astype(float), lambda s: 1.0 + s,
+                         "minus the candidate's weight (1 - p = 1 + stored)"),
+    "given": Score("given", True, _minus_weight, "the attacker's own score of the candidate (minus its weight)",
+                   lambda w, t, tail: -t[:, 0].astype(float), lambda s: s, "the attacker's score (minus its weight)"),
 }
 
 
 def get_score(score: str | Score) -> Score:
-    """The score named ``score`` (``aps``, ``rank``, ``probability``), or ``score`` itself."""
+    """The score named ``score`` (``aps``, ``rank``, ``probability``, ``given``), or ``score`` itself."""
     if isinstance(score, Score):
         return score
     try:

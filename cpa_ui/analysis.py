@@ -106,7 +106,7 @@ def candidate_table(cert: Certificate, row: int, registry: Registry, fields: Seq
         "in_set": np.arange(shown) < size,
         "is_truth": [str(c) == str(split.truth_ids[row]) for c in ids],
         "weight": table.weights[row, :shown] if table.weight_kind == "probability" else np.full(shown, np.nan),
-        "score": split.sorted_scores[row, :shown],
+        "score": split.score.to_method(split.sorted_scores[row, :shown]),
     })
     for field in fields:
         frame[field] = [profiles[field].get(c) if c in profiles.index else None for c in ids]

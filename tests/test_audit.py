@@ -1,12 +1,14 @@
 """The pipeline: a hand-computed toy audit, re-thresholding without re-attack, configuration checks."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from cpa_core.audit import AuditConfig, run_audit
 from cpa_core.errors import ConfigError
+from cpa_core.scores import get_score
 from tables import (LEVEL, audited_groups, documents_and_registry, probability_matrix, sample_truth, table_from_matrix,
                     toy_attacker, toy_table)
 
@@ -20,11 +22,12 @@ def test_toy_audit_by_hand():
     # APS score of each document's truth, by hand
     truth_score = {"d0": 0.9, "d1": 0.9, "d2": 0.7, "d3": 1.0}
     truth_rank = {"d0": 2, "d1": 2, "d2": 1, "d3": 3}
-    assert result.calibration_split.truth_scores.tolist() == pytest.approx([truth_score[d] for d in cal_ids])
+    stored = result.calibration_split.truth_scores
+    assert get_score("aps").to_method(stored).tolist() == pytest.approx([truth_score[d] for d in cal_ids])
     # n = 2, alpha = 0.5: k = ceil(3 * 0.5) = 2, the larger calibration score
     expected_q = max(truth_score[d] for d in cal_ids)
     cert = result.certificate(0.5)
-    assert cert.q_hat.tolist() == pytest.approx([expected_q, expected_q])
+    assert get_score("aps").to_method(cert.q_hat).tolist() == pytest.approx([expected_q, expected_q])
     for row, doc in enumerate(result.test_split.table.doc_ids):
         aps = np.cumsum(toy_table().weights[int(doc[1])])
         # d3 has a tie 0.4/0.4: both enter at 0.8
@@ -97,3 +100,50 @@ def test_sums_equal_in_exact_arithmetic_compare_equal_across_documents():
     assert result.calibration_split.table.doc_ids.tolist() == ["d0", "d2"]
     cert = result.certificate(0.5)
     assert cert.set_sizes[result.test_split.table.doc_ids.tolist().index("d1")] == 2
+
+
+def test_a_peaked_softmax_does_not_saturate_into_whole_pool_sets():
+    """A sharp attacker (temperature 0.02): the top candidate holds nearly all the mass and the tails are
+    ~1e-13. On the METHOD's scale rounded to 12 decimals every tail candidate scores 1.0 and ties with the
+    truth of any missed calibration document, so every set would be the whole pool; stored masses keep the
+    tail apart, and the sets stay small with coverage intact."""
+    from cpa_core.candidates import CandidateTable, rank_by_similarity
+
+    rng = np.random.default_rng(5)
+    n, m = 600, 120
+    similarities = rng.random((n, m)) * 0.2
+    truth = rng.integers(0, m, n)
+    found = rng.random(n) < 0.95  # confidently right for 95 %, confidently wrong for the others
+    decoy = (truth + rng.integers(1, m, n)) % m
+    similarities[np.arange(n), np.where(found, truth, decoy)] += 0.8
+    candidates, weights, tail = rank_by_similarity(lambda a, b: similarities[a:b], n, m, None, 0.02, 256)
+    table = CandidateTable(np.array([f"d{i}" for i in range(n)], dtype=object), candidates, weights,
+                           np.full(n, m), np.array([f"p{j}" for j in range(m)], dtype=object), tail_mass=tail)
+    documents, registry = documents_and_registry([f"p{t}" for t in truth], m=m)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=300, n_test=300, confidences=(0.9, 0.95))
+    result = run_audit(documents, registry, None, config, table=table)
+    missed = result.calibration_split.truth_ranks > 1
+    rounded = np.round(get_score("aps").to_method(result.calibration_split.truth_scores[missed]), 12)
+    assert missed.sum() > 5 and (rounded == 1.0).all()  # what the rounded scale made of them
+    for level in (0.9, 0.95):
+        cert = result.certificate(level)
+        assert (cert.set_sizes == m).mean() < 0.05 and cert.covered.mean() >= level - 0.05
+    # the probability score separates the confident top from the tail even better
+    by_probability = run_audit(documents, registry, None, replace(config, score="probability"), table=table)
+    assert np.median(by_probability.certificate(0.9).set_sizes) == 1
+
+
+def test_a_shortlist_keeps_the_scores_and_the_sets_it_can_hold():
+    rng = np.random.default_rng(8)
+    probabilities = probability_matrix(500, 60, rng, concentration=0.2)
+    documents, registry = documents_and_registry([f"p{t}" for t in sample_truth(probabilities, rng)], m=60)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=250, n_test=250, confidences=(0.8,))
+    table = table_from_matrix(probabilities)
+    full = run_audit(documents, registry, None, config, table=table)
+    short = run_audit(documents, registry, None, replace(config, top_k=20), table=table)
+    kept = full.test_split.sorted_scores[:, :20]
+    np.testing.assert_allclose(short.test_split.sorted_scores, kept, rtol=1e-14)  # no renormalisation
+    assert short.calibration.q_hat(0.8) == pytest.approx(full.calibration.q_hat(0.8), rel=1e-14)
+    fits = full.certificate(0.8).set_sizes < 20
+    assert fits.mean() > 0.5
+    assert (short.certificate(0.8).set_sizes[fits] == full.certificate(0.8).set_sizes[fits]).all()

@@ -1,6 +1,7 @@
 """The candidate table helpers: top-K selection, the temperature softmax and the shared ranking loop."""
 
 import numpy as np
+import pytest
 
 from cpa_core.candidates import rank_by_similarity, softmax_rows, top_candidates
 
@@ -21,8 +22,18 @@ def test_ranking_loop_matches_one_block_and_reports_progress():
     blocks = rank_by_similarity(lambda a, b: similarities[a:b], 23, 9, 4, 0.5, chunk_size=5,
                                 progress=lambda done, total, step: seen.append((done, total)))
     whole = rank_by_similarity(lambda a, b: similarities[a:b], 23, 9, 4, 0.5, chunk_size=100)
-    assert (blocks[0] == whole[0]).all() and np.allclose(blocks[1], whole[1])
+    assert (blocks[0] == whole[0]).all() and np.allclose(blocks[1], whole[1]) and np.allclose(blocks[2], whole[2])
     assert seen == [(5, 23), (10, 23), (15, 23), (20, 23), (23, 23)]
     expected = np.argsort(-similarities, axis=1)[:, :4]
     assert (np.sort(blocks[0], axis=1) == np.sort(expected, axis=1)).all()
-    assert np.allclose(blocks[1].sum(axis=1), softmax_rows(np.sort(similarities, axis=1)[:, ::-1][:, :4], 0.5).sum(axis=1))
+    # the softmax runs over the whole pool: the kept weights are unchanged and the rest is the tail
+    full = softmax_rows(similarities, 0.5)
+    assert np.allclose(blocks[1], np.take_along_axis(full, blocks[0].astype(int), axis=1))
+    assert np.allclose(blocks[2], 1 - blocks[1].sum(axis=1)) and (blocks[2] > 0).all()
+
+
+def test_a_tiny_tail_keeps_its_relative_precision():
+    similarities = np.array([[1.0, 0.0, 0.0, 0.0]])
+    candidates, weights, tail = rank_by_similarity(lambda a, b: similarities[a:b], 1, 4, 1, 0.02, chunk_size=8)
+    assert candidates.tolist() == [[0]]
+    assert tail[0] == pytest.approx(3 * np.exp(-50.0), rel=1e-12)  # 1 - weights[0] would be 0 or noise

@@ -131,12 +131,12 @@ def test_cosine_softmax_and_top_k_by_hand(cache_dir):
     assert all(k["normalize_embeddings"] and k["convert_to_numpy"] and not k["show_progress_bar"]
                for k in encoder.kwargs)
 
-    # top-2: the two most similar profiles, softmax over the shortlist only
+    # top-2: the two most similar profiles, with their weights over the whole pool (no renormalisation)
     top2 = DenseAttacker(model="fake-vocabulary", encoder=encoder, temperature=0.5, top_k=2,
                          cache_dir=str(cache_dir)).attack(["d1"], ["alpha"], make_registry(TOY), WORDS)
     assert top2.candidates.tolist() == [[2, 0]] and top2.pool_sizes.tolist() == [2]
-    logits = np.array([1.0, 1 / math.sqrt(2)]) / 0.5
-    np.testing.assert_allclose(top2.weights[0], np.exp(logits) / np.exp(logits).sum(), rtol=1e-6)
+    np.testing.assert_allclose(top2.weights[0], table.weights[0, :2], rtol=1e-12)
+    np.testing.assert_allclose(top2.tail_mass, [table.weights[0, 2:].sum()], rtol=1e-12)
 
 
 def test_temperature_sharpens_without_reordering(cache_dir):
@@ -159,8 +159,9 @@ def test_chunked_top_k_equals_one_block(cache_dir):
     np.testing.assert_array_equal(whole.weights, chunked.weights)
     np.testing.assert_array_equal(np.sort(whole.candidates, axis=1), np.sort(chunked.candidates, axis=1))
     assert full.width == len(registry) and whole.width == 5
-    # the top-5 are the full pool's top-5 (same similarity values), renormalised
+    # the top-5 are the full pool's top-5 with the same weights; the cut mass is the tail
     np.testing.assert_allclose(whole.weights, full.truncate(5).weights, rtol=1e-9)
+    np.testing.assert_allclose(whole.tail_mass, full.truncate(5).tail_mass, rtol=1e-9)
 
 
 def test_top1_finds_the_person_on_a_toy_world(cache_dir):

@@ -100,7 +100,7 @@ def test_candidates_outside_the_registry_are_allowed(registry):
     assert ids(table, 0) == ["zed", "a"]
     split = ScoredSplit.build(table, ["zed", "b"], None, "aps")  # an open-world identity the attacker named
     assert split.in_pool.tolist() == [True, True]
-    assert split.truth_scores.tolist() == pytest.approx([0.7, 1.0])
+    assert split.score.to_method(split.truth_scores).tolist() == pytest.approx([0.7, 1.0])
 
 
 def test_integer_ids_match_text_ids(registry):
@@ -137,14 +137,15 @@ def test_hand_computed_calibration_and_sets(registry):
                       "t1,a,0.6\nt1,b,0.3\nt1,c,0.1\n"
                       "t2,d,0.95\nt2,a,0.05\n")
     cal = ScoredSplit.build(attack(attacker, registry, ["c1", "c2", "c3", "c4"]), ["a", "b", "c", "a"], None, "aps")
-    assert cal.truth_scores.tolist() == pytest.approx([0.5, 0.8, 1.0, math.inf])
+    assert cal.score.to_method(cal.truth_scores).tolist() == pytest.approx([0.5, 0.8, 1.0, math.inf])
     calibration = calibrate(cal.calibration_scores("infinite")[0], [0.5, 0.6, 0.7])
     # n = 4: k = ceil(5 * c) = 3, 3, 4
-    assert calibration.q_hat(0.5) == pytest.approx(1.0)
-    assert calibration.q_hat(0.6) == pytest.approx(1.0)
+    aps = cal.score.to_method
+    assert aps(calibration.q_hat(0.5)) == pytest.approx(1.0)
+    assert aps(calibration.q_hat(0.6)) == pytest.approx(1.0)
     assert calibration.q_hat(0.7) == math.inf
     excluded = calibrate(cal.calibration_scores("exclude")[0], [0.5])  # n = 3: k = ceil(2) = 2
-    assert excluded.q_hat(0.5) == pytest.approx(0.8)
+    assert aps(excluded.q_hat(0.5)) == pytest.approx(0.8)
     test = ScoredSplit.build(attack(attacker, registry, ["t1", "t2"]), ["b", "a"], None, "aps")
     # t1: APS 0.6, 0.9, 1.0 ; t2: APS 0.95, 1.0
     assert certify(test, excluded, 0.5).set_sizes.tolist() == [1, 0]

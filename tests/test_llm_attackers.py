@@ -309,7 +309,7 @@ def test_forced_choice_shortlist_is_truncated_to_k_and_scores_apply(tmp_path, re
     assert table.width == 3 and ids_of(table, 0) == ["P3", "P1", "P2"]
     np.testing.assert_allclose(table.weights[0], [2 / 3, 1 / 3, 0.0])
     from cpa_core.scores import SCORES
-    aps = SCORES["aps"].sorted_scores(table.weights, table.pool_sizes)[0]
+    aps = SCORES["aps"].to_method(SCORES["aps"].sorted_scores(table.weights, table.pool_sizes, table.tail_mass))[0]
     np.testing.assert_allclose(aps, [2 / 3, 1.0, 1.0])
 
 

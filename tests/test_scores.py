@@ -12,7 +12,7 @@ from cpa_core.scores import SCORES, get_score
 def scores(name, weights, pools=None):
     w = np.atleast_2d(np.array(weights, dtype=float))
     pools = np.full(w.shape[0], w.shape[1]) if pools is None else np.array(pools)
-    return get_score(name).sorted_scores(w, pools)
+    return get_score(name).to_method(get_score(name).sorted_scores(w, pools))
 
 
 def test_aps_hand_computed_with_ties():
@@ -74,4 +74,86 @@ def test_truth_scores_from_the_unsorted_matrix_equal_the_sorted_path(rows, name,
     sorted_scores = get_score(name).sorted_scores(ranked, np.full(len(rows), 3))
     position = np.argmax(index == truth[:, None], axis=1)
     expected = sorted_scores[np.arange(len(rows)), position]
-    assert np.allclose(get_score(name).truth_scores(weights, truth), expected, atol=1e-12)
+    assert np.allclose(get_score(name).truth_scores(weights, truth), expected, atol=1e-15)
+
+
+# --- resolution and exact ties ------------------------------------------------------------------------------
+
+def test_a_peaked_tail_keeps_its_order():
+    # masses far below 1e-12: the METHOD's scale rounds them all to 1.0; the stored scale keeps them apart
+    w = np.array([[1 - 3e-20, 2e-20, 1e-20, 0.0]])
+    stored = get_score("aps").sorted_scores(w, np.array([4]))[0]
+    assert stored.tolist() == pytest.approx([-3e-20, -1e-20, 0.0, 0.0], rel=1e-15, abs=0)
+    assert (get_score("aps").to_method(stored)[1:] == 1.0).all()  # what a display shows
+
+
+def test_the_shortlist_tail_counts_below_every_kept_candidate():
+    w = np.array([[0.5, 0.2]])
+    stored = get_score("aps").sorted_scores(w, np.array([2]), tail_mass=np.array([0.3]))[0]
+    assert get_score("aps").to_method(stored).tolist() == pytest.approx([0.5, 0.7])
+
+
+def _exact_sets(rows, truths, n_cal, confidence):
+    """Brute force in exact arithmetic from the decimals as written: APS of every candidate, the
+    k-th smallest calibration score, and each test document's set size."""
+    import math
+    from fractions import Fraction
+
+    def aps(row):
+        exact = [Fraction(v) for v in row]
+        return [sum(e for e in exact if e >= exact[j]) for j in range(len(row))]
+
+    cal = sorted(aps(row)[t] for row, t in zip(rows[:n_cal], truths[:n_cal]))
+    k = math.ceil((n_cal + 1) * Fraction(str(confidence)))
+    q = cal[k - 1] if k <= n_cal else None
+    return [len(row) if q is None else sum(s <= q for s in aps(row)) for row in rows[n_cal:]]
+
+
+def _float_sets(rows, truths, n_cal, confidence):
+    from cpa_core.conformal import calibrate, set_sizes
+
+    weights = np.array([[float(v) for v in row] for row in rows])
+    order = np.argsort(-weights, axis=1, kind="stable")
+    ranked = np.take_along_axis(weights, order, axis=1)
+    pools = np.full(len(rows), weights.shape[1])
+    stored = get_score("aps").sorted_scores(ranked, pools)
+    position = np.argmax(order == np.array(truths)[:, None], axis=1)
+    truth_scores = stored[np.arange(len(rows)), position]
+    calibration = calibrate(truth_scores[:n_cal], [confidence])
+    return set_sizes(stored[n_cal:], pools[n_cal:], calibration.q_hat(confidence)).tolist()
+
+
+@pytest.mark.parametrize("rows,truths", [
+    # 0.6 + 0.3 and 0.5 + 0.4 are both 0.9: equal in exact arithmetic, not in floating point
+    ([["0.6", "0.3", "0.1"], ["0.1", "0.6", "0.3"], ["0.5", "0.4", "0.1"], ["0.3", "0.2", "0.5"]], [1, 2, 1, 0]),
+    # 1e-13 apart: a 12-decimal rounding merged them; exact arithmetic keeps them apart
+    ([["0.5", "0.3000000000001", "0.1999999999999"], ["0.5", "0.3", "0.2"], ["0.5", "0.3", "0.2"],
+      ["0.5", "0.3000000000002", "0.1999999999998"]], [1, 1, 0, 1]),
+    # a peaked tail: 1e-15 and 2e-15 masses
+    ([["0.999999999999997", "0.000000000000002", "0.000000000000001"], ["0.999999999999997", "0.000000000000001",
+      "0.000000000000002"], ["0.999999999999998", "0.000000000000001", "0.000000000000001"]], [1, 2, 1]),
+])
+@pytest.mark.parametrize("n_cal,confidence", [(2, 0.5), (2, 0.6), (3, 0.5), (3, 0.7)])
+def test_sets_agree_with_exact_arithmetic_at_rounding_boundaries(rows, truths, n_cal, confidence):
+    if n_cal >= len(rows):
+        pytest.skip("needs a test document")
+    assert _float_sets(rows, truths, n_cal, confidence) == _exact_sets(rows, truths, n_cal, confidence)
+
+
+# a distribution over 4 candidates in steps of 1/10,000, written as decimals: cut points of 10,000
+distributions = st.lists(st.integers(0, 10_000), min_size=3, max_size=3).map(
+    lambda cuts: [f"{(b - a) / 10_000:.4f}" for a, b in zip([0, *sorted(cuts)], [*sorted(cuts), 10_000])])
+
+
+@given(st.lists(distributions, min_size=3, max_size=12), st.data(), st.sampled_from([0.5, 0.6, 0.75, 0.8]))
+def test_sets_agree_with_exact_arithmetic_on_decimal_weights(rows, data, confidence):
+    truths = [data.draw(st.integers(0, 3)) for _ in rows]
+    n_cal = len(rows) // 2
+    assert _float_sets(rows, truths, n_cal, confidence) == _exact_sets(rows, truths, n_cal, confidence)
+
+
+def test_a_sum_of_small_masses_equals_one_mass_of_the_same_decimal_value():
+    # below the top: 0.1 + 0.1 + 0.1 in one document, 0.3 in the other; in floating point they are an ulp apart
+    many, one = ["0.7", "0.1", "0.1", "0.1"], ["0.7", "0.3", "0", "0"]
+    for rows in ([many, one], [one, many]):
+        assert _float_sets(rows, [0, 0], 1, 0.5) == _exact_sets(rows, [0, 0], 1, 0.5) == [1]

@@ -137,7 +137,7 @@ def test_score_sweep_rows_equal_audits_run_with_that_score(synthetic):
             assert row["coverage"] == pytest.approx(cert.covered.mean())
             assert row["median_set_size"] == np.median(cert.set_sizes)
             assert row["mean_set_size"] == pytest.approx(cert.set_sizes.mean())
-            assert row["q_hat"] == pytest.approx(cert.q_hat[0])
+            assert row["q_hat"] == pytest.approx(result.test_split.score.to_method(cert.q_hat[0]))
             sizes_seen.add((level, float(cert.set_sizes.mean())))
     assert len(sizes_seen) == len(scores) * len(LEVELS)  # the scores really differ
     assert config.score == "aps"
@@ -220,7 +220,7 @@ def test_drift_rows_apply_the_threshold_of_a_to_the_test_split_of_b(calibrated_a
     split = b.test_split
     for (_, row), level in zip(shifted.iterrows(), LEVELS):
         q = a.calibration.q_hat(level)
-        assert row["q_hat"] == q
+        assert row["q_hat"] == split.score.to_method(q)
         sizes = (split.sorted_scores <= q).sum(axis=1)
         assert row["mean_set_size"] == pytest.approx(sizes.mean())
         assert row["median_set_size"] == np.median(sizes)
@@ -249,7 +249,7 @@ def test_drift_calibrates_a_grouped_audit_pooled():
     for level in (0.8, 0.9):
         k = math.ceil((n + 1) * level)  # the k-th smallest of the pooled calibration scores
         row = frame[(frame["calibration"] == "drift (calibrated on A)") & (frame["confidence"] == level)].iloc[0]
-        assert row["q_hat"] == pytest.approx(scores[k - 1])
+        assert row["q_hat"] == pytest.approx(result.test_split.score.to_method(scores[k - 1]))
         own = frame[(frame["calibration"] == "own (recalibrated on B)") & (frame["confidence"] == level)].iloc[0]
         assert same(own["q_hat"], None)  # two groups, two thresholds: no single q_hat
 

@@ -136,11 +136,11 @@ class RetrievalAttacker(AttackerBase):
     def ranked_table(self, doc_ids: Sequence[str], queries: Sequence[str], similarities: Callable[[int, int], np.ndarray],
                      registry: Registry, progress: Progress | None = None) -> CandidateTable:
         """The candidate table from a block function ``(start, stop) -> similarities of those queries``."""
-        candidates, weights = rank_by_similarity(similarities, len(doc_ids), len(registry), self.top_k,
-                                                 self.temperature, self.chunk_size, progress)
+        candidates, weights, tail = rank_by_similarity(similarities, len(doc_ids), len(registry), self.top_k,
+                                                       self.temperature, self.chunk_size, progress)
         return CandidateTable(doc_ids=np.asarray(doc_ids, dtype=object), candidates=candidates, weights=weights,
                               pool_sizes=np.full(len(doc_ids), candidates.shape[1], dtype=np.int64),
-                              candidate_ids=registry.ids, queries=tuple(queries))
+                              candidate_ids=registry.ids, queries=tuple(queries), tail_mass=tail)
 
     def clue_params(self) -> dict:
         return {"clue_extractor": self.clue_extractor.params()} if self.clue_extractor is not None else {}

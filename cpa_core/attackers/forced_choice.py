@@ -290,9 +290,12 @@ class ForcedChoiceAttacker(AttackerBase):
         self._ran = True
         log.info("forced choice (%s): %d documents, %d samples, %d invalid picks, %d uniform documents", self.mode,
                  n, self.samples_, self.invalid_picks_, int(uniform.sum()))
+        # invalid picks name no candidate: their share is mass below every option (APS of a pick counts it)
+        invalid_share = np.where(uniform | (pool_sizes == 0), 0.0, invalid / self.m) if self.mode == "sampling" \
+            else np.zeros(n)
         return CandidateTable(doc_ids=np.asarray(doc_ids, dtype=object), candidates=candidates, weights=weights,
                               pool_sizes=pool_sizes, candidate_ids=table.candidate_ids, queries=table.queries,
-                              weight_kind="probability")
+                              weight_kind="probability", tail_mass=invalid_share)
 
     # -- manifest -------------------------------------------------------------------------------------
 

@@ -49,7 +49,6 @@ from ..errors import ConfigError
 from ..knowledge import KnowledgeLevel
 from ..llm import LLMRequest, sample_seed
 from ..prompts import ATTRIBUTE_V1, PromptTemplate, attribute_choices, normalise_value, parse_attribute
-from ..scores import SCORE_DECIMALS
 from .base import AttackerBase
 from .forced_choice import SAMPLES
 from .llm_clues import check_call_budget
@@ -60,6 +59,7 @@ log = logging.getLogger(__name__)
 
 MAX_ALLOWED_VALUES = 50
 UNSEEN_SCORE = 1.0
+SCORE_DECIMALS = 12  # shares such as 2/6 and 1/3 computed apart compare equal
 
 
 @dataclass(frozen=True)
