@@ -25,7 +25,7 @@ import numpy as np
 from .attackers.base import Attacker, TermExplainer
 from .candidates import CandidateTable, Progress
 from .conformal import ALL, Calibration, calibrate, confidence_label, exact_fraction, set_sizes
-from .data import Documents, Registry
+from .data import Documents, Registry, registry_share
 from .errors import ConfigError
 from .knowledge import QUERY_MODES, KnowledgeLevel
 from .metrics import AuditSummary, summarize
@@ -189,9 +189,11 @@ class ScoredSplit:
         ranks = SCORES["rank"].sorted_scores(table.weights, table.pool_sizes)
         rows = np.arange(len(table))
         hit = positions >= 0
-        truth_scores = np.where(hit, scores[rows, np.maximum(positions, 0)], np.inf) if len(table) else np.empty(0)
-        truth_ranks = np.where(hit, ranks[rows, np.maximum(positions, 0)], 0).astype(np.int64) if len(table) \
-            else np.empty(0, dtype=np.int64)
+        if len(table) and table.width:
+            truth_scores = np.where(hit, scores[rows, np.maximum(positions, 0)], np.inf)
+            truth_ranks = np.where(hit, ranks[rows, np.maximum(positions, 0)], 0).astype(np.int64)
+        else:  # no document has a candidate: every truth is a miss
+            truth_scores, truth_ranks = np.full(len(table), np.inf), np.zeros(len(table), dtype=np.int64)
         return cls(table, np.asarray(truth_ids, dtype=object), None if groups is None else np.asarray(groups, dtype=object),
                    scores, positions, truth_scores, truth_ranks, get_score(score).name)
 
@@ -359,6 +361,7 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
     test_split = score_table(test_table, truth[test], None if groups is None else groups[test], config)
     scores, strata = cal_split.calibration_scores(config.miss_policy)
     calibration = calibrate(scores, config.confidences, strata)
-    inputs = {"documents": {"file": documents.file, "sha256": documents.sha256, "rows": len(documents)},
+    inputs = {"documents": {"file": documents.file, "sha256": documents.sha256, "rows": len(documents),
+                            "share_in_registry": registry_share(documents, registry)},
               "registry": {"file": registry.file, "sha256": registry.sha256, "rows": len(registry)}}
     return AuditResult(config, cal_split, test_split, calibration, inputs)

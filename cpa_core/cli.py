@@ -19,6 +19,7 @@ from .attackers.registry import attacker_specs
 from .audit import estimate_llm_calls, run_audit
 from .config import AUDIT_PARAMS, ProjectConfig, declare_audit, load_config
 from .conformal import confidence_label
+from .data import check_release
 from .errors import ConfigError, CPAError
 from .llm import LLM_PARAMS
 from .params import Param
@@ -213,6 +214,7 @@ def _load(args, documents_file: str | None = None):
     documents = project.load_documents(documents_file or args.documents, group_column=args.opt_group_column,
                                        on_invalid=on_invalid)
     registry = project.load_registry(args.registry, on_invalid=on_invalid)
+    check_release(documents, registry)
     for report in (documents.report, registry.report):
         if report.rejected:
             _say(f"{report.file}: dropped {len(report.rejected)} of {report.n_read} rows "
@@ -225,6 +227,13 @@ def _load(args, documents_file: str | None = None):
                                    scores=scores, overrides=overrides,
                                    attacker_params=_attacker_params(args, attacker))
     return project, documents, registry, config, chosen
+
+
+def _threshold(entry: dict) -> str:
+    """q_hat as said on stderr: the number, 'infinite', or each group's."""
+    if "groups" in entry and entry["threshold"] == "per-group":
+        return "per group (" + ", ".join(f"{g} {m['threshold']}" for g, m in entry["groups"].items()) + ")"
+    return entry["threshold"]
 
 
 def _llm_report(result, attacker):
@@ -266,16 +275,16 @@ def _audit(args, documents, registry, config, attacker) -> int:
         print(f"{calls} LLM calls needed (answers already cached are not counted)")
         return 0
     result = run_audit(documents, registry, attacker, config, ProgressBar())
-    for note in result.calibration.notes_:
-        _say(f"warning: {note.message}")
     result = _llm_report(result, attacker)
     paths = result.write(args.out, attacker.explainer(registry, config.knowledge))
     _write_attribute_sets(result, attacker, args.out)
     summary = json.loads(paths["summary.json"].read_text(encoding="utf-8"))  # as written, not recomputed
+    for warning in dict.fromkeys(w for entry in summary["confidence"].values() for w in entry["warnings"]):
+        _say(f"warning: {warning}")
     for label, entry in summary["confidence"].items():
         _say(f"confidence {label}: coverage {entry['coverage']:.3f} (conditional "
              f"{entry['coverage_conditional'] if entry['coverage_conditional'] is None else round(entry['coverage_conditional'], 3)}), "
-             f"median set {entry['median_set_size']:g}, q_hat {entry['q_hat']}, "
+             f"median set {entry['median_set_size']:g}, q_hat {_threshold(entry)}, "
              f"n_cal {entry['n_cal']}, n_test {entry['n_test']}")
     flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
     _say(f"{len(flagged)} documents flagged ({config.policy.rule} at confidence "

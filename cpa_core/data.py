@@ -334,7 +334,19 @@ def load_registry(source: str | Path | bytes, *, name: str | None = None, column
     return Registry(out, name, digest, report)
 
 
-def open_world_share(documents: Documents, registry: Registry) -> float:
-    """Share of documents whose identity is absent from the registry."""
+def registry_share(documents: Documents, registry: Registry) -> float:
+    """Share of the documents whose identity is in the registry (the others are candidate misses)."""
     known = set(registry.ids.tolist())
-    return float(np.mean([i not in known for i in documents.frame["identity_id"]]))
+    return float(np.mean([i in known for i in documents.frame["identity_id"]]))
+
+
+def check_release(documents: Documents, registry: Registry) -> float:
+    """The share of the documents' subjects in the registry; an error when it is none of them."""
+    share = registry_share(documents, registry)
+    if share == 0:
+        examples = [str(ident)[:40] for ident in documents.frame["identity_id"].head(3)]
+        raise DataError(documents.file, "no document's identity is in the registry", column="identity_id",
+                        expected=f"identity ids that appear in the column '{REGISTRY_ID}' of {registry.file}",
+                        found=f"{len(documents):,} documents whose ids (e.g. {', '.join(map(repr, examples))}) are "
+                              "all absent from it")
+    return share

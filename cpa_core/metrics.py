@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .conformal import alpha_from_confidence, confidence_label, minimum_calibration_size
+from .diagnostics import certificate_warnings, whole_pool
 from .policy import ReleasePolicy
 
 if TYPE_CHECKING:
@@ -27,6 +28,11 @@ OVERALL = "all"  # the group key of the whole test split in tables
 
 def _finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
+
+
+def threshold_text(q_hat: float) -> str:
+    """A threshold as the surfaces show it: the number, or ``infinite`` (every set is the whole pool)."""
+    return f"{q_hat:.6g}" if math.isfinite(q_hat) else "infinite"
 
 
 def ranking_metrics(truth_ranks: np.ndarray) -> dict:
@@ -68,6 +74,7 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
         "mean_leakage": float(np.mean(1.0 / np.maximum(1, sizes))) if n else None,
         "empty_rate": float(np.mean(sizes == 0)) if n else None,
         "q_hat": _finite(split.score.to_method(q[0])) if q.shape[0] == 1 else None,
+        "threshold": threshold_text(split.score.to_method(q[0])) if q.shape[0] == 1 else "per-group",
     }
     out.update(ranking_metrics(split.truth_ranks[mask]))
     if policy is not None:
@@ -82,8 +89,9 @@ class AuditSummary:
     """The figures of one audit at some confidence levels under one release policy.
 
     ``levels`` maps a confidence label to its entry: the test split's metrics (with ``n_cal``, the
-    calibration size that level needs for a finite threshold ``n_cal_needed``, ``alpha`` and the
-    calibration notes as ``warnings``). Thresholds are on the METHOD's scale (an APS mass, a rank, ...). and, with groups, ``groups`` mapping each group to its own metrics, ``n_cal``
+    calibration size that level needs for a finite threshold ``n_cal_needed``, ``alpha``, the share of
+    (nearly) whole-pool sets ``whole_pool_rate`` and every reason the certificate certifies nothing as
+    ``warnings``, see :mod:`cpa_core.diagnostics`). Thresholds are on the METHOD's scale (an APS mass, a rank, ...). and, with groups, ``groups`` mapping each group to its own metrics, ``n_cal``
     and ``q_hat`` (the group's threshold under per-group calibration, else the pooled one).
     """
 
@@ -142,14 +150,16 @@ def summarize(result: "AuditResult", confidences: Iterable | None = None,
         entry["alpha"] = float(alpha_from_confidence(level))
         entry["n_cal"] = sum(calibration.n_.values())
         entry["n_cal_needed"] = minimum_calibration_size(alpha_from_confidence(level))
-        entry["warnings"] = calibration.notes_for(level)
+        entry["whole_pool_rate"] = float(whole_pool(cert).mean()) if len(split) else None
+        entry["warnings"] = certificate_warnings(result, level, policy)
         if split.groups is not None:
             keys, codes = split.group_codes
             entry["groups"] = {}
             for code, group in enumerate(keys.tolist()):
                 metrics = certificate_metrics(cert, codes == code, policy)
                 metrics["n_cal"] = calibration.n_.get(group, 0)
-                metrics["q_hat"] = _finite(split.score.to_method(calibration.q_hat(level, group)))
+                threshold = split.score.to_method(calibration.q_hat(level, group))
+                metrics["q_hat"], metrics["threshold"] = _finite(threshold), threshold_text(threshold)
                 entry["groups"][str(group)] = metrics
         per_level[confidence_label(level)] = entry
     return AuditSummary(config.config_id, config.score, config.knowledge.name, config.attacker.name,

@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .metrics import certificate_metrics
 
 COLUMNS = ["confidence", "coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size",
-           "mean_set_size", "mean_leakage", "empty_rate", "q_hat", "top1", "n_test"]
+           "mean_set_size", "mean_leakage", "empty_rate", "q_hat", "threshold", "top1", "n_test"]
 
 
 def _rows(result: AuditResult, **variant) -> list[dict]:

@@ -16,21 +16,17 @@ from cpa_core.audit import AuditResult, Certificate
 from cpa_core.data import Documents, Registry
 from cpa_core.policy import ReleasePolicy
 
-GROUP_COLUMNS = ["group", "n_test", "n_cal", "q_hat", "coverage", "coverage_conditional", "candidate_miss_rate",
+GROUP_COLUMNS = ["group", "n_test", "n_cal", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
                  "median_set_size", "mean_leakage", "n_flagged", "top1"]
-CALIBRATION_COLUMNS = ["confidence", "alpha", "q_hat", "coverage", "coverage_conditional", "candidate_miss_rate",
-                       "open_world_bound", "median_set_size", "n_cal", "n_cal_needed", "warnings"]
-COMPARE_COLUMNS = ["n_test", "coverage", "coverage_conditional", "candidate_miss_rate", "q_hat", "median_set_size",
+CALIBRATION_COLUMNS = ["confidence", "alpha", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
+                       "open_world_bound", "median_set_size", "whole_pool_rate", "n_cal", "n_cal_needed", "warnings"]
+COMPARE_COLUMNS = ["n_test", "coverage", "coverage_conditional", "candidate_miss_rate", "threshold", "median_set_size",
                    "mean_set_size", "mean_leakage", "n_flagged", "flagged_share", "top1", "mrr"]
 
 
 def kpis(result: AuditResult, confidence: float, policy: ReleasePolicy) -> dict:
     """The figures of the KPI row: the summary's entry at ``confidence`` under ``policy``."""
     return result.summary([confidence], policy).level(confidence)
-
-
-def calibration_notes(result: AuditResult, confidence: float) -> list[str]:
-    return result.calibration_for(confidence).notes_for(confidence)
 
 
 def group_table(result: AuditResult, confidence: float, policy: ReleasePolicy) -> pd.DataFrame:

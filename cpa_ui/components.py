@@ -25,6 +25,12 @@ from .text import (ALPHA_PRESETS, CONFIDENCE_PERCENT_RANGE, CONFIDENCE_PERCENT_S
 MAX_FLAG_BELOW = 100
 
 
+def show_warnings(warnings) -> None:
+    """Each reason a certificate certifies nothing, once, as a warning (never silent)."""
+    for warning in dict.fromkeys(warnings):
+        st.warning(warning[0].upper() + warning[1:] + ".", icon=":material/warning:")
+
+
 def show_error(error: CPAError, prefix: str = "") -> None:
     """A user error from the core, as the one-line message it carries (never a traceback)."""
     st.error(f"{prefix}{error}", icon=":material/error:")
@@ -137,9 +143,11 @@ def policy_controls(page: str) -> ReleasePolicy:
 def kpi_row(metrics: dict, confidence: float) -> None:
     """Documents at risk, smallest and median set, mean leakage proxy and coverage."""
     columns = st.columns(5)
+    vacuous = (metrics.get("whole_pool_rate") or 0) >= 0.5
     columns[0].metric("Documents at risk", f"{metrics['n_flagged']:,}",
-                      delta=f"{fmt_percent(metrics['flagged_share'])} of {metrics['n_test']:,}", delta_color="off",
-                      help=HELP["at_risk"])
+                      delta="most sets are the whole pool: not evidence of safety" if vacuous else
+                      f"{fmt_percent(metrics['flagged_share'])} of {metrics['n_test']:,}",
+                      delta_color="inverse" if vacuous else "off", help=HELP["at_risk"])
     columns[1].metric("Smallest set", fmt_number(metrics["min_set_size"]), help=HELP["min_set"])
     columns[2].metric("Median set", fmt_number(metrics["median_set_size"]), help=HELP["median_set"])
     columns[3].metric("Mean leakage proxy", fmt_number(metrics["mean_leakage"]), help=HELP["mean_leakage"])

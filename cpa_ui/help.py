@@ -42,6 +42,8 @@ HELP: dict[str, str] = {
             "first-ranked candidate. A point estimate, with no guarantee.",
     "top5": "Share of test documents whose true identity is among the attacker's 5 first candidates (no guarantee).",
     "mrr": "Mean reciprocal rank of the true identity (0 when it is outside the pool); no guarantee.",
+    "whole_pool_rate": "Share of test documents whose set holds (nearly, 90 % or more) their whole candidate pool: "
+                       "such a set certifies nothing, it is no evidence of safety.",
     "empty_rate": "Share of test documents with an empty set: the attacker is more certain of its top candidate "
                   "than the threshold requires. Counted as the highest risk.",
     "flag_below": "Release policy k: documents whose certified set has fewer than k members are flagged. "
@@ -76,6 +78,8 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "confidence": ("confidence", PERCENT, "confidence"),
     "alpha": ("α", "%.3f", "alpha"),
     "q_hat": ("q̂", "%.4f", "q_hat"),
+    "threshold": ("q̂", TEXT, "q_hat"),
+    "whole_pool_rate": ("whole-pool sets", PERCENT, "whole_pool_rate"),
     "coverage": ("coverage", PERCENT, "coverage"),
     "coverage_conditional": ("coverage (in pool)", PERCENT, "coverage_conditional"),
     "candidate_miss_rate": ("miss rate ρ", PERCENT, "miss_rate"),

@@ -147,7 +147,7 @@ def certificate_report(result: AuditResult, *, confidence: float, policy: Releas
     calibration_html = _table(without_empty(calibration.drop(columns=["warnings"])))
     per_group_note = ("<li>Thresholds were calibrated per group, so the guarantee holds within each group.</li>"
                       if config.group_column else "")
-    notes = metrics["warnings"] + [note.message for note in result.calibration.notes_]
+    notes = [w for level in levels for w in summary_of_levels.level(level)["warnings"]]
     notes_html = "".join(f"<div class='note'>{_e(n)}</div>" for n in dict.fromkeys(notes))
 
     figures = [_figure(fig_set_size_histogram(cert.set_sizes, policy.flag_below,
@@ -158,7 +158,7 @@ def certificate_report(result: AuditResult, *, confidence: float, policy: Releas
     if groups:
         per_group = summary_of_levels.groups_frame(confidence)[GROUP_COLUMNS]
         figures.append(_figure(fig_group_breakdown(per_group, confidence), "fig-groups"))
-        group_html = "<h3>Per group</h3>" + _table(without_empty(per_group, ("q_hat", "n_cal")))
+        group_html = "<h3>Per group</h3>" + _table(without_empty(per_group, ("n_cal",)))
         if not config.group_column:
             group_html += ("<p>The thresholds were calibrated on all groups together: the guarantee holds on "
                            "average over the groups, not within each one.</p>")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cpa_core.data import DOCUMENT_COLUMNS, FORMATS, REGISTRY_ID, open_world_share
+from cpa_core.data import DOCUMENT_COLUMNS, FORMATS, REGISTRY_ID, check_release, registry_share
 from cpa_core.errors import CPAError
 from cpa_ui.analysis import preview
 from cpa_ui.cache import (config_from_upload, documents_from_upload, fingerprint, load_sample, registry_from_upload,
@@ -42,7 +42,7 @@ def current_data(data: DataSet) -> None:
     source = "the bundled synthetic sample" if data.source == "sample" else "uploaded files"
     st.success(f"Auditing {len(data.documents):,} documents against {len(data.registry):,} profiles from {source}.",
                icon=":material/check_circle:")
-    missing = open_world_share(data.documents, data.registry)
+    missing = 1 - registry_share(data.documents, data.registry)
     st.caption(f"{missing:.1%} of the documents are about people absent from the registry (open world): no "
                "certified set can contain them, and they count against unconditional coverage.")
     documents_tab, registry_tab = st.tabs([f"Documents · {data.documents.file}", f"Registry · {data.registry.file}"])
@@ -147,6 +147,7 @@ def load_uploads(data, documents_file, registry_file, config_file, mapping_docum
             registry_key = (registry.sha256, _renames(mapping_registry), on_invalid)
         else:
             registry, registry_key = data.registry, data.fingerprint
+        check_release(documents, registry)
     except CPAError as error:
         show_error(error, "Nothing was replaced: ")
         return

@@ -6,9 +6,9 @@ import streamlit as st
 
 from cpa_core.errors import CPAError
 from cpa_ui import nav
-from cpa_ui.analysis import calibration_table, group_table, kpis, without_empty
+from cpa_ui.analysis import calibration_table, group_table, kpis
 from cpa_ui.cache import audit_run
-from cpa_ui.components import declared, require_data, show_error, table_columns
+from cpa_ui.components import declared, require_data, show_error, show_warnings, table_columns
 from cpa_ui.help import HELP
 from cpa_ui.state import state
 from cpa_ui.text import fmt_confidence, fmt_percent
@@ -67,20 +67,20 @@ columns[1].metric("Test documents", f"{metrics['n_test']:,}", help=HELP["n_test"
 columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics["candidate_miss_rate"]), help=HELP["miss_rate"])
 columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics["top1"]), help=HELP["top1"])
 
-for note in [w for w in table["warnings"] if w]:
-    st.warning(f"Calibration set too small: {note}.", icon=":material/warning:")
+show_warnings(w for level in levels for w in kpis(result, level, state.policy)["warnings"])
 
 st.subheader("Threshold and coverage per confidence level")
-st.dataframe(without_empty(table), hide_index=True, width="stretch", column_config=table_columns(table))
+shown = table.drop(columns=["warnings"])
+st.dataframe(shown, hide_index=True, width="stretch", column_config=table_columns(shown))
 st.caption("Read coverage against the confidence level: with exchangeable data it is at least the target on "
-           "average; a test split of n documents fluctuates by about ±1/√n. An empty q̂ is infinite: every set is "
-           "the whole pool." + (" With per-group calibration each group has its own q̂ (below)."
+           "average; a test split of n documents fluctuates by about ±1/√n. An infinite q̂ certifies nothing: "
+           "every set is the whole pool." + (" With per-group calibration each group has its own q̂ (below)."
                                 if result.config.group_column else ""))
 
 if result.config.group_column:
     st.subheader("Per-group thresholds")
     groups = group_table(result, state.confidence, state.policy)[
-        ["group", "n_cal", "n_test", "q_hat", "coverage", "coverage_conditional", "candidate_miss_rate"]]
+        ["group", "n_cal", "n_test", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate"]]
     st.dataframe(groups, hide_index=True, width="stretch", column_config=table_columns(groups))
     st.caption(f"At {fmt_confidence(state.confidence)} confidence. Each group's threshold uses only its own "
                "calibration documents, so small groups need more calibration data.")

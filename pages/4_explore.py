@@ -5,9 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from cpa_ui import nav
-from cpa_ui.analysis import calibration_notes, group_table, kpis, without_empty
+from cpa_ui.analysis import group_table, kpis, without_empty
 from cpa_ui.cache import curve
-from cpa_ui.components import confidence_control, kpi_row, policy_controls, require_run, stale_notice, table_columns
+from cpa_ui.components import (confidence_control, kpi_row, policy_controls, require_run, show_warnings, stale_notice,
+                               table_columns)
 from cpa_ui.figures import fig_confidence_curve, fig_group_breakdown, fig_set_size_histogram
 from cpa_ui.help import HELP
 from cpa_ui.text import fmt_confidence
@@ -24,8 +25,7 @@ policy = policy_controls("explore")
 cert = result.certificate(confidence)
 metrics = kpis(result, confidence, policy)
 kpi_row(metrics, confidence)
-for note in calibration_notes(result, confidence):
-    st.warning(f"Calibration set too small: {note}.", icon=":material/warning:")
+show_warnings(metrics["warnings"])
 
 left, right = st.columns(2)
 with left:
@@ -44,7 +44,7 @@ groups = group_table(result, confidence, policy)
 if not groups.empty:
     st.subheader("Per group")
     st.plotly_chart(fig_group_breakdown(groups, confidence), key="explore.groups")
-    shown = without_empty(groups, ("q_hat", "n_cal"))
+    shown = without_empty(groups, ("n_cal",))
     st.dataframe(shown, hide_index=True, width="stretch", column_config=table_columns(shown))
     if not result.config.group_column:
         st.caption("Calibrated on all groups together: the guarantee holds on average over groups, not within "

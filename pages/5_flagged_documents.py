@@ -7,9 +7,9 @@ import streamlit as st
 
 from cpa_core.policy import worklist
 from cpa_ui import nav
-from cpa_ui.analysis import candidate_table, document_facts, flagged_table, row_of, text_of
+from cpa_ui.analysis import candidate_table, document_facts, flagged_table, kpis, row_of, text_of
 from cpa_ui.cache import explainer
-from cpa_ui.components import policy_controls, require_data, require_run, stale_notice, table_columns
+from cpa_ui.components import policy_controls, require_data, require_run, show_warnings, stale_notice, table_columns
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.help import HELP
 from cpa_ui.state import state, widget_key
@@ -26,6 +26,7 @@ st.caption(f"Certified sets at {fmt_confidence(confidence)} confidence (change i
 policy = policy_controls("flagged")
 cert = result.certificate(confidence)
 flagged = worklist(cert, policy, result.config.config_id)
+show_warnings(kpis(result, confidence, policy)["warnings"])
 st.metric("Flagged documents", f"{len(flagged):,} of {len(cert.set_sizes):,}", help=HELP["n_flagged"])
 st.caption(f"Flagged when {policy.rule}; smallest set (highest risk) first. The export on the Report page adds the "
            "terms that drive each match.")

@@ -8,10 +8,10 @@ import streamlit as st
 
 from cpa_core.errors import CPAError
 from cpa_core.stress import drift
-from cpa_ui.analysis import compare_table, documents_of_group, without_empty
+from cpa_ui.analysis import compare_table, documents_of_group, kpis, without_empty
 from cpa_ui.attackers import declare, default_threat, form_defaults, offered_specs, usable_levels
 from cpa_ui.cache import audit_run
-from cpa_ui.components import require_data, show_error, table_columns
+from cpa_ui.components import require_data, show_error, show_warnings, table_columns
 from cpa_ui.figures import fig_compare, fig_drift, fig_set_size_ecdf
 from cpa_ui.state import Comparison, state, widget_key
 from cpa_ui.text import fmt_confidence, fmt_percent
@@ -88,6 +88,8 @@ if comparison.runs:
     table = compare_table([run.label for run in comparison.runs], [run.result for run in comparison.runs],
                           confidence, state.policy)
     st.caption(f"At {fmt_confidence(confidence)} confidence, flagging {state.policy.rule} (set both on Explore).")
+    show_warnings(f"{run.label}: {warning}" for run in comparison.runs
+                  for warning in kpis(run.result, confidence, state.policy)["warnings"])
     st.plotly_chart(fig_compare(table, confidence), key="compare.bars")
     shown = without_empty(table)
     st.dataframe(shown, hide_index=True, width="stretch", column_config=table_columns(shown))

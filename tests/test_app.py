@@ -518,8 +518,9 @@ def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path,
             assert levels.loc[float(label), column] == pytest.approx(entry[column]), (label, column)
     groups = at.dataframe[1].value.set_index("group")
     for group, metrics in summary["confidence"]["0.9"]["groups"].items():
-        for column in ("n_cal", "n_test", "q_hat", "coverage", "candidate_miss_rate"):
+        for column in ("n_cal", "n_test", "coverage", "candidate_miss_rate"):
             assert groups.loc[group, column] == pytest.approx(metrics[column]), (group, column)
+        assert groups.loc[group, "threshold"] == metrics["threshold"]
 
     at.switch_page(nav.EXPLORE).run()
     entry = summary["confidence"]["0.9"]
@@ -612,3 +613,31 @@ def test_every_attacker_form_declares_and_runs(name, sample_paths, tmp_path, mon
     for page in PAGES:
         at.switch_page(page).run()
         assert not at.exception, (page, [e.value for e in at.exception])
+
+
+# --- no silent vacuous certificate ---------------------------------------------------------------------------
+
+def test_a_registry_matching_no_document_is_refused_when_loaded(sample):
+    at = _upload(new_app().run(), "upload.registry", "people.csv", b"identity_id,age\nZ1,30\nZ2,40\n")
+    at.button(key="upload.load").click().run()
+    assert any("no document's identity is in the registry" in e.value for e in at.error)
+    _assert_sample_kept(at, sample)
+
+
+def test_whole_pool_certificates_are_said_on_every_page(sample_paths):
+    """K3 at 99 % on the sample data: a 3 % miss rate under the conservative policy, every set the whole registry.
+    Calibrate, Explore, Flagged and Compare say why, and '0 at risk' is not shown as good news."""
+    at = calibrate(new_app().run(), knowledge="K3")
+    at.session_state["cpa.confidence"] = 0.99
+    for page in (nav.CALIBRATE, nav.EXPLORE, nav.FLAGGED):
+        at.switch_page(page).run()
+        assert not at.exception
+        assert any("outside the candidate pool" in w.value and "miss_policy = 'exclude'" in w.value
+                   for w in at.warning), page
+    at.switch_page(nav.EXPLORE).run()
+    at_risk = next(m for m in at.metric if m.label == "Documents at risk")
+    assert "not evidence of safety" in at_risk.proto.delta
+    at.switch_page(nav.COMPARE).run()
+    at.multiselect(key="w.compare.levels").set_value(["K2", "K3"]).run()
+    at.button(key="compare.run").click().run()
+    assert any("K3" in w.value and "outside the candidate pool" in w.value for w in at.warning)

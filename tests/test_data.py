@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import toy_frames, write_table
-from cpa_core.data import load_documents, load_registry, open_world_share, read_table
+from cpa_core.data import check_release, load_documents, load_registry, read_table, registry_share
 from cpa_core.errors import CPAError, ConfigError, DataError
 
 DOCS_HEADER = "doc_id,text,identity_id\n"
@@ -392,7 +392,7 @@ def test_identities_absent_from_the_registry_are_kept_and_counted_as_misses(tmp_
     docs = load_documents(write_table(documents, tmp_path / "d.csv"))
     reg = load_registry(write_table(registry, tmp_path / "r.csv"))
     assert len(docs) == 50 and docs.report.rejected == ()
-    assert open_world_share(docs, reg) == pytest.approx(0.2)
+    assert registry_share(docs, reg) == pytest.approx(0.8) == check_release(docs, reg)
     level = KnowledgeLevel("K", ("city", "occupation", "keywords"))
     attacker = TfidfAttacker()
     config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), confidences=(0.8,), n_cal=25, n_test=25)

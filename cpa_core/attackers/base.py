@@ -162,5 +162,7 @@ class RetrievalAttacker(AttackerBase):
         from .tfidf import TfidfIndex
         from ..knowledge import profile_texts
 
-        index = TfidfIndex().fit(profile_texts(registry, level))
-        return index.explainer()
+        try:
+            return TfidfIndex().fit(profile_texts(registry, level)).explainer()
+        except ConfigError:  # profiles without words (ids, codes): nothing to explain, the audit goes on
+            return None

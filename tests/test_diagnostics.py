@@ -1,0 +1,127 @@
+"""No silent vacuous certificate: every case that turns sets into the whole pool is said, with what to change."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conftest import run_cli_inprocess
+from cpa_core.audit import AuditConfig, run_audit
+from cpa_core.data import check_release, load_documents, load_registry
+from cpa_core.errors import DataError
+from tables import (LEVEL, documents_and_registry, probability_matrix, sample_truth, table_from_matrix,
+                    toy_attacker)
+
+
+def open_world(n=800, m=40, missing=0.04, seed=1, groups=None):
+    """Documents of which a share ``missing`` are about people outside the registry."""
+    rng = np.random.default_rng(seed)
+    probabilities = probability_matrix(n, m, rng, concentration=0.2)
+    truth = [f"p{t}" for t in sample_truth(probabilities, rng)]
+    for i in rng.choice(n, int(missing * n), replace=False):
+        truth[i] = f"x{i}"
+    documents, registry = documents_and_registry(truth, groups=groups, m=m)
+    return documents, registry, table_from_matrix(probabilities)
+
+
+def warnings_at(result, confidence):
+    return result.summary([confidence]).level(confidence)["warnings"]
+
+
+def test_a_miss_rate_above_alpha_under_the_conservative_policy_is_said():
+    documents, registry, table = open_world(missing=0.04)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9, 0.99))
+    result = run_audit(documents, registry, None, config, table=table)
+    assert not warnings_at(result, 0.9)  # a miss rate below alpha = 10 %: a real certificate
+    [warning] = warnings_at(result, 0.99)
+    assert "outside the candidate pool, more than alpha = 1.0 %" in warning and "miss_policy = 'exclude'" in warning
+    assert result.summary([0.99]).level(0.99)["whole_pool_rate"] == 1.0
+    assert result.summary([0.99]).level(0.99)["threshold"] == "infinite"
+    excluded = run_audit(documents, registry, None, replace(config, miss_policy="exclude"), table=table)
+    assert not any("outside the candidate pool" in w for w in warnings_at(excluded, 0.99))
+
+
+def test_a_shortlist_that_cuts_too_many_truths_is_said():
+    documents, registry, table = open_world(missing=0.0)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.95,),
+                         top_k=2)
+    result = run_audit(documents, registry, None, config, table=table)
+    warnings = warnings_at(result, 0.95)
+    assert any("outside the candidate pool" in w and "larger top-K" in w for w in warnings)
+    assert any("release policy k = 11 is at least the candidate pool size (2" in w for w in warnings)
+
+
+def test_a_group_without_calibration_documents_is_said():
+    groups = np.array(["a"] * 400 + ["b"] * 400)
+    documents, registry, table = open_world(missing=0.0, groups=groups)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9,),
+                         group_column="group")
+    result = run_audit(documents, registry, None, config, table=table)
+    assert not warnings_at(result, 0.9)
+    calibrated_on_a = result.calibration.__class__(result.calibration.confidences,
+                                                   {k: {"a": v["a"]} for k, v in result.calibration.q_hat_.items()},
+                                                   {"a": result.calibration.n_["a"]})
+    only_a = replace(result, calibration=calibrated_on_a)
+    assert any("group 'b' has 200 audited documents but no calibration document" in w
+               for w in warnings_at(only_a, 0.9))
+
+
+def test_mostly_whole_pool_sets_are_said_whatever_the_cause():
+    documents, registry, table = open_world(missing=0.0, m=10)
+    flat = replace(table, weights=np.full_like(table.weights, 0.1))  # an attacker that knows nothing
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9,),
+                         flag_below=3)
+    warnings = warnings_at(run_audit(documents, registry, None, config, table=flat), 0.9)
+    assert any("certify nothing about these documents" in w for w in warnings)
+
+
+def test_few_subjects_in_the_registry_are_said_and_none_is_an_error(tmp_path):
+    documents, registry, table = open_world(missing=0.6)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.5,),
+                         miss_policy="exclude")
+    result = run_audit(documents, registry, None, config, table=table)
+    assert any("only 40.0 % of the documents' subjects are in the registry" in w for w in warnings_at(result, 0.5))
+    docs = load_documents(b"doc_id,text,identity_id\nd1,some text,007\nd2,other text,008\n", name="docs.csv")
+    reg = load_registry(b"identity_id,city\n7,Leeds\n8,York\n", name="registry.csv")
+    with pytest.raises(DataError) as info:
+        check_release(docs, reg)
+    message = str(info.value)
+    assert "docs.csv" in message and "no document's identity is in the registry" in message and "'007'" in message
+
+
+def test_the_command_line_says_it_on_the_sample_data(sample_paths, tmp_path):
+    """The sample data at K3 and 99 %: a 3 % miss rate under the conservative policy makes every set the
+    whole registry; the run says so on stderr and in summary.json."""
+    out = tmp_path / "k3"
+    done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
+                             "--config", sample_paths["config"], "--knowledge", "K3", "--out", out)
+    assert done.returncode == 0, done.describe()
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    entry = summary["confidence"]["0.99"]
+    assert entry["whole_pool_rate"] == 1.0 and entry["warnings"]
+    assert any("outside the candidate pool" in w for w in entry["warnings"])
+    assert any(line.startswith("cpa: warning:") and "outside the candidate pool" in line for line in done.stderr_lines)
+    assert "q_hat per group (" in done.stderr and " infinite" in done.stderr
+
+
+def test_the_command_line_refuses_a_registry_that_matches_no_document(sample_paths, tmp_path):
+    registry = tmp_path / "registry.csv"
+    registry.write_text("identity_id,city\nZ1,Leeds\nZ2,York\n", encoding="utf-8")
+    done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", registry,
+                             "--out", tmp_path / "out")
+    assert done.returncode == 2 and len(done.stderr_lines) == 1
+    assert "no document's identity is in the registry" in done.stderr
+
+
+def test_documents_without_any_candidate_row_do_not_crash(sample_paths, tmp_path):
+    scores = tmp_path / "scores.csv"
+    scores.write_text("doc_id,candidate_id,score\nnot-a-document,P0001,0.9\n", encoding="utf-8")
+    out = tmp_path / "out"
+    done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
+                             "--scores", scores, "--out", out)
+    assert done.returncode == 0, done.describe()
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["confidence"]["0.9"]["candidate_miss_rate"] == 1.0 and summary["confidence"]["0.9"]["warnings"]
