@@ -53,10 +53,14 @@ def home() -> None:
         st.error(f"The bundled sample data could not be loaded: {state.data_error}", icon=":material/error:")
     if run is not None:
         metrics = kpis(run.result, state.confidence, state.policy)
+        release = run.result.config.protocol == "release"
         st.info(f"At {fmt_confidence(state.confidence)} confidence, {metrics['n_flagged']:,} of "
-                f"{metrics['n_test']:,} test documents ({fmt_percent(metrics['flagged_share'])}) are flagged "
-                f"({state.policy.rule}); coverage on the held-out test split is "
-                f"{fmt_percent(metrics['coverage'])}.", icon=":material/flag:")
+                f"{metrics['n_test']:,} {'released' if release else 'test'} documents "
+                f"({fmt_percent(metrics['flagged_share'])}) are flagged ({state.policy.rule}); "
+                + ("every released document has a certified set (coverage by construction "
+                   f"{fmt_percent(metrics['coverage'])})." if release else
+                   f"coverage on the held-out test split is {fmt_percent(metrics['coverage'])}."),
+                icon=":material/flag:")
         st.page_link(nav.EXPLORE, label="Explore the certificate", icon=":material/query_stats:")
     else:
         st.page_link(nav.CALIBRATE, label="Start: calibrate the default audit on the sample data",

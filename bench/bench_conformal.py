@@ -103,7 +103,7 @@ def ours_audit_objects(probs: np.ndarray, labels: np.ndarray, n_cal: int, levels
     cal = ScoredSplit.build(table.rows(np.arange(n_cal)), labels[:n_cal], None, "aps")
     test = ScoredSplit.build(table.rows(np.arange(n_cal, n)), labels[n_cal:], None, "aps")
     config = AuditConfig(knowledge=KnowledgeLevel("bench", ("profile",)), attacker=AttackerConfig("matrix"),
-                         confidences=tuple(levels), n_cal=n_cal, n_test=n - n_cal)
+                         confidences=tuple(levels), n_cal=n_cal, n_test=n - n_cal, protocol="split")
     result = AuditResult(config, cal, test, calibrate(cal.calibration_scores("infinite")[0], levels))
     out = {}
     for level in levels:
@@ -250,7 +250,7 @@ def bench_rethreshold(quick: bool = False, seed: int = 20261122) -> dict:
     results = {}
     for name, group_column in (("pooled", None), ("mondrian", "group")):
         config = AuditConfig(knowledge=level, attacker=AttackerConfig("synthetic"), n_cal=n_cal, n_test=n_test,
-                             top_k=k, group_column=group_column)
+                             top_k=k, group_column=group_column, protocol="split")
         scores, strata = cal_split.calibration_scores(config.miss_policy)
         result = AuditResult(config, cal_split, test_split, calibrate(scores, config.confidences,
                                                                       strata if group_column else None))

@@ -51,7 +51,7 @@ documents = documents.__class__(documents.frame.iloc[:{n}].reset_index(drop=True
 registry = load_registry({registry!r})
 level = load_config({config!r}).level({knowledge!r})
 attacker = dense_module.DenseAttacker(temperature=0.05, batch_size={batch_size}, cache_dir={cache!r})
-config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), n_cal={n_cal}, n_test={n_test}, seed=7)
+config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), n_cal={n_cal}, n_test={n_test}, seed=7, protocol="split")
 audit_start = time.perf_counter()
 run_audit(documents, registry, attacker, config)
 print(json.dumps({{"encoder_calls": attacker.encoder_calls_, "encoded_texts": attacker.encoded_texts_,
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     def audit(cache: str):
         attacker = DenseAttacker(temperature=0.05, batch_size=args.batch_size, cache_dir=cache)
         config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), n_cal=n_cal, n_test=n_test,
-                             seed=7)
+                             seed=7, protocol="split")
         begin, cpu = time.perf_counter(), time.process_time()
         result = run_audit(documents, registry, attacker, config)
         return (time.perf_counter() - begin, time.process_time() - cpu), attacker, result

@@ -106,7 +106,7 @@ def worker_audit(data: str, top_k: str, n_cal: str, n_test: str) -> dict:
     documents, registry, level = _load(Path(data))
     attacker = TfidfAttacker(top_k=int(top_k))
     config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), n_cal=int(n_cal), n_test=int(n_test),
-                         top_k=int(top_k))
+                         top_k=int(top_k), protocol="split")
     with StepMemory() as memory:
         start, cpu = time.perf_counter(), time.process_time()
         result = run_audit(documents, registry, attacker, config)

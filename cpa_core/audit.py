@@ -24,7 +24,8 @@ import numpy as np
 
 from .attackers.base import Attacker, TermExplainer
 from .candidates import CandidateTable, Progress
-from .conformal import ALL, Calibration, calibrate, confidence_label, exact_fraction, set_sizes
+from .conformal import (ALL, Calibration, calibrate, confidence_label, exact_fraction, leave_one_out_thresholds,
+                        set_sizes)
 from .data import Documents, Registry, registry_share
 from .errors import ConfigError
 from .knowledge import QUERY_MODES, KnowledgeLevel
@@ -36,6 +37,7 @@ from .scores import SCORES, Score, get_score
 from .split import split_indices
 
 MISS_POLICIES = ("infinite", "exclude")
+PROTOCOLS = ("release", "split")
 DEFAULT_CONFIDENCES = (0.90, 0.95, 0.99)
 
 AUDIT_PARAMS = (
@@ -49,9 +51,13 @@ AUDIT_PARAMS = (
           "attacker's own score).", choices=tuple(SCORES), option="--score"),
     Param("confidence", "floats", DEFAULT_CONFIDENCES, "Confidence levels", "Levels to certify.", above=0, below=1,
           option="--confidence"),
-    Param("n_cal", "int", None, "Calibration documents", "Default: half of the documents.", min=1, optional=True,
-          option="--n-cal"),
-    Param("n_test", "int", None, "Test documents", "Default: the rest.", min=1, optional=True, option="--n-test"),
+    Param("protocol", "choice", "release", "Protocol", "release (default): every document gets a set, calibrated "
+          "leave-one-out on the other labelled documents; split: a disjoint calibration/test split, for matched "
+          "comparisons and published protocols.", choices=PROTOCOLS, option="--protocol"),
+    Param("n_cal", "int", None, "Calibration documents", "Split protocol: default half of the labelled documents.",
+          min=1, optional=True, option="--n-cal"),
+    Param("n_test", "int", None, "Test documents", "Split protocol: default the rest.", min=1, optional=True,
+          option="--n-test"),
     Param("seed", "int", 0, "Split seed", "Seed of the calibration/test split.", min=0, option="--seed"),
     Param("group_column", "text", None, "Group column", "Calibrate separately per value of this column (Mondrian).",
           optional=True, option="--group-column"),
@@ -102,6 +108,7 @@ class AuditConfig:
     attacker: AttackerConfig
     score: str = "aps"
     confidences: tuple = DEFAULT_CONFIDENCES
+    protocol: str = "release"
     n_cal: int | None = None
     n_test: int | None = None
     seed: int = 0
@@ -114,10 +121,13 @@ class AuditConfig:
 
     def __post_init__(self):
         by_name = {param.name: param for param in AUDIT_PARAMS}
-        for name in ("score", "n_cal", "n_test", "seed", "top_k", "miss_policy", "flag_below", "leakage_threshold",
-                     "flag_confidence"):
+        for name in ("score", "protocol", "n_cal", "n_test", "seed", "top_k", "miss_policy", "flag_below",
+                     "leakage_threshold", "flag_confidence"):
             by_name[name].check(getattr(self, name), "[audit]")
         by_name["confidence"].check(list(self.confidences), "[audit]")
+        if self.protocol == "release" and (self.n_cal is not None or self.n_test is not None):
+            raise ConfigError("n_cal and n_test belong to the split protocol (protocol = 'split', --protocol split); "
+                              "the release protocol certifies every document, calibrated on all labelled documents")
         if self.flag_confidence is not None and confidence_label(self.flag_confidence) not in \
                 {confidence_label(c) for c in self.confidences}:
             raise ConfigError(f"the flagging confidence {self.flag_confidence} is not among the audited levels "
@@ -213,6 +223,11 @@ class ScoredSplit:
     def in_pool(self) -> np.ndarray:
         return self.truth_positions >= 0
 
+    @property
+    def labelled(self) -> np.ndarray:
+        """Documents whose true identity is known (a blank identity_id: unlabelled)."""
+        return np.array([t is not None for t in self.truth_ids], dtype=bool)
+
     def calibration_scores(self, miss_policy: str) -> tuple[np.ndarray, np.ndarray | None]:
         """Scores (and strata) used for calibration under the miss policy."""
         keep = self.in_pool if miss_policy == "exclude" else np.ones(len(self), dtype=bool)
@@ -235,6 +250,7 @@ class Certificate:
     set_sizes: np.ndarray   # (n,)
     covered: np.ndarray     # (n,) bool: the truth is in the set
     split: ScoredSplit = field(repr=False)
+    left_out: np.ndarray | None = field(default=None, repr=False)  # (n,) bool: calibrated without its own score
 
     @property
     def leakage(self) -> np.ndarray:
@@ -245,6 +261,16 @@ class Certificate:
         """Identity ids in the certified set of test document ``row``, in ranked order."""
         index = self.split.table.candidates[row, : self.set_sizes[row]]
         return self.split.table.candidate_ids[index]
+
+
+def certify_release(split: ScoredSplit, members: np.ndarray, confidence, stratified: bool) -> Certificate:
+    """Every document's set: members with the threshold of the other members (leave-one-out), the others
+    with the threshold of all members; per group when ``stratified``."""
+    q_hat = leave_one_out_thresholds(split.truth_scores, members, confidence,
+                                     split.groups if stratified and split.groups is not None else None)
+    sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
+    covered = split.in_pool & (split.truth_positions < sizes)
+    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, members)
 
 
 def certify(split: ScoredSplit, calibration: Calibration, confidence) -> Certificate:
@@ -282,8 +308,20 @@ class AuditResult:
             self._extra_levels[label] = self.calibrate_at([confidence])
         return self._extra_levels[label]
 
+    @property
+    def members(self) -> np.ndarray:
+        """Release protocol: the audited documents that calibrate (labelled; in the pool under 'exclude')."""
+        split = self.test_split
+        return split.labelled & (split.in_pool if self.config.miss_policy == "exclude" else True)
+
     def certificate(self, confidence) -> Certificate:
-        """Certified test sets at ``confidence`` (any level: no re-attack, one quantile per stratum)."""
+        """Certified sets of the audited documents at ``confidence`` (any level: no re-attack).
+
+        Release protocol: every document, leave-one-out (:func:`certify_release`); split protocol: the test
+        split, with the calibration split's thresholds.
+        """
+        if self.config.protocol == "release":
+            return certify_release(self.test_split, self.members, confidence, bool(self.config.group_column))
         return certify(self.test_split, self.calibration_for(confidence), confidence)
 
     def calibration_certificate(self, confidence) -> Certificate:
@@ -327,21 +365,27 @@ def document_groups(documents: Documents, config: AuditConfig) -> np.ndarray | N
 
 
 def _split(documents: Documents, config: AuditConfig):
+    """Groups, calibration rows and audited rows: under the release protocol every labelled document
+    calibrates and every document is audited; under the split protocol labelled documents are split."""
     groups = document_groups(documents, config)
-    cal, test = split_indices(len(documents), config.n_cal, config.n_test, config.seed, groups)
-    return groups, cal, test
+    labelled = np.flatnonzero(documents.frame["identity_id"].notna().to_numpy())
+    if config.protocol == "release":
+        return groups, labelled, np.arange(len(documents))
+    cal, test = split_indices(len(labelled), config.n_cal, config.n_test, config.seed,
+                              None if groups is None else groups[labelled])
+    return groups, labelled[cal], labelled[test]
 
 
 def estimate_llm_calls(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig) -> int:
     """The dry run: LLM calls :func:`run_audit` would make (answers already cached cost none)."""
     _, cal, test = _split(documents, config)
-    frame = documents.frame.iloc[np.concatenate([cal, test])]
+    frame = documents.frame.iloc[np.union1d(cal, test)]
     return int(attacker.estimate_calls(frame["doc_id"].tolist(), frame["text"].tolist(), registry, config.knowledge))
 
 
 def run_audit(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig,
               progress: Progress | None = None, table: CandidateTable | None = None) -> AuditResult:
-    """Split, attack, score, calibrate.
+    """Attack, score, calibrate: every document (release protocol) or a disjoint split (split protocol).
 
     Parameters
     ----------
@@ -350,10 +394,10 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
         not called when it is given.
     """
     groups, cal, test = _split(documents, config)
-    if table is None:
-        selected = np.concatenate([cal, test])
+    if table is None:  # each document attacked once, whether it calibrates, is audited or both
+        selected = np.union1d(cal, test)
         attacked = attack_documents(documents, registry, attacker, config.knowledge, selected, progress)
-        cal_table, test_table = attacked.rows(np.arange(len(cal))), attacked.rows(np.arange(len(cal), len(selected)))
+        cal_table, test_table = attacked.rows(np.searchsorted(selected, cal)), attacked.rows(np.searchsorted(selected, test))
     else:
         cal_table, test_table = table.rows(cal), table.rows(test)
     truth = documents.frame["identity_id"].to_numpy(dtype=object)

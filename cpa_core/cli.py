@@ -124,8 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     audit = commands.add_parser("audit", help="calibrate and certify a release", epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                description="Attack, calibrate and certify; writes summary.json, calibration.jsonl, "
-                                            "test.jsonl, worklist.csv, worklist.json and manifest.json to --out.")
+                                description="Attack, calibrate and certify; writes summary.json, documents.jsonl "
+                                            "(calibration.jsonl and test.jsonl with --protocol split), "
+                                            "worklist.csv, worklist.json and manifest.json to --out.")
     _add_audit_options(audit)
     audit.add_argument("--out", required=True, metavar="DIR", help="output folder")
     stress = commands.add_parser("stress", help="stress tests of a configuration (tables as CSV)")

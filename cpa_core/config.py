@@ -196,6 +196,7 @@ def declare_audit(project: ProjectConfig, registry: Registry, *, knowledge: str 
     config = AuditConfig(
         knowledge=level, attacker=AttackerConfig.of(chosen, params),
         score=score, confidences=tuple(settings.get("confidence", DEFAULT_CONFIDENCES)),
+        protocol=settings.get("protocol", "release"),
         n_cal=settings.get("n_cal"), n_test=settings.get("n_test"), seed=settings.get("seed", 0),
         group_column=settings.get("group_column"), top_k=settings.get("top_k"),
         miss_policy=settings.get("miss_policy", "infinite"), flag_below=settings.get("flag_below", 11),

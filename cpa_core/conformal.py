@@ -229,3 +229,48 @@ def p_values(sorted_calibration_scores: np.ndarray, scores: np.ndarray) -> np.nd
     n = cal.shape[0]
     at_least = n - np.searchsorted(cal, np.asarray(scores, dtype=float), side="left")
     return (1 + at_least) / (n + 1)
+
+
+def leave_one_out_thresholds(scores: np.ndarray, members: np.ndarray, confidence,
+                             strata: Sequence[Hashable] | None = None) -> np.ndarray:
+    """Per-document thresholds that certify a whole release (METHOD, "Certifying a whole release").
+
+    A calibration member ``i`` (``members[i]``) gets ``q_hat_(-i)``, the ``ceil(n (1 - alpha))``-th smallest
+    of the *other* ``n - 1`` members' scores of its stratum: the split-conformal threshold with ``n - 1``
+    calibration documents, so its own score never enters its own threshold. Any other document gets the
+    threshold over all ``n`` members of its stratum, ``ceil((n + 1)(1 - alpha))``-th smallest. A threshold
+    that does not exist (too few members, a stratum without members) is ``+inf``. One sort per stratum.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (N,)
+        Every document's calibration score (its truth's score; ``+inf`` for a truth outside the pool);
+        only the members' are read.
+    members : ndarray of shape (N,), bool
+    confidence : the confidence level ``1 - alpha``
+    strata : sequence of length N, optional
+    """
+    scores = np.asarray(scores, dtype=float)
+    members = np.asarray(members, dtype=bool)
+    alpha = alpha_from_confidence(confidence)
+    out = np.full(scores.shape[0], math.inf)
+    labels = np.zeros(scores.shape[0], dtype=np.int64) if strata is None else \
+        np.unique(np.asarray(strata, dtype=object).astype(str), return_inverse=True)[1]
+    for label in np.unique(labels):
+        inside = labels == label
+        mine = np.flatnonzero(inside & members)
+        others = np.flatnonzero(inside & ~members)
+        n = mine.shape[0]
+        order = np.argsort(scores[mine], kind="stable")
+        ranked = scores[mine][order]
+        if n:
+            k = math.ceil(n * (1 - alpha))  # the rank among the other n - 1 scores
+            position = np.empty(n, dtype=np.int64)
+            position[order] = np.arange(n)
+            below = position < k  # removing a score below the k-th shifts the k-th up by one
+            shifted = ranked[k] if k < n else math.inf
+            kept = ranked[k - 1] if k <= n - 1 else math.inf
+            out[mine] = np.where(below, shifted, kept)
+        k_all = threshold_rank(n, alpha)
+        out[others] = ranked[k_all - 1] if 1 <= k_all <= n else math.inf
+    return out

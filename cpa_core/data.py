@@ -7,7 +7,8 @@ default, ``on_invalid="error"``) or drop the row (``on_invalid="drop"``); droppe
 the :class:`ValidationReport` with the reason. Rows are numbered from 1, the header excluded.
 
 Documents whose identity is not in the registry are kept: the audit is open-world, and such
-documents are counted as candidate misses.
+documents are counted as candidate misses. A blank ``identity_id`` marks a document whose subject is
+unknown (unlabelled): it is certified, never used for calibration.
 """
 
 from __future__ import annotations
@@ -243,11 +244,20 @@ def _describe(value) -> str:
     return f"a value of type {type(value).__name__}"
 
 
-def _validate_ids(checker: _Checker, frame: pd.DataFrame, column: str, unique: bool) -> list[str | None]:
+def _is_blank(value) -> bool:
+    return _is_missing(value) or (isinstance(value, str) and not value.strip())
+
+
+def _validate_ids(checker: _Checker, frame: pd.DataFrame, column: str, unique: bool,
+                  optional: bool = False) -> list[str | None]:
+    """Each row's id as text; ``None`` for an invalid one (rejected) or, when ``optional``, a blank one."""
     ids: list[str | None] = []
     first_row: dict[str, int] = {}
     for row, value in enumerate(frame[column].tolist(), start=1):
         ident = None if _is_missing(value) else _as_id(value)
+        if ident is None and optional and _is_blank(value):
+            ids.append(None)
+            continue
         if ident is None:
             checker.reject(row, column, "invalid identifier", "a non-empty text or integer id", _describe(value))
         elif unique and ident in first_row:
@@ -287,15 +297,16 @@ def load_documents(source: str | Path | bytes, *, name: str | None = None, colum
     frame = _apply_mapping(name, frame, mapping, DOCUMENT_COLUMNS + (("group",) if group_column else ()))
     checker = _Checker(name, strict=(on_invalid == "error"))
     doc_ids = _validate_ids(checker, frame, "doc_id", unique=True)
-    identity_ids = _validate_ids(checker, frame, "identity_id", unique=False)
-    keep = [d is not None and i is not None for d, i in zip(doc_ids, identity_ids)]
+    identity_ids = _validate_ids(checker, frame, "identity_id", unique=False, optional=True)
+    invalid_identity = [i is None and not _is_blank(v) for i, v in zip(identity_ids, frame["identity_id"].tolist())]
+    keep = [d is not None and not bad for d, bad in zip(doc_ids, invalid_identity)]
     texts = frame["text"].tolist()
     for row, value in enumerate(texts, start=1):
         if not isinstance(value, str) or not value.strip():
             if keep[row - 1]:
                 checker.reject(row, "text", "invalid document text", "non-empty text", _describe(value))
             keep[row - 1] = False
-    out = pd.DataFrame({"doc_id": doc_ids, "text": texts, "identity_id": identity_ids})
+    out = pd.DataFrame({"doc_id": doc_ids, "text": texts, "identity_id": identity_ids}, dtype=object)
     if "group" in frame.columns:
         groups = frame["group"].tolist()
         for row, value in enumerate(groups, start=1):
@@ -335,16 +346,17 @@ def load_registry(source: str | Path | bytes, *, name: str | None = None, column
 
 
 def registry_share(documents: Documents, registry: Registry) -> float:
-    """Share of the documents whose identity is in the registry (the others are candidate misses)."""
+    """Share of the labelled documents whose identity is in the registry (the others are candidate misses)."""
     known = set(registry.ids.tolist())
-    return float(np.mean([i in known for i in documents.frame["identity_id"]]))
+    labelled = [i for i in documents.frame["identity_id"] if i is not None]
+    return float(np.mean([i in known for i in labelled])) if labelled else 1.0
 
 
 def check_release(documents: Documents, registry: Registry) -> float:
     """The share of the documents' subjects in the registry; an error when it is none of them."""
     share = registry_share(documents, registry)
     if share == 0:
-        examples = [str(ident)[:40] for ident in documents.frame["identity_id"].head(3)]
+        examples = [str(ident)[:40] for ident in documents.frame["identity_id"].dropna().head(3)]
         raise DataError(documents.file, "no document's identity is in the registry", column="identity_id",
                         expected=f"identity ids that appear in the column '{REGISTRY_ID}' of {registry.file}",
                         found=f"{len(documents):,} documents whose ids (e.g. {', '.join(map(repr, examples))}) are "

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
     from .audit import AuditResult, Certificate
 
 TOP_KS = (1, 5, 10)
+COVERAGE_MEANING = {
+    "release": "share of the labelled documents whose leave-one-out set holds their identity: about "
+               "ceil(n(1 - alpha))/n by construction, a property of the method, not a validation",
+    "split": "share of the held-out test documents whose set holds their identity: an empirical check of the "
+             "guarantee",
+}
 OVERALL = "all"  # the group key of the whole test split in tables
 
 
@@ -53,18 +59,21 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
     """
     split = cert.split
     mask = np.ones(len(split), dtype=bool) if mask is None else mask
-    sizes, covered, in_pool = cert.set_sizes[mask], cert.covered[mask], split.in_pool[mask]
-    n = int(mask.sum())
+    sizes = cert.set_sizes[mask]
+    labelled = split.labelled[mask]  # coverage, misses and ranks need the true identity
+    covered, in_pool = cert.covered[mask][labelled], split.in_pool[mask][labelled]
+    n, n_labelled = int(mask.sum()), int(labelled.sum())
     alpha = 1 - float(cert.confidence)
-    miss = float(np.mean(~in_pool)) if n else None
+    miss = float(np.mean(~in_pool)) if n_labelled else None
     q = np.unique(cert.q_hat[mask])
     out = {
         "confidence": float(cert.confidence),
         "n_test": n,
-        "coverage": float(np.mean(covered)) if n else None,
+        "n_labelled": n_labelled,
+        "coverage": float(np.mean(covered)) if n_labelled else None,
         "coverage_conditional": float(np.mean(covered[in_pool])) if in_pool.any() else None,
         "candidate_miss_rate": miss,
-        "open_world_bound": (1 - miss) * (1 - alpha) if n else None,
+        "open_world_bound": (1 - miss) * (1 - alpha) if n_labelled else None,
         "median_set_size": float(np.median(sizes)) if n else None,
         "mean_set_size": float(np.mean(sizes)) if n else None,
         "min_set_size": int(sizes.min()) if n else None,
@@ -76,7 +85,7 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
         "q_hat": _finite(split.score.to_method(q[0])) if q.shape[0] == 1 else None,
         "threshold": threshold_text(split.score.to_method(q[0])) if q.shape[0] == 1 else "per-group",
     }
-    out.update(ranking_metrics(split.truth_ranks[mask]))
+    out.update(ranking_metrics(split.truth_ranks[mask][labelled]))
     if policy is not None:
         flagged = policy.flags(sizes)
         out["n_flagged"] = int(flagged.sum())
@@ -102,15 +111,16 @@ class AuditSummary:
     miss_policy: str
     policy: ReleasePolicy
     levels: dict[str, dict]
+    protocol: str = "release"
 
     def level(self, confidence) -> dict:
         return self.levels[confidence_label(confidence)]
 
     def to_dict(self) -> dict:
         """``summary.json``."""
-        return {"config_id": self.config_id, "score": self.score, "knowledge": self.knowledge,
-                "attacker": self.attacker, "miss_policy": self.miss_policy, "policy": self.policy.to_dict(),
-                "confidence": self.levels}
+        return {"config_id": self.config_id, "protocol": self.protocol, "coverage_meaning": COVERAGE_MEANING[self.protocol],
+                "score": self.score, "knowledge": self.knowledge, "attacker": self.attacker,
+                "miss_policy": self.miss_policy, "policy": self.policy.to_dict(), "confidence": self.levels}
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (confidence, group); group ``all`` for the whole test split."""
@@ -163,7 +173,7 @@ def summarize(result: "AuditResult", confidences: Iterable | None = None,
                 entry["groups"][str(group)] = metrics
         per_level[confidence_label(level)] = entry
     return AuditSummary(config.config_id, config.score, config.knowledge.name, config.attacker.name,
-                        config.miss_policy, policy, per_level)
+                        config.miss_policy, policy, per_level, config.protocol)
 
 
 CURVE_CONFIDENCES = tuple(round(0.50 + 0.01 * i, 2) for i in range(50)) + (0.995,)

@@ -45,6 +45,13 @@ def package_versions() -> dict:
     return versions
 
 
+def _certified_by(cert: "Certificate", row: int) -> str:
+    """How a document's threshold was calibrated (the protocol, and whether its own score was left out)."""
+    if cert.left_out is None:
+        return "split: the calibration split's threshold"
+    return "leave-one-out: the other labelled documents" if cert.left_out[row] else "all labelled documents"
+
+
 def split_records(split: "ScoredSplit", certificates: list["Certificate"], split_name: str,
                   n_candidates: int = RECORD_CANDIDATES) -> Iterator[dict]:
     table = split.table
@@ -61,6 +68,7 @@ def split_records(split: "ScoredSplit", certificates: list["Certificate"], split
             "true_rank": int(split.truth_ranks[row]) if split.in_pool[row] else None,
             "true_score": _number(split.truth_scores[row]),
             "pool_size": int(table.pool_sizes[row]),
+            "certified_by": _certified_by(certificates[0], row) if certificates else None,
             "candidates": [
                 {"id": str(cid), "weight": float(w) if table.weight_kind == "probability" else None, "score": _number(s)}
                 for cid, w, s in zip(table.candidate_ids[index], table.weights[row, :pool], split.sorted_scores[row, :pool])
@@ -93,6 +101,7 @@ def manifest(result: "AuditResult") -> dict:
         "score_scale": f"records store scores as {get_score(config.score).stored_as}",
         "confidences": [confidence_label(c) for c in config.confidences],
         "seed": config.seed,
+        "protocol": config.protocol,
         "split": {"n_cal": len(result.calibration_split), "n_test": len(result.test_split),
                   "n_cal_used": sum(result.calibration.n_.values()),
                   "n_cal_per_group": {str(k): v for k, v in result.calibration.n_.items()},
@@ -102,11 +111,14 @@ def manifest(result: "AuditResult") -> dict:
     }
 
 
-SPLIT_NAMES = ("calibration", "test")
+def record_splits(result: "AuditResult") -> tuple[str, ...]:
+    """The record files of an audit: every document under the release protocol, else calibration and test."""
+    return ("documents",) if result.config.protocol == "release" else ("calibration", "test")
 
 
 def records(result: "AuditResult", split_name: str, confidences: Iterable | None = None) -> Iterator[dict]:
-    """The per-document records of one split (``calibration`` or ``test``) with its sets at each level."""
+    """The per-document records of ``documents`` (release protocol), ``calibration`` or ``test`` (split),
+    with each document's set at each level."""
     levels = list(confidences) if confidences is not None else list(result.config.confidences)
     if split_name == "calibration":
         split, certify = result.calibration_split, result.calibration_certificate
@@ -122,14 +134,16 @@ def jsonl_lines(items: Iterable[dict]) -> Iterator[str]:
 
 
 def write_audit(result: "AuditResult", out_dir: str | Path, explain: "TermExplainer | None" = None) -> dict[str, Path]:
-    """Write summary.json, calibration.jsonl, test.jsonl, worklist.csv/json and manifest.json."""
+    """Write summary.json, the records (documents.jsonl; calibration.jsonl and test.jsonl under the split
+    protocol), worklist.csv/json and manifest.json."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = result.config
-    paths = {name: out / name for name in ("summary.json", "calibration.jsonl", "test.jsonl", "worklist.csv",
+    splits = record_splits(result)
+    paths = {name: out / name for name in ("summary.json", *(f"{s}.jsonl" for s in splits), "worklist.csv",
                                            "worklist.json", "manifest.json")}
     paths["summary.json"].write_text(json.dumps(result.summary().to_dict(), indent=2), encoding="utf-8")
-    for name in SPLIT_NAMES:
+    for name in splits:
         with paths[f"{name}.jsonl"].open("w", encoding="utf-8") as handle:
             handle.writelines(jsonl_lines(records(result, name)))
     work = worklist(result.certificate(config.policy_confidence), config.policy, config.config_id, explain=explain)

@@ -64,7 +64,8 @@ SWEEPS = {"top_k": "top_k", "score": "score", "n_cal": "n_cal_declared", "seed":
 def sweep(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable, field: str,
           values: Sequence) -> pd.DataFrame:
     """Coverage, miss rate and set size per value of one declared field (top-K, score, n_cal or seed),
-    on the one attack ``table`` (matched attacker output; a variant re-truncates, re-scores or re-splits)."""
+    on the one attack ``table`` (matched attacker output; a variant re-truncates, re-scores or re-splits).
+    Variants use the split protocol: their coverage is measured on held-out documents."""
     if field not in SWEEPS:
         raise ConfigError(f"cannot sweep '{field}'; expected one of {', '.join(SWEEPS)}")
     values = list(values)
@@ -72,7 +73,7 @@ def sweep(documents: Documents, registry: Registry, config: AuditConfig, table: 
         raise ConfigError(f"a sweep of '{field}' needs at least one value")
     rows = []
     for value in values:
-        result = run_audit(documents, registry, None, replace(config, **{field: value}), table=table)
+        result = run_audit(documents, registry, None, replace(config, protocol="split", **{field: value}), table=table)
         rows += _rows(result, **{SWEEPS[field]: value})
     return pd.DataFrame(rows)
 
@@ -105,7 +106,7 @@ def sampling_budget_ablation(documents: Documents, registry: Registry, config: A
     for m in budgets:
         variant = variants[m]
         declared = replace(config.attacker, params={**config.attacker.params, "m": m}, details=variant.params())
-        result = run_audit(documents, registry, variant, replace(config, attacker=declared), progress)
+        result = run_audit(documents, registry, variant, replace(config, attacker=declared, protocol="split"), progress)
         rows += _rows(result, m=m, llm_calls=variant.counters()["attacker"]["calls"])
     return pd.DataFrame(rows)
 

@@ -66,8 +66,8 @@ def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None 
     spec = get_spec(threat.attacker)
     project = data.project
     audit = {
-        "score": spec.required_score or threat.score, "confidence": list(threat.confidences), "n_cal": threat.n_cal,
-        "n_test": threat.n_test, "seed": threat.seed, "top_k": threat.top_k, "miss_policy": threat.miss_policy,
+        "score": spec.required_score or threat.score, "confidence": list(threat.confidences),
+        "protocol": threat.protocol, "n_cal": threat.n_cal, "n_test": threat.n_test, "seed": threat.seed, "top_k": threat.top_k, "miss_policy": threat.miss_policy,
         "group_column": (data.group_column or "group") if threat.per_group else None,
         "query_mode": threat.query_mode,
     }
@@ -99,6 +99,7 @@ def default_threat(data: DataSet) -> ThreatChoice:
     knowledge = audit.get("knowledge") if audit.get("knowledge") in usable else (usable[0] if usable else CUSTOM_LEVEL)
     spec = get_spec(audit.get("attacker", "tfidf"))
     n_docs = len(data.documents)
+    protocol = audit.get("protocol", "release")
     n_cal, n_test = audit.get("n_cal"), audit.get("n_test")
     if (n_cal or 0) + (n_test or 0) > n_docs:
         n_cal = n_test = None
@@ -111,7 +112,7 @@ def default_threat(data: DataSet) -> ThreatChoice:
         query_mode=audit.get("query_mode") or "direct",
         score=audit.get("score", "aps"),
         top_k=audit.get("top_k"),
-        n_cal=n_cal, n_test=n_test, seed=int(audit.get("seed", 0)),
+        protocol=protocol, n_cal=n_cal, n_test=n_test, seed=int(audit.get("seed", 0)),
         per_group=bool(audit.get("group_column")) and data.documents.has_groups,
         miss_policy=audit.get("miss_policy", "infinite"),
         confidences=tuple(float(c) for c in audit.get("confidence", (0.90, 0.95, 0.99))),

@@ -12,6 +12,7 @@ from cpa_core.errors import CPAError
 
 from . import nav
 from cpa_core.llm import redact_url
+from cpa_core.metrics import COVERAGE_MEANING
 from cpa_core.policy import ReleasePolicy
 from cpa_core.params import Param
 
@@ -140,7 +141,7 @@ def policy_controls(page: str) -> ReleasePolicy:
     return state.policy
 
 
-def kpi_row(metrics: dict, confidence: float) -> None:
+def kpi_row(metrics: dict, confidence: float, protocol: str) -> None:
     """Documents at risk, smallest and median set, mean leakage proxy and coverage."""
     columns = st.columns(5)
     vacuous = (metrics.get("whole_pool_rate") or 0) >= 0.5
@@ -152,9 +153,13 @@ def kpi_row(metrics: dict, confidence: float) -> None:
     columns[2].metric("Median set", fmt_number(metrics["median_set_size"]), help=HELP["median_set"])
     columns[3].metric("Mean leakage proxy", fmt_number(metrics["mean_leakage"]), help=HELP["mean_leakage"])
     coverage = metrics["coverage"]
-    columns[4].metric("Coverage (test)", fmt_percent(coverage),
-                      delta=None if coverage is None else f"{100 * (coverage - confidence):+.1f} pts vs target",
-                      delta_color="normal", help=HELP["coverage"])
+    if protocol == "release":  # by construction: a property of the method, not a validation
+        columns[4].metric("Coverage (release)", fmt_percent(coverage), delta="by construction", delta_color="off",
+                          help=COVERAGE_MEANING["release"])
+    else:
+        columns[4].metric("Coverage (test)", fmt_percent(coverage),
+                          delta=None if coverage is None else f"{100 * (coverage - confidence):+.1f} pts vs target",
+                          delta_color="normal", help=HELP["coverage"])
 
 
 def audit_status() -> None:

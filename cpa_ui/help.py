@@ -35,6 +35,10 @@ HELP: dict[str, str] = {
     "q_hat": "q̂, the split-conformal threshold: the ⌈(n + 1)(1 − α)⌉-th smallest calibration score. A candidate "
              "enters a document's set when its nonconformity score is at most q̂. Infinite: the calibration set "
              "is too small for this confidence and every set is the whole pool.",
+    "protocol": "Release (default): every released document gets a certified set; each labelled document's "
+                "threshold comes from the other labelled documents (leave-one-out), each unlabelled one's from all "
+                "of them, so the guarantee holds for every document. Split: a disjoint calibration/test split, to "
+                "compare configurations on matched documents or reproduce published protocols.",
     "n_cal": "Calibration documents (with known identity) used to compute q̂.",
     "n_test": "Held-out test documents the certificate is evaluated and reported on.",
     "min_n_cal": "The fewest calibration documents that give a finite threshold at this confidence: ⌈1/α − 1⌉.",

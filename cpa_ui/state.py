@@ -60,6 +60,7 @@ class ThreatChoice:
     query_mode: str = "direct"
     score: str = "aps"
     top_k: int | None = None
+    protocol: str = "release"
     n_cal: int | None = None
     n_test: int | None = None
     seed: int = 0

@@ -84,8 +84,14 @@ def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: 
     query = ("the released text alone" if config.knowledge.query_mode == "direct"
              else "the released text plus identifying clues an LLM extracts from it")
     pool = "the whole registry" if config.top_k is None else f"a shortlist of its top {config.top_k} candidates"
-    n_cal = "half of the documents" if config.n_cal is None else f"{config.n_cal:,} documents"
-    n_test = "the remaining documents" if config.n_test is None else f"{config.n_test:,} other documents"
+    if config.protocol == "release":
+        protocol = ("every document gets a certified set: each labelled document's threshold is calibrated on the "
+                    "other labelled documents (leave-one-out), each unlabelled one's on all of them")
+    else:
+        n_cal = "half of the labelled documents" if config.n_cal is None else f"{config.n_cal:,} documents"
+        n_test = "the remaining ones" if config.n_test is None else f"{config.n_test:,} other documents"
+        protocol = (f"{n_cal} with known identities calibrate the threshold and {n_test} test it (split seed "
+                    f"{config.seed})")
     score = {"aps": "the probability mass accumulated from the top of the ranking (APS)",
              "rank": "the rank of a candidate in the attacker's list",
              "probability": "one minus the candidate's weight"}.get(config.score, config.score)
@@ -98,9 +104,8 @@ def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: 
     levels = _join([fmt_confidence(float(c)) for c in config.confidences])
     flag = config.policy.sentence
     return (f"The attacker knows the registry fields {fields} (knowledge level {config.knowledge.name}), queries "
-            f"with {query}, and {how}; it considers {pool} of the {n_profiles:,} registry profiles. Out of {n_documents:,} documents, {n_cal} with known "
-            f"identities calibrate the threshold and {n_test} test it (split seed {config.seed}); candidates are "
-            f"scored by {score}, and {miss}.{per_group} Certificates are computed at {levels} confidence and "
+            f"with {query}, and {how}; it considers {pool} of the {n_profiles:,} registry profiles. Out of "
+            f"{n_documents:,} documents, {protocol}; candidates are scored by {score}, and {miss}.{per_group} Certificates are computed at {levels} confidence and "
             f"{flag}. They are valid only for this exact configuration (id {config.config_id}): any change needs "
             "a new calibration.")
 

@@ -21,6 +21,8 @@ from cpa_ui.text import configuration_summary
 CONFIDENCE_CHOICES = (0.80, 0.90, 0.95, 0.975, 0.99, 0.995)
 QUERY_MODE_LABELS = {"direct": "Direct: the released text is the query",
                      "direct_plus_clues": "Direct + clues: an LLM appends identifying clues (needs an LLM endpoint)"}
+PROTOCOLS = {"release": "Certify every document (leave-one-out on the labelled documents; default)",
+             "split": "Calibration/test split (matched comparisons, published protocols)"}
 MISS_POLICIES = {"infinite": "Count them as infinitely nonconforming (conservative; default)",
                  "exclude": "Leave them out (guarantee conditional on the identity being in the pool)"}
 
@@ -116,23 +118,29 @@ top_k = None if whole else int(right.number_input(
     key=widget_key("threat.top_k", threat.top_k or min(50, len(data.registry)))))
 
 st.subheader("Calibration protocol")
+protocol = st.radio("Protocol", list(PROTOCOLS), format_func=PROTOCOLS.get, horizontal=True,
+                    key=widget_key("threat.protocol", threat.protocol), help=HELP["protocol"])
 columns = st.columns(4)
-n_cal = int(columns[0].number_input("Calibration documents n_cal", min_value=1, max_value=n_documents, step=50,
-                                    key=widget_key("threat.n_cal", threat.n_cal or n_documents // 2),
-                                    help=HELP["n_cal"]))
-n_test = int(columns[1].number_input("Test documents n_test", min_value=1, max_value=n_documents, step=50,
-                                     key=widget_key("threat.n_test", threat.n_test or n_documents - n_documents // 2),
-                                     help=HELP["n_test"]))
+n_cal = n_test = None
+if protocol == "split":
+    n_cal = int(columns[0].number_input("Calibration documents n_cal", min_value=1, max_value=n_documents, step=50,
+                                        key=widget_key("threat.n_cal", threat.n_cal or n_documents // 2),
+                                        help=HELP["n_cal"]))
+    n_test = int(columns[1].number_input("Test documents n_test", min_value=1, max_value=n_documents, step=50,
+                                         key=widget_key("threat.n_test",
+                                                        threat.n_test or n_documents - n_documents // 2),
+                                         help=HELP["n_test"]))
+    if n_cal + n_test > n_documents:
+        st.error(f"n_cal + n_test = {n_cal + n_test:,} exceeds the {n_documents:,} documents loaded.",
+                 icon=":material/error:")
 seed = int(columns[2].number_input("Split seed", min_value=0, step=1, key=widget_key("threat.seed", threat.seed),
+                                   disabled=protocol != "split",
                                    help="Seed of the random calibration/test split; part of the configuration."))
 per_group = columns[3].checkbox("Calibrate per group", disabled=not data.documents.has_groups,
                                 key=widget_key("threat.per_group", threat.per_group and data.documents.has_groups),
                                 help="Mondrian calibration: one threshold per group (e.g. per release mechanism), "
                                      "so the guarantee holds within each group."
                                      + ("" if data.documents.has_groups else " The documents have no group column."))
-if n_cal + n_test > n_documents:
-    st.error(f"n_cal + n_test = {n_cal + n_test:,} exceeds the {n_documents:,} documents loaded.",
-             icon=":material/error:")
 miss_policy = st.radio("Calibration documents whose identity is not in the pool", list(MISS_POLICIES),
                        format_func=MISS_POLICIES.get, key=widget_key("threat.miss_policy", threat.miss_policy))
 confidences = st.multiselect("Confidence levels to certify and export", CONFIDENCE_CHOICES,
@@ -143,7 +151,8 @@ confidences = st.multiselect("Confidence levels to certify and export", CONFIDEN
 
 state.threat = ThreatChoice(
     attacker=attacker, attacker_params=tuple(params.items()), llm=tuple(llm.items()), knowledge=knowledge, custom_fields=custom_fields,
-    query_mode=query_mode, score=score, top_k=top_k, n_cal=n_cal, n_test=n_test, seed=seed, per_group=per_group,
+    query_mode=query_mode, score=score, top_k=top_k, protocol=protocol, n_cal=n_cal, n_test=n_test, seed=seed,
+    per_group=per_group,
     miss_policy=miss_policy, confidences=tuple(sorted(confidences)) or (0.95,))
 
 # --- summary ------------------------------------------------------------------------------------------------

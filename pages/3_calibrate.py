@@ -29,7 +29,8 @@ run = state.run
 current = run is not None and run.key == key
 st.caption(f"Declared configuration {config.config_id}: knowledge {config.knowledge.name} "
            f"({', '.join(config.knowledge.fields)}), {config.attacker.name} attacker, score {config.score}, "
-           f"n_cal {config.n_cal}, n_test {config.n_test}, seed {config.seed}"
+           + (f"release protocol (every document certified)" if config.protocol == "release" else
+              f"split protocol: n_cal {config.n_cal}, n_test {config.n_test}, seed {config.seed}")
            + (", calibrated per group" if config.group_column else "") + ".")
 
 label = "Run the attack and calibrate" if not current else "Run again"
@@ -63,7 +64,8 @@ table = calibration_table(result, levels, state.policy)
 metrics = kpis(result, state.confidence, state.policy)
 columns = st.columns(4)
 columns[0].metric("Calibration documents", f"{metrics['n_cal']:,}", help=HELP["n_cal"])
-columns[1].metric("Test documents", f"{metrics['n_test']:,}", help=HELP["n_test"])
+columns[1].metric("Certified documents" if result.config.protocol == "release" else "Test documents",
+                  f"{metrics['n_test']:,}", help=HELP["n_test"])
 columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics["candidate_miss_rate"]), help=HELP["miss_rate"])
 columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics["top1"]), help=HELP["top1"])
 

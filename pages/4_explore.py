@@ -24,7 +24,7 @@ confidence = confidence_control("explore")
 policy = policy_controls("explore")
 cert = result.certificate(confidence)
 metrics = kpis(result, confidence, policy)
-kpi_row(metrics, confidence)
+kpi_row(metrics, confidence, result.config.protocol)
 show_warnings(metrics["warnings"])
 
 left, right = st.columns(2)

@@ -7,7 +7,7 @@ import json
 import streamlit as st
 
 from cpa_core.policy import worklist_csv, worklist_json
-from cpa_core.records import SPLIT_NAMES, jsonl_lines, manifest, records
+from cpa_core.records import jsonl_lines, manifest, record_splits, records
 from cpa_ui.analysis import flagged_table
 from cpa_ui.cache import curve, explained_worklist
 from cpa_ui.components import require_data, require_run, stale_notice, table_columns
@@ -33,7 +33,8 @@ audit_manifest = {**manifest(result), "dashboard_view": {"confidence": confidenc
 
 def records_jsonl() -> bytes:
     levels = sorted(set(result.config.confidences) | {confidence})
-    return "".join(line for name in SPLIT_NAMES for line in jsonl_lines(records(result, name, levels))).encode("utf-8")
+    return "".join(line for name in record_splits(result)
+                   for line in jsonl_lines(records(result, name, levels))).encode("utf-8")
 
 
 def report_html() -> bytes:

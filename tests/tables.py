@@ -84,5 +84,5 @@ def audited_groups(confidences=(0.8, 0.9)):
     documents, registry = documents_and_registry([f"p{t}" for t in truth], groups=groups, m=30)
     attacker = CountingAttacker(table_from_matrix(probabilities))
     cfg = AuditConfig(knowledge=LEVEL, attacker=toy_attacker("counting"), n_cal=200, n_test=300, seed=3,
-                      group_column="group", confidences=confidences)
+                      group_column="group", confidences=confidences, protocol="split")
     return run_audit(documents, registry, attacker, cfg), attacker, documents, registry

@@ -57,7 +57,9 @@ def sample(sample_paths) -> dict:
 
     audit = load_config(sample_paths["config"]).audit
     return {"documents": len(pd.read_csv(sample_paths["documents"])),
-            "profiles": len(pd.read_csv(sample_paths["registry"])), "n_cal": audit["n_cal"], "n_test": audit["n_test"], "seed": audit["seed"],
+            "profiles": len(pd.read_csv(sample_paths["registry"])), "seed": audit["seed"],
+            # the release protocol: every (labelled) sample document calibrates and is certified
+            "n_cal": len(pd.read_csv(sample_paths["documents"])), "n_test": len(pd.read_csv(sample_paths["documents"])),
             "confidences": [float(c) for c in audit["confidence"]]}
 
 
@@ -113,7 +115,7 @@ def test_home_explains_cpa_and_shows_the_audit_state(calibrated):
     calibrated.switch_page("app.py").run()
     text = " ".join(m.value for m in calibrated.markdown)
     assert "certified set" in text and "exchangeable" in text
-    assert any("test documents" in i.value and "coverage" in i.value for i in calibrated.info)
+    assert any("released documents" in i.value and "coverage" in i.value for i in calibrated.info)
 
 
 def test_sample_data_is_loaded_by_default(sample):
@@ -147,7 +149,7 @@ def test_full_flow_sample_k2_calibrate_slide_flag_export(sample, downloads):
     at.button(key="calibrate.run").click().run()
     assert_clean(at)
     assert metric(at, "Calibration documents") == f"{sample['n_cal']:,}"
-    assert metric(at, "Test documents") == f"{sample['n_test']:,}"
+    assert metric(at, "Certified documents") == f"{sample['n_test']:,}"
     table = at.dataframe[0].value
     assert list(table["confidence"]) == sorted(set(sample["confidences"]) | {0.95})
 
@@ -193,8 +195,8 @@ def test_full_flow_sample_k2_calibrate_slide_flag_export(sample, downloads):
     assert manifest["dashboard_view"] == {"confidence": 0.6, "flag_below": 30, "leakage_threshold": None}
     assert manifest["inputs"]["documents"]["sha256"]
     records = downloads[next(n for n in downloads if n.endswith("-records.jsonl"))]().decode("utf-8").splitlines()
-    assert len(records) == sample["n_cal"] + sample["n_test"]
-    assert {json.loads(line)["split"] for line in records} == {"calibration", "test"}
+    assert len(records) == sample["n_test"]  # one record per released document
+    assert {json.loads(line)["split"] for line in records} == {"documents"}
     report = downloads[next(n for n in downloads if n.endswith("-report.html"))]().decode("utf-8")
     assert report.startswith("<!DOCTYPE html>") and manifest["config_id"] in report
 
@@ -239,11 +241,11 @@ def test_compare_runs_levels_on_matched_splits_and_the_drift_test(calibrated, sa
 def test_a_changed_threat_model_is_flagged_as_not_calibrated(calibrated, sample):
     at = calibrated
     at.switch_page(nav.THREAT).run()
-    at.number_input(key="w.threat.seed").set_value(sample["seed"] + 1).run()
+    at.radio(key="w.threat.miss_policy").set_value("exclude").run()
     at.switch_page(nav.EXPLORE).run()
     assert any("has not been calibrated yet" in w.value for w in at.warning)
     at.switch_page(nav.THREAT).run()
-    at.number_input(key="w.threat.seed").set_value(sample["seed"]).run()
+    at.radio(key="w.threat.miss_policy").set_value("infinite").run()
     at.switch_page(nav.EXPLORE).run()
     assert not any("has not been calibrated yet" in w.value for w in at.warning)
 
@@ -430,8 +432,8 @@ def test_declared_configuration_follows_the_choices(sample_paths):
     config, attacker = declare(data, threat)
     assert config.knowledge.name == project.audit["knowledge"] and config.group_column == "group"
     assert attacker.temperature == project.attackers["tfidf"]["temperature"]
-    assert (config.n_cal, config.n_test, config.seed) == (project.audit["n_cal"], project.audit["n_test"],
-                                                          project.audit["seed"])
+    assert (config.protocol, config.n_cal, config.n_test, config.seed) == ("release", None, None,
+                                                                           project.audit["seed"])
     other, _ = declare(data, replace(threat, per_group=False, top_k=20, score="rank"))
     assert other.group_column is None and other.top_k == 20 and other.score == "rank"
     assert other.config_id != config.config_id
@@ -471,7 +473,7 @@ def test_llm_attacker_shows_estimated_calls_before_running(sample_paths, tmp_pat
     assert any("sends document text" in w.value for w in at.warning)
     metric = next(m for m in at.metric if m.label == "Estimated LLM calls")
     n_cal, n_test = at.session_state["cpa.threat"].n_cal, at.session_state["cpa.threat"].n_test
-    assert metric.value == f"{(n_cal + n_test) * 5:,}"  # m = 5 samples per calibration and test document
+    assert metric.value == f"{len(at.session_state['cpa.data'].documents) * 5:,}"  # m = 5 samples per document
 
 
 def test_clue_mode_with_an_endpoint_estimates_one_call_per_document(sample_paths, tmp_path, monkeypatch):
@@ -485,7 +487,7 @@ def test_clue_mode_with_an_endpoint_estimates_one_call_per_document(sample_paths
     metric = next(m for m in at.metric if m.label == "Estimated LLM calls")
     threat = at.session_state["cpa.threat"]
     assert threat.query_mode == "direct_plus_clues"
-    assert metric.value == f"{threat.n_cal + threat.n_test:,}"  # one clue request per document
+    assert metric.value == f"{len(at.session_state['cpa.data'].documents):,}"  # one clue request per document
 
 
 # --- one audit, one set of figures on every surface ----------------------------------------------------------
@@ -526,7 +528,7 @@ def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path,
     entry = summary["confidence"]["0.9"]
     assert entry["n_flagged"] > 0
     assert metric(at, "Documents at risk") == f"{entry['n_flagged']:,}"
-    assert metric(at, "Coverage (test)") == fmt_percent(entry["coverage"])
+    assert metric(at, "Coverage (release)") == fmt_percent(entry["coverage"])
     assert metric(at, "Median set") == f"{int(entry['median_set_size']):,}"
 
     at.switch_page(nav.REPORT).run()

@@ -16,7 +16,7 @@ from tables import (LEVEL, audited_groups, documents_and_registry, probability_m
 def test_toy_audit_by_hand():
     documents, registry = documents_and_registry(["p1", "p0", "p2", "p1"], m=3)
     cfg = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=2, n_test=2, seed=0,
-                      confidences=(0.5,))
+                      confidences=(0.5,), protocol="split")
     result = run_audit(documents, registry, None, cfg, table=toy_table())
     cal_ids = result.calibration_split.table.doc_ids.tolist()
     # APS score of each document's truth, by hand
@@ -84,7 +84,7 @@ def test_calibration_too_small_gives_whole_pool_and_a_note():
     rng = np.random.default_rng(0)
     probabilities = probability_matrix(40, 10, rng)
     documents, registry = documents_and_registry([f"p{t}" for t in sample_truth(probabilities, rng)], m=10)
-    cfg = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=20, n_test=20, confidences=(0.99,))
+    cfg = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=20, n_test=20, confidences=(0.99,), protocol="split")
     result = run_audit(documents, registry, None, cfg, table=table_from_matrix(probabilities))
     cert = result.certificate(0.99)
     assert (cert.set_sizes == 10).all() and math.isinf(cert.q_hat[0])
@@ -95,7 +95,7 @@ def test_calibration_too_small_gives_whole_pool_and_a_note():
 def test_sums_equal_in_exact_arithmetic_compare_equal_across_documents():
     # calibration d0: 0.6 + 0.3 = 0.8999999999999999 in floating point; test d1: 0.5 + 0.4 = 0.9
     documents, registry = documents_and_registry(["p1", "p0", "p2", "p1"], m=3)
-    cfg = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=2, n_test=2, seed=0, confidences=(0.5,))
+    cfg = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=2, n_test=2, seed=0, confidences=(0.5,), protocol="split")
     result = run_audit(documents, registry, None, cfg, table=toy_table())
     assert result.calibration_split.table.doc_ids.tolist() == ["d0", "d2"]
     cert = result.certificate(0.5)
@@ -120,7 +120,7 @@ def test_a_peaked_softmax_does_not_saturate_into_whole_pool_sets():
     table = CandidateTable(np.array([f"d{i}" for i in range(n)], dtype=object), candidates, weights,
                            np.full(n, m), np.array([f"p{j}" for j in range(m)], dtype=object), tail_mass=tail)
     documents, registry = documents_and_registry([f"p{t}" for t in truth], m=m)
-    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=300, n_test=300, confidences=(0.9, 0.95))
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=300, n_test=300, confidences=(0.9, 0.95), protocol="split")
     result = run_audit(documents, registry, None, config, table=table)
     missed = result.calibration_split.truth_ranks > 1
     rounded = np.round(get_score("aps").to_method(result.calibration_split.truth_scores[missed]), 12)
@@ -137,7 +137,7 @@ def test_a_shortlist_keeps_the_scores_and_the_sets_it_can_hold():
     rng = np.random.default_rng(8)
     probabilities = probability_matrix(500, 60, rng, concentration=0.2)
     documents, registry = documents_and_registry([f"p{t}" for t in sample_truth(probabilities, rng)], m=60)
-    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=250, n_test=250, confidences=(0.8,))
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=250, n_test=250, confidences=(0.8,), protocol="split")
     table = table_from_matrix(probabilities)
     full = run_audit(documents, registry, None, config, table=table)
     short = run_audit(documents, registry, None, replace(config, top_k=20), table=table)

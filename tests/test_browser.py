@@ -216,7 +216,7 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     _go(driver, "Explore", "Documents at risk")
     metrics = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]')
     labels = " ".join(m.text for m in metrics)
-    for label in ("Documents at risk", "Smallest set", "Median set", "Mean leakage proxy", "Coverage (test)"):
+    for label in ("Documents at risk", "Smallest set", "Median set", "Mean leakage proxy", "Coverage (release)"):
         assert label in labels
     before = driver.find_element(By.CSS_SELECTOR, '[data-testid="stMetric"] [data-testid="stMetricValue"]').text
     # lower the confidence to the slider's minimum with the keyboard: sets shrink, documents get flagged

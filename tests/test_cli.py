@@ -23,7 +23,7 @@ from cpa_core.cli import build_parser
 
 SUMMARY_KEYS = ("coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "mean_set_size",
                 "top1", "mrr", "mean_leakage", "empty_rate", "q_hat", "n_cal", "n_test")
-OUTPUT_FILES = ("summary.json", "calibration.jsonl", "test.jsonl", "worklist.csv", "worklist.json", "manifest.json")
+OUTPUT_FILES = ("summary.json", "documents.jsonl", "worklist.csv", "worklist.json", "manifest.json")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -162,7 +162,8 @@ def test_summary_has_every_metric_per_level_and_group(runs, sample_paths):
     for label, entry in levels.items():
         for key in SUMMARY_KEYS:
             assert key in entry, (label, key)
-        assert entry["n_cal"] == declared["n_cal"] and entry["n_test"] == declared["n_test"]
+        # the release protocol: every labelled document calibrates, every document is certified
+        assert entry["n_cal"] == entry["n_test"] == len(pd.read_csv(sample_paths["documents"]))
         assert 0 <= entry["coverage"] <= 1 and 0 <= entry["candidate_miss_rate"] <= 1
         assert set(entry["groups"]) == groups  # audit.toml declares group_column = "group"
         for group, metrics in entry["groups"].items():
@@ -176,9 +177,9 @@ def test_records_agree_with_the_summary(runs, sample_paths):
     result, out = result_of(runs, "main")
     ok(result)
     summary = read_json(out / "summary.json")["confidence"]
-    calibration, test = read_jsonl(out / "calibration.jsonl"), read_jsonl(out / "test.jsonl")
-    assert len(calibration) == summary["0.9"]["n_cal"] and len(test) == summary["0.9"]["n_test"]
-    assert not {r["doc_id"] for r in calibration} & {r["doc_id"] for r in test}
+    test = read_jsonl(out / "documents.jsonl")
+    assert len(test) == summary["0.9"]["n_test"] == len(pd.read_csv(sample_paths["documents"]))
+    assert {r["certified_by"] for r in test} == {"leave-one-out: the other labelled documents"}
     for label, entry in summary.items():
         sizes = [r["sets"][label]["set_size"] for r in test]
         assert statistics.median(sizes) == pytest.approx(entry["median_set_size"])
@@ -207,8 +208,8 @@ def test_manifest_records_the_configuration(runs, sample_paths):
     assert manifest["attacker"]["attacker"] == "tfidf"
     assert manifest["score"] == declared["audit"]["score"]
     assert manifest["confidences"] == ["0.9", "0.95", "0.99"]
-    assert manifest["split"]["n_cal"] == declared["audit"]["n_cal"]
-    assert manifest["split"]["n_test"] == declared["audit"]["n_test"]
+    assert manifest["protocol"] == "release"
+    assert manifest["split"]["n_cal"] == manifest["split"]["n_test"] == len(pd.read_csv(sample_paths["documents"]))
     assert manifest["seed"] == declared["audit"]["seed"]
     versions = manifest["versions"]
     for package in ("python", "numpy", "pandas", "scikit-learn"):
@@ -242,7 +243,7 @@ def test_the_same_command_twice_gives_the_same_summary(runs):
     second, out_second = result_of(runs, "again")
     ok(first), ok(second)
     assert (out_first / "summary.json").read_bytes() == (out_second / "summary.json").read_bytes()
-    for name in ("test.jsonl", "calibration.jsonl", "worklist.csv"):
+    for name in ("documents.jsonl", "worklist.csv"):
         assert (out_first / name).read_bytes() == (out_second / name).read_bytes(), name
 
 
@@ -270,7 +271,7 @@ def test_imported_scores(runs, sample_paths):
     entry = summary["confidence"]["0.9"]
     assert entry["top1"] > 0.3  # the truth gets extra weight in the table
     assert entry["candidate_miss_rate"] == pytest.approx(
-        np.mean([not r["in_pool"] for r in read_jsonl(out / "test.jsonl")]))
+        np.mean([not r["in_pool"] for r in read_jsonl(out / "documents.jsonl")]))
     assert entry["coverage"] >= 0.8
 
 
@@ -312,7 +313,7 @@ def test_stress_scores_prints_a_table(cli_inprocess, sample_paths):
 
 
 @pytest.mark.parametrize("name,extra,column,values", [
-    ("ncal", ["--n-cals", "100,300", "--n-test", "400"], "n_cal_declared", [100, 300]),
+    ("ncal", ["--protocol", "split", "--n-cals", "100,300", "--n-test", "400"], "n_cal_declared", [100, 300]),
     ("seeds", ["--seeds", "0,1,2"], "confidence", [0.9]),
 ])
 def test_stress_writes_csv(cli_inprocess, sample_paths, tmp_path, name, extra, column, values):
@@ -384,7 +385,7 @@ def test_bad_input_gives_one_line(case, bad_inputs, sample_paths, cli_inprocess,
                       ["duplicate.csv", "row 8", "'doc_id'", "row 3"]),
         "bad_toml": (audit_args(sample_paths, out, None, bad_inputs["bad_toml"]), ["bad.toml", "TOML"]),
         "unknown_level": (audit_args(sample_paths, out, None, None, "--knowledge", "K9"), ["'K9'", "K1"]),
-        "too_many": (audit_args(sample_paths, out, None, None, "--n-cal", "900", "--n-test", "900"),
+        "too_many": (audit_args(sample_paths, out, None, None, "--protocol", "split", "--n-cal", "900", "--n-test", "900"),
                      ["1800", "1000"]),
         "confidence_cli": (audit_args(sample_paths, out, None, None, "--confidence", "1.5"), ["1.5"]),
         "confidence_toml": (audit_args(sample_paths, out, None, bad_inputs["toml_confidence"]), ["1.5"]),
@@ -409,7 +410,7 @@ def test_drop_invalid_reports_on_stderr_without_text(bad_inputs, sample_paths, c
     documents.loc[9, "doc_id"] = documents.loc[1, "doc_id"]
     path = write_table(documents, tmp_path / "some_invalid.csv")
     result = cli_inprocess(*audit_args(sample_paths, tmp_path / "out", path, None, "--drop-invalid",
-                                       "--n-cal", "50", "--n-test", "60"))
+                                       "--protocol", "split", "--n-cal", "50", "--n-test", "60"))
     ok(result)
     assert "dropped 2 of 120 rows" in result.stderr and "row 10" in result.stderr
     assert not any(t in result.output for t in documents["text"] if len(t.strip()) > 20)
@@ -426,7 +427,7 @@ def test_formula_like_cells_are_neutralised_in_the_worklist_csv(tmp_path, cli_in
     reg = write_table(registry, tmp_path / "registry.csv")
     out = tmp_path / "out"
     result = cli_inprocess("audit", "--documents", docs, "--registry", reg, "--fields", "city,occupation,keywords",
-                           "--n-cal", "20", "--n-test", "28", "--confidence", "0.8", "--flag-below", "1000",
+                           "--protocol", "split", "--n-cal", "20", "--n-test", "28", "--confidence", "0.8", "--flag-below", "1000",
                            "--group-column", "group", "--out", out)
     ok(result)
     with (out / "worklist.csv").open(encoding="utf-8", newline="") as handle:
@@ -458,7 +459,7 @@ def test_group_column_other_than_group(tmp_path, cli_inprocess, keep_group_colum
     reg = write_table(registry, tmp_path / "registry.csv")
     out = tmp_path / "out"
     result = ok(cli_inprocess("audit", "--documents", docs, "--registry", reg, "--group-column", "ward",
-                              "--n-cal", "24", "--n-test", "24", "--confidence", "0.8", "--out", out))
+                              "--protocol", "split", "--n-cal", "24", "--n-test", "24", "--confidence", "0.8", "--out", out))
     summary = read_json(out / "summary.json")
     assert set(summary["confidence"]["0.8"]["groups"]) == {"w1", "w2", "w3"}, result.describe()
 
@@ -473,7 +474,7 @@ def test_dry_run_counts_llm_calls_without_calling(tmp_path, monkeypatch):
         [sys.executable, "-m", "cpa_core.cli", "audit", "--documents", str(root / "sample_data/documents.csv"),
          "--registry", str(root / "sample_data/registry.csv"), "--config", str(root / "sample_data/audit.toml"),
          "--knowledge", "K2", "--query-mode", "direct_plus_clues", "--llm-url", "http://127.0.0.1:9/v1",
-         "--llm-model", "none", "--n-cal", "100", "--n-test", "150", "--dry-run", "--out", str(tmp_path / "out")],
+         "--llm-model", "none", "--protocol", "split", "--n-cal", "100", "--n-test", "150", "--dry-run", "--out", str(tmp_path / "out")],
         capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith("250 LLM calls needed")  # one clue request per document, none sent

@@ -34,6 +34,7 @@ min_df = 1
 [audit]
 knowledge = "K2"
 confidence = [0.9, 0.95]
+protocol = "split"
 n_cal = 3
 n_test = 3
 seed = 7

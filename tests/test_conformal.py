@@ -154,3 +154,68 @@ def test_membership_by_threshold_equals_membership_by_p_value(cal, candidate_sco
     # p > alpha  <=>  1 + #{T >= s} > alpha (n + 1), compared exactly
     by_p = (1 + at_least) * Fraction(repr(alpha)).denominator > Fraction(repr(alpha)).numerator * (n + 1)
     assert ((candidates <= q) == by_p).all()
+
+
+# --- certifying a whole release: leave-one-out thresholds ---------------------------------------------------
+
+def _brute_loo(scores, members, confidence):
+    from fractions import Fraction
+
+    alpha = 1 - Fraction(str(confidence))
+    member_scores = [s for s, m in zip(scores, members) if m]
+    n = len(member_scores)
+    out = []
+    for i, (score, member) in enumerate(zip(scores, members)):
+        if member:
+            others = sorted(member_scores[:sum(members[:i])] + member_scores[sum(members[:i]) + 1:])
+            k = math.ceil(n * (1 - alpha))
+        else:
+            others = sorted(member_scores)
+            k = math.ceil((n + 1) * (1 - alpha))
+        out.append(others[k - 1] if 1 <= k <= len(others) else math.inf)
+    return out
+
+
+def test_leave_one_out_by_hand():
+    from cpa_core.conformal import leave_one_out_thresholds
+
+    scores = np.array([0.1, 0.4, 0.2, 0.3, 9.0])
+    members = np.array([True, True, True, True, False])
+    # n = 4, confidence 0.5: k = ceil(4 * 0.5) = 2 among the other three; the outsider: ceil(5 * 0.5) = 3 of four
+    assert leave_one_out_thresholds(scores, members, 0.5).tolist() == [0.3, 0.2, 0.3, 0.2, 0.3]
+    assert leave_one_out_thresholds(scores, members, 0.5).tolist() == _brute_loo(scores.tolist(), members.tolist(), 0.5)
+
+
+@settings(max_examples=150)
+@given(st.lists(st.sampled_from([0.1, 0.2, 0.3, 0.5, 0.8, math.inf]), min_size=1, max_size=25), st.data(),
+       st.sampled_from([0.5, 0.6, 0.8, 0.9, 0.95]))
+def test_leave_one_out_equals_brute_force_with_ties(scores, data, confidence):
+    from cpa_core.conformal import leave_one_out_thresholds
+
+    members = [data.draw(st.booleans()) for _ in scores]
+    got = leave_one_out_thresholds(np.array(scores), np.array(members), confidence).tolist()
+    assert got == _brute_loo(scores, members, confidence)
+
+
+def test_a_document_s_own_score_never_enters_its_threshold():
+    from cpa_core.conformal import leave_one_out_thresholds
+
+    rng = np.random.default_rng(2)
+    scores = rng.random(50)
+    members = np.ones(50, dtype=bool)
+    base = leave_one_out_thresholds(scores, members, 0.9)
+    for i in (0, 7, 33):
+        moved = scores.copy()
+        moved[i] = rng.random() * 10  # whatever document i scores, its own threshold does not move
+        assert leave_one_out_thresholds(moved, members, 0.9)[i] == base[i]
+
+
+def test_leave_one_out_per_stratum():
+    from cpa_core.conformal import leave_one_out_thresholds
+
+    scores = np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9, 0.5])
+    members = np.array([True, True, True, True, True, True, False])
+    strata = ["a", "a", "a", "b", "b", "b", "c"]
+    out = leave_one_out_thresholds(scores, members, 0.5, strata)
+    # a, b: n = 3, k = ceil(1.5) = 2 among the other two; c has no member: no threshold
+    assert out.tolist() == [0.3, 0.3, 0.2, 0.9, 0.9, 0.8, math.inf]

@@ -274,7 +274,6 @@ def test_rows_are_records_not_lines(tmp_path):
 @pytest.mark.parametrize("row,column,found", [
     (",alpha,P1", "doc_id", "found an empty string"),
     ("   ,alpha,P1", "doc_id", "found an empty string"),
-    ("D1,alpha,", "identity_id", "found an empty string"),
     ("D1,,P1", "text", "found an empty string"),
     ("D1,  \t ,P1", "text", "found an empty string"),
 ])
@@ -293,7 +292,6 @@ def test_missing_values_in_csv(tmp_path, row, column, found):
     ({"doc_id": "D1", "text": ["a", "list"], "identity_id": "P1"}, "text", "a value of type list"),
     ({"doc_id": 1.5, "text": "alpha", "identity_id": "P1"}, "doc_id", "a value of type float"),
     ({"doc_id": True, "text": "alpha", "identity_id": "P1"}, "doc_id", "a value of type bool"),
-    ({"doc_id": "D1", "text": "alpha", "identity_id": None}, "identity_id", "an empty cell"),
     ({"doc_id": "D1", "text": "alpha", "identity_id": {"id": 1}}, "identity_id", "a value of type dict"),
 ])
 def test_nan_and_wrong_types_in_jsonl(tmp_path, record, column, found):
@@ -339,22 +337,23 @@ def test_drop_keeps_valid_rows_and_reports_rejected_ones(tmp_path):
                                                          "D2,,P1\n"         # 2 empty text
                                                          ",beta,P2\n"       # 3 missing id
                                                          "D1,gamma,P2\n"    # 4 duplicate
-                                                         "D5,delta,\n"      # 5 missing identity
+                                                         "D5,delta,\n"      # 5 unknown identity: kept
                                                          "D6,epsilon,P3\n"  # 6 ok
                                                          ).encode())
     loaded = load_documents(path, on_invalid="drop")
-    assert loaded.frame["doc_id"].tolist() == ["D1", "D6"]
-    assert loaded.frame["text"].tolist() == ["alpha", "epsilon"]
+    assert loaded.frame["doc_id"].tolist() == ["D1", "D5", "D6"]
+    assert loaded.frame["text"].tolist() == ["alpha", "delta", "epsilon"]
+    assert loaded.frame["identity_id"].tolist() == ["P1", None, "P3"]
     report = loaded.report
-    assert (report.file, report.n_read, report.n_kept) == (str(path), 6, 2)
+    assert (report.file, report.n_read, report.n_kept) == (str(path), 6, 3)
     assert [(r.row, r.column) for r in sorted(report.rejected, key=lambda r: r.row)] == [
-        (2, "text"), (3, "doc_id"), (4, "doc_id"), (5, "identity_id")]
+        (2, "text"), (3, "doc_id"), (4, "doc_id")]
     reasons = {r.row: r.reason for r in report.rejected}
     assert "duplicate id 'D1'" in reasons[4] and "row 1" in reasons[4]
     assert "expected non-empty text" in reasons[2] and "found an empty string" in reasons[2]
     frame = report.to_frame()
-    assert list(frame.columns) == ["row", "column", "reason"] and len(frame) == 4
-    assert report.to_dict()["n_kept"] == 2 and len(report.to_dict()["rejected"]) == 4
+    assert list(frame.columns) == ["row", "column", "reason"] and len(frame) == 3
+    assert report.to_dict()["n_kept"] == 3 and len(report.to_dict()["rejected"]) == 3
 
 
 def test_drop_in_registry(tmp_path):
@@ -395,7 +394,7 @@ def test_identities_absent_from_the_registry_are_kept_and_counted_as_misses(tmp_
     assert registry_share(docs, reg) == pytest.approx(0.8) == check_release(docs, reg)
     level = KnowledgeLevel("K", ("city", "occupation", "keywords"))
     attacker = TfidfAttacker()
-    config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), confidences=(0.8,), n_cal=25, n_test=25)
+    config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), confidences=(0.8,), n_cal=25, n_test=25, protocol="split")
     result = run_audit(docs, reg, attacker, config)
     truth = result.test_split.truth_ids
     outsiders = np.array([str(t).startswith("X") for t in truth])
@@ -414,3 +413,11 @@ def test_read_table_returns_the_digest_of_the_raw_bytes(tmp_path):
 
 def test_errors_are_cpa_errors_not_config_errors():
     assert issubclass(DataError, CPAError) and not issubclass(DataError, ConfigError)
+
+
+def test_a_blank_identity_marks_an_unlabelled_document(tmp_path):
+    path = write_bytes(tmp_path, "d.csv", (DOCS_HEADER + "D0,fine,P0\nD1,alpha,\nD2,beta,   \n").encode())
+    loaded = load_documents(path)
+    assert loaded.frame["identity_id"].tolist() == ["P0", None, None] and len(loaded) == 3
+    jsonl = write_bytes(tmp_path, "d.jsonl", b'{"doc_id": "D0", "text": "a", "identity_id": null}\n')
+    assert load_documents(jsonl).frame["identity_id"].tolist() == [None]

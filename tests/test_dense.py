@@ -447,7 +447,7 @@ def test_end_to_end_audit_with_the_real_model(sample_paths, tmp_path):
 
     dense = DenseAttacker(temperature=0.05, cache_dir=str(cache))
     config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(dense), confidences=(0.9, 0.95), n_cal=100, n_test=100,
-                         seed=7)
+                         seed=7, protocol="split")
     steps = set()
     result = run_audit(documents, registry, dense, config, progress=lambda done, total, step: steps.add(step))
     assert {"encoding profiles", "encoding queries", "ranking the registry"} <= steps

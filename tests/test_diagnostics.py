@@ -33,7 +33,7 @@ def warnings_at(result, confidence):
 
 def test_a_miss_rate_above_alpha_under_the_conservative_policy_is_said():
     documents, registry, table = open_world(missing=0.04)
-    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9, 0.99))
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9, 0.99), protocol="split")
     result = run_audit(documents, registry, None, config, table=table)
     assert not warnings_at(result, 0.9)  # a miss rate below alpha = 10 %: a real certificate
     [warning] = warnings_at(result, 0.99)
@@ -47,7 +47,7 @@ def test_a_miss_rate_above_alpha_under_the_conservative_policy_is_said():
 def test_a_shortlist_that_cuts_too_many_truths_is_said():
     documents, registry, table = open_world(missing=0.0)
     config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.95,),
-                         top_k=2)
+                         top_k=2, protocol="split")
     result = run_audit(documents, registry, None, config, table=table)
     warnings = warnings_at(result, 0.95)
     assert any("outside the candidate pool" in w and "larger top-K" in w for w in warnings)
@@ -58,7 +58,7 @@ def test_a_group_without_calibration_documents_is_said():
     groups = np.array(["a"] * 400 + ["b"] * 400)
     documents, registry, table = open_world(missing=0.0, groups=groups)
     config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9,),
-                         group_column="group")
+                         group_column="group", protocol="split")
     result = run_audit(documents, registry, None, config, table=table)
     assert not warnings_at(result, 0.9)
     calibrated_on_a = result.calibration.__class__(result.calibration.confidences,
@@ -73,7 +73,7 @@ def test_mostly_whole_pool_sets_are_said_whatever_the_cause():
     documents, registry, table = open_world(missing=0.0, m=10)
     flat = replace(table, weights=np.full_like(table.weights, 0.1))  # an attacker that knows nothing
     config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9,),
-                         flag_below=3)
+                         flag_below=3, protocol="split")
     warnings = warnings_at(run_audit(documents, registry, None, config, table=flat), 0.9)
     assert any("certify nothing about these documents" in w for w in warnings)
 
@@ -81,7 +81,7 @@ def test_mostly_whole_pool_sets_are_said_whatever_the_cause():
 def test_few_subjects_in_the_registry_are_said_and_none_is_an_error(tmp_path):
     documents, registry, table = open_world(missing=0.6)
     config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.5,),
-                         miss_policy="exclude")
+                         miss_policy="exclude", protocol="split")
     result = run_audit(documents, registry, None, config, table=table)
     assert any("only 40.0 % of the documents' subjects are in the registry" in w for w in warnings_at(result, 0.5))
     docs = load_documents(b"doc_id,text,identity_id\nd1,some text,007\nd2,other text,008\n", name="docs.csv")

@@ -170,7 +170,7 @@ def test_imported_attacker_through_run_audit(tmp_path, registry):
     documents = load_documents(tmp_path / "d.csv")
     attacker = load_candidate_scores(tmp_path / "s.csv", kind="score", temperature=0.5)
     config, chosen = declare_audit(ProjectConfig(), registry, scores=attacker.scores, attacker_params={'kind': attacker.kind, 'temperature': attacker.temperature},
-                                   overrides={"n_cal": 20, "n_test": 20, "confidence": [0.8]})
+                                   overrides={"protocol": "split", "n_cal": 20, "n_test": 20, "confidence": [0.8]})
     assert chosen.scores is attacker.scores and config.attacker.name == "imported"
     assert config.attacker.params["kind"] == "score" and config.attacker.details["sha256"] == attacker.scores.sha256
     result = run_audit(documents, registry, chosen, config)

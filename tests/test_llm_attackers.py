@@ -582,7 +582,7 @@ def test_identity_set_is_the_intersection_of_the_attribute_sets():
     attributes = attributes_from_registry(registry, ["gender", "age_band", "city"], free_text=["city"])
     attacker = ProfileAttacker(SimulatedClient(truth, values), attributes, m=4, seed=1)
     config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), score="given", confidences=(0.5, 0.8, 0.9),
-                         n_cal=100, n_test=100, seed=0)
+                         n_cal=100, n_test=100, seed=0, protocol="split")
     result = run_audit(documents, registry, attacker, config)
     frame = registry.frame
     sizes_seen = set()
@@ -603,7 +603,7 @@ def test_profile_coverage_over_random_splits():
     attributes = attributes_from_registry(registry, ["gender", "age_band", "city"])
     attacker = ProfileAttacker(SimulatedClient(truth, values, accuracy=0.8), attributes, m=5, seed=2)
     config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), score="given", confidences=(0.8, 0.9),
-                         n_cal=150, n_test=150, seed=0)
+                         n_cal=150, n_test=150, seed=0, protocol="split")
     table = attacker.attack(documents.frame["doc_id"].tolist(), documents.frame["text"].tolist(), registry, level)
     coverage = {0.8: [], 0.9: []}
     sizes = {0.8: [], 0.9: []}
@@ -649,7 +649,7 @@ def test_llm_attackers_run_through_the_audit_without_leaks(tmp_path, registry, c
     profile = ProfileAttacker(client, attributes_from_registry(registry, ["gender", "age_band"]), m=3)
     for attacker, score, level in ((fc, "aps", CLUE_LEVEL), (fc, "rank", LEVEL), (profile, "given", LEVEL)):
         config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), score=score, confidences=(0.8,),
-                             n_cal=6, n_test=6, seed=1)
+                             n_cal=6, n_test=6, seed=1, protocol="split")
         result = run_audit(documents, registry, attacker, config)
         cert = result.certificate(0.8)
         assert (cert.set_sizes >= 1).all() and (cert.set_sizes <= result.test_split.table.pool_sizes).all()
@@ -674,7 +674,7 @@ def test_sampling_budget_ablation_costs_the_largest_budget_only(tmp_path, regist
     script = Scripted(choose(targets))
     client = make_client(tmp_path, script, call_budget=47)
     attacker = ForcedChoiceAttacker(FixedShortlist(pools), client, m=5, shortlist_k=4)
-    config = AuditConfig(knowledge=LEVEL, attacker=AttackerConfig.of(attacker), confidences=(0.8,), n_cal=6, n_test=6, seed=1)
+    config = AuditConfig(knowledge=LEVEL, attacker=AttackerConfig.of(attacker), confidences=(0.8,), n_cal=6, n_test=6, seed=1, protocol="split")
     # m up to 4 needs 12 documents x 4 samples = 48 calls: refused before any call
     with pytest.raises(LLMBudgetError, match="needs 48 LLM calls"):
         stress.sampling_budget_ablation(documents, registry, config, attacker, ms=(1, 2, 4))

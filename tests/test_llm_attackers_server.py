@@ -86,7 +86,7 @@ def make_client(llm_server, cache_dir, monkeypatch):  # noqa: F811
 
 def audit(documents, registry, attacker, level, score="aps"):
     config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), score=score, confidences=CONFIDENCES,
-                         n_cal=N_DOCS // 2, n_test=N_DOCS // 2, seed=7)
+                         n_cal=N_DOCS // 2, n_test=N_DOCS // 2, seed=7, protocol="split")
     return run_audit(documents, registry, attacker, config)
 
 

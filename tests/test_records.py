@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from cpa_core.records import SPLIT_NAMES, jsonl_lines, manifest, records
+from cpa_core.records import jsonl_lines, manifest, record_splits, records
 from tables import audited_groups
 
 
@@ -24,7 +24,7 @@ def test_the_folder_holds_every_file(written):
 
 def test_records_files_are_the_records_function(written):
     result, paths, _ = written
-    for name in SPLIT_NAMES:
+    for name in record_splits(result):
         assert paths[f"{name}.jsonl"].read_text(encoding="utf-8") == "".join(jsonl_lines(records(result, name)))
     test = [json.loads(line) for line in paths["test.jsonl"].read_text(encoding="utf-8").splitlines()]
     assert len(test) == len(result.test_split) and {r["split"] for r in test} == {"test"}
@@ -47,3 +47,28 @@ def test_manifest_quotes_the_declared_configuration(written):
         assert written_manifest[key] == json.loads(json.dumps(fresh[key], default=str))
     assert written_manifest["attacker"] == {"attacker": "counting"}
     assert written_manifest["split"]["n_cal"] == 200 and written_manifest["split"]["n_test"] == 300
+
+
+def test_a_release_audit_writes_one_record_per_document_and_says_how_it_was_certified(tmp_path):
+    from dataclasses import replace
+
+    from cpa_core.audit import run_audit
+    from tables import documents_and_registry, probability_matrix, sample_truth, table_from_matrix
+
+    import numpy as np
+
+    rng = np.random.default_rng(6)
+    probabilities = probability_matrix(120, 20, rng)
+    truth = [f"p{t}" for t in sample_truth(probabilities, rng)]
+    truth[5] = None  # a document whose subject is unknown
+    documents, registry = documents_and_registry(truth, m=20)
+    config = replace(audited_groups()[0].config, protocol="release", n_cal=None, n_test=None, group_column=None)
+    result = run_audit(documents, registry, None, config, table=table_from_matrix(probabilities))
+    paths = result.write(tmp_path)
+    assert "documents.jsonl" in paths and "test.jsonl" not in paths
+    lines = [json.loads(line) for line in paths["documents.jsonl"].read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 120 and {r["split"] for r in lines} == {"documents"}
+    by_doc = {r["doc_id"]: r for r in lines}
+    assert by_doc["d5"]["certified_by"] == "all labelled documents" and by_doc["d5"]["identity_id"] is None
+    assert by_doc["d0"]["certified_by"] == "leave-one-out: the other labelled documents"
+    assert json.loads(paths["manifest.json"].read_text(encoding="utf-8"))["protocol"] == "release"

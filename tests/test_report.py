@@ -46,7 +46,7 @@ def audit(tmp_path_factory):
                                                                  "keywords", "events"), "direct", "medium")},
                             attackers={"tfidf": {"temperature": 0.04}})
     config, attacker = declare_audit(project, registry, knowledge="K2",
-                                     overrides={"n_cal": 150, "n_test": 200, "seed": 3, "group_column": "group",
+                                     overrides={"protocol": "split", "n_cal": 150, "n_test": 200, "seed": 3, "group_column": "group",
                                                 "confidence": [0.8, 0.9]})
     result = run_audit(documents, registry, attacker, config)
     policy = ReleasePolicy(30, 0.2)

@@ -34,7 +34,7 @@ def synthetic():
     probabilities = probability_matrix(300, 25, rng)
     truth = sample_truth(probabilities, rng)
     documents, registry = documents_and_registry([f"p{t}" for t in truth], m=25)
-    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=LEVELS, n_cal=150, n_test=150, seed=0)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=LEVELS, n_cal=150, n_test=150, seed=0, protocol="split")
     return documents, registry, config, table_from_matrix(probabilities), probabilities
 
 
@@ -47,7 +47,7 @@ TRUTH = np.array([0, 0, 1, 1, 2, 2, 3, 3])
 def hand_made():
     probabilities = np.tile([0.4, 0.3, 0.2, 0.1], (8, 1))
     documents, registry = documents_and_registry([f"p{t}" for t in TRUTH], m=4)
-    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=LEVELS, n_cal=4, n_test=4, seed=0)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=LEVELS, n_cal=4, n_test=4, seed=0, protocol="split")
     return documents, registry, config, table_from_matrix(probabilities)
 
 
