@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         "drift": "calibrate under one configuration, certify under another (--test-knowledge and/or --test-documents)",
         "topk": "miss rate, coverage and set size per top-K truncation (--ks)",
         "scores": "APS vs rank vs probability score at matched splits",
-        "ncal": "calibration-size ablation (--n-cals)",
+        "ncal": "calibration-size ablation on fixed test documents, averaged over seeds (--n-cals, --seeds)",
         "seeds": "split stability: mean and standard deviation over seeds (--seeds)",
         "budget": "sampling-budget ablation of an LLM attacker: m samples per document (--ms)",
     }
@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--ks", type=_ints, default=[1, 5, 10, 20, 50, 100], help="comma-separated K values")
         if name == "ncal":
             sub.add_argument("--n-cals", type=_ints, default=[50, 100, 150], help="comma-separated n_cal values")
-        if name == "seeds":
+        if name in ("seeds", "ncal"):
             sub.add_argument("--seeds", type=_ints, default=[0, 1, 2, 3, 4], help="comma-separated seeds")
         if name == "budget":
             sub.add_argument("--ms", type=_ints, default=[1, 3, 5, 10], help="comma-separated sampling budgets m")
@@ -321,11 +321,11 @@ def _stress(args, project, documents, registry, config, attacker) -> int:
         full = stress.full_attack(documents, registry, attacker, config, bar)
         if args.test == "seeds":
             table = stress.split_stability(documents, registry, config, full, args.seeds)
+        elif args.test == "ncal":
+            table = stress.ncal_ablation(documents, registry, config, full, args.n_cals, args.seeds)
         else:
             if args.test == "topk":
                 field, values = "top_k", args.ks
-            elif args.test == "ncal":
-                field, values = "n_cal", args.n_cals
             else:
                 field, values = "score", ["aps", "rank", "probability"]
             table = stress.sweep(documents, registry, config, full, field, values)

@@ -10,13 +10,15 @@ import dataclasses
 from dataclasses import replace
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from .attackers.base import Attacker
 from .attackers.forced_choice import ForcedChoiceAttacker
 from .attackers.llm_clues import check_call_budget
 from .attackers.profile import ProfileAttacker
-from .audit import AuditConfig, AuditResult, attack_documents, certify, estimate_llm_calls, run_audit
+from .audit import (AuditConfig, AuditResult, attack_documents, certify, document_groups, estimate_llm_calls, run_audit,
+                    score_table)
 from .conformal import calibrate
 from .candidates import CandidateTable, Progress
 from .data import Documents, Registry
@@ -57,13 +59,13 @@ def drift(calibrated: AuditResult, shifted: AuditResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-SWEEPS = {"top_k": "top_k", "score": "score", "n_cal": "n_cal_declared", "seed": "seed"}
+SWEEPS = {"top_k": "top_k", "score": "score", "seed": "seed"}
 """The fields a sweep may vary, and the column naming the variant in its table."""
 
 
 def sweep(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable, field: str,
           values: Sequence) -> pd.DataFrame:
-    """Coverage, miss rate and set size per value of one declared field (top-K, score, n_cal or seed),
+    """Coverage, miss rate and set size per value of one declared field (top-K, score or seed),
     on the one attack ``table`` (matched attacker output; a variant re-truncates, re-scores or re-splits).
     Variants use the split protocol: their coverage is measured on held-out documents."""
     if field not in SWEEPS:
@@ -109,6 +111,48 @@ def sampling_budget_ablation(documents: Documents, registry: Registry, config: A
         result = run_audit(documents, registry, variant, replace(config, attacker=declared, protocol="split"), progress)
         rows += _rows(result, m=m, llm_calls=variant.counters()["attacker"]["calls"])
     return pd.DataFrame(rows)
+
+
+def ncal_ablation(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable,
+                  n_cals: Sequence[int], seeds: Sequence[int] = (0, 1, 2, 3, 4)) -> pd.DataFrame:
+    """Coverage and set size per calibration size on *fixed* test documents, averaged over seeds.
+
+    For each seed, the test documents (``n_test`` labelled documents, default: all but the largest ``n_cal``)
+    are drawn once; the calibration sets are nested prefixes of one permutation of the others, so a row
+    differs from the next only by how many documents calibrate. Means and standard deviations over seeds.
+    """
+    n_cals = sorted({int(n) for n in n_cals})
+    seeds = [int(s) for s in seeds]
+    if not n_cals or n_cals[0] < 1 or not seeds:
+        raise ConfigError(f"the calibration-size ablation needs n_cal values of at least 1 and a seed, found "
+                          f"{list(n_cals)} and {list(seeds)}")
+    groups = document_groups(documents, config)
+    labelled = np.flatnonzero(documents.frame["identity_id"].notna().to_numpy())
+    n_test = config.n_test if config.n_test is not None else len(labelled) - n_cals[-1]
+    if n_test < 1 or n_test + n_cals[-1] > len(labelled):
+        raise ConfigError(f"n_cal up to {n_cals[-1]} plus n_test = {n_test} needs more than the {len(labelled)} "
+                          "labelled documents")
+    truth = documents.frame["identity_id"].to_numpy(dtype=object)
+    scored = score_table(table.rows(labelled), truth[labelled], None if groups is None else groups[labelled], config)
+    rows = []
+    for seed in seeds:
+        order = np.random.default_rng(seed).permutation(len(labelled))
+        test, pool = scored.rows(order[:n_test]), order[n_test:]
+        for n_cal in n_cals:
+            scores, strata = scored.rows(pool[:n_cal]).calibration_scores(config.miss_policy)
+            calibration = calibrate(scores, config.confidences, strata if config.group_column else None)
+            for level in config.confidences:
+                metrics = certificate_metrics(certify(test, calibration, level))
+                rows.append({"n_cal_declared": n_cal, "seed": seed, "n_cal": sum(calibration.n_.values()),
+                             **{k: metrics[k] for k in COLUMNS}})
+    frame = pd.DataFrame(rows)
+    figures = ["coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "mean_set_size",
+               "empty_rate"]
+    out = frame.groupby(["n_cal_declared", "confidence"], sort=True).agg(
+        n_cal=("n_cal", "first"), n_test=("n_test", "first"), **{f: (f, "mean") for f in figures},
+        **{f"{f}_std": (f, "std") for f in ("coverage", "median_set_size")}).reset_index()
+    out["n_seeds"] = len(seeds)
+    return out
 
 
 def split_stability(documents: Documents, registry: Registry, config: AuditConfig, table: CandidateTable,

@@ -53,7 +53,7 @@ def hand_made():
 
 def test_unknown_field_is_a_config_error(synthetic):
     documents, registry, config, table, _ = synthetic
-    with pytest.raises(ConfigError, match="cannot sweep 'temperature'; expected one of top_k, score, n_cal, seed"):
+    with pytest.raises(ConfigError, match="cannot sweep 'temperature'; expected one of top_k, score, seed"):
         sweep(documents, registry, config, table, "temperature", [0.1])
 
 
@@ -65,13 +65,12 @@ def test_an_invalid_value_is_a_config_error(synthetic):
         sweep(documents, registry, config, table, "top_k", [0])
 
 
-@pytest.mark.parametrize("field, values", [("top_k", [3, None]), ("score", ["rank", "aps"]), ("n_cal", [40, 100]),
-                                           ("seed", [5, 0])])
+@pytest.mark.parametrize("field, values", [("top_k", [3, None]), ("score", ["rank", "aps"]), ("seed", [5, 0])])
 def test_one_row_per_value_and_level_named_by_the_variant_column(synthetic, field, values):
     documents, registry, config, table, _ = synthetic
     frame = sweep(documents, registry, config, table, field, values)
     column = SWEEPS[field]
-    assert column == {"top_k": "top_k", "score": "score", "n_cal": "n_cal_declared", "seed": "seed"}[field]
+    assert column == {"top_k": "top_k", "score": "score", "seed": "seed"}[field]
     assert list(frame.columns) == [column] + COLUMNS + ["n_cal"]
     assert len(frame) == len(values) * len(LEVELS)
     assert frame["confidence"].tolist() == list(LEVELS) * len(values)
@@ -79,10 +78,7 @@ def test_one_row_per_value_and_level_named_by_the_variant_column(synthetic, fiel
     for i, value in enumerate(values):
         assert all(same(v, value) for v in declared[2 * i: 2 * i + 2]), (declared, value)
     assert (frame["n_test"] == 150).all()
-    if field == "n_cal":  # the calibration size actually used is the declared one
-        assert frame["n_cal"].tolist() == frame["n_cal_declared"].tolist() == [40, 40, 100, 100]
-    else:
-        assert (frame["n_cal"] == 150).all()
+    assert (frame["n_cal"] == 150).all()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -143,9 +139,9 @@ def test_score_sweep_rows_equal_audits_run_with_that_score(synthetic):
     assert config.score == "aps"
 
 
-def test_seed_and_n_cal_sweeps_re_split_like_a_declared_audit(synthetic):
+def test_seed_sweeps_re_split_like_a_declared_audit(synthetic):
     documents, registry, config, table, _ = synthetic
-    for field, values in (("seed", [0, 4]), ("n_cal", [60, 120])):
+    for field, values in (("seed", [0, 4]),):
         frame = sweep(documents, registry, config, table, field, values)
         for value in values:
             result = run_audit(documents, registry, None, replace(config, **{field: value}), table=table)
@@ -259,3 +255,32 @@ def test_a_sweep_needs_a_value():
 
     with pytest.raises(ConfigError, match="at least one value"):
         sweep(None, None, None, None, "seed", [])
+
+
+def test_the_calibration_size_ablation_keeps_the_test_documents_fixed(synthetic):
+    from cpa_core.stress import ncal_ablation
+
+    documents, registry, config, table, _ = synthetic
+    frame = ncal_ablation(documents, registry, config, table, [40, 100], seeds=[0, 1, 2])
+    assert frame["n_cal_declared"].tolist() == [40, 40, 100, 100] and (frame["n_seeds"] == 3).all()
+    assert (frame["n_test"] == 150).all() and frame["n_cal"].tolist() == [40, 40, 100, 100]
+    # by hand for seed 0: the same 150 test documents for every n_cal, nested calibration sets after them
+    from cpa_core.audit import ScoredSplit, certify
+    from cpa_core.conformal import calibrate
+
+    full = ScoredSplit.build(table, documents.frame["identity_id"].to_numpy(dtype=object), None, config.score)
+    order = np.random.default_rng(0).permutation(len(documents))
+    test = full.rows(order[:150])
+    seed0 = ncal_ablation(documents, registry, config, table, [40, 100], seeds=[0])
+    for n_cal in (40, 100):
+        calibration = calibrate(full.rows(order[150:150 + n_cal]).calibration_scores(config.miss_policy)[0],
+                                config.confidences)
+        for level in LEVELS:
+            row = seed0[(seed0["n_cal_declared"] == n_cal) & (seed0["confidence"] == level)].iloc[0]
+            assert row["coverage"] == pytest.approx(certify(test, calibration, level).covered.mean())
+    seeds_apart = ncal_ablation(documents, registry, config, table, [40], seeds=[0])
+    one = ncal_ablation(documents, registry, config, table, [40], seeds=[1])
+    both = ncal_ablation(documents, registry, config, table, [40], seeds=[0, 1])
+    assert both["coverage"].tolist() == pytest.approx(((seeds_apart["coverage"] + one["coverage"]) / 2).tolist())
+    with pytest.raises(ConfigError, match="labelled documents"):
+        ncal_ablation(documents, registry, config, table, [10_000])
