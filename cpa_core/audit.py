@@ -349,10 +349,13 @@ def score_table(table: CandidateTable, truth_ids, groups, config: AuditConfig) -
 
 
 def attack_documents(documents: Documents, registry: Registry, attacker: Attacker, level: KnowledgeLevel,
-                     rows: np.ndarray | None = None, progress: Progress | None = None) -> CandidateTable:
-    """Run the attacker on the given document rows (all when ``None``)."""
+                     rows: np.ndarray | None = None, progress: Progress | None = None) -> tuple[CandidateTable, dict]:
+    """Let the attacker learn from the given rows (all when ``None``; every one of them alike, labelled or not)
+    and attack them; returns the table and what the attacker chose (e.g. a temperature ``auto``)."""
     frame = documents.frame if rows is None else documents.frame.iloc[rows]
-    return attacker.attack(frame["doc_id"].tolist(), frame["text"].tolist(), registry, level, progress)
+    doc_ids, texts = frame["doc_id"].tolist(), frame["text"].tolist()
+    learned = attacker.learn(doc_ids, texts, registry, level, frame["identity_id"].tolist(), progress)
+    return attacker.attack(doc_ids, texts, registry, level, progress), learned
 
 
 def document_groups(documents: Documents, config: AuditConfig) -> np.ndarray | None:
@@ -396,10 +399,10 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
     groups, cal, test = _split(documents, config)
     if table is None:  # each document attacked once, whether it calibrates, is audited or both
         selected = np.union1d(cal, test)
-        attacked = attack_documents(documents, registry, attacker, config.knowledge, selected, progress)
+        attacked, learned = attack_documents(documents, registry, attacker, config.knowledge, selected, progress)
         cal_table, test_table = attacked.rows(np.searchsorted(selected, cal)), attacked.rows(np.searchsorted(selected, test))
     else:
-        cal_table, test_table = table.rows(cal), table.rows(test)
+        cal_table, test_table, learned = table.rows(cal), table.rows(test), {}
     truth = documents.frame["identity_id"].to_numpy(dtype=object)
     cal_split = score_table(cal_table, truth[cal], None if groups is None else groups[cal], config)
     test_split = score_table(test_table, truth[test], None if groups is None else groups[test], config)
@@ -408,4 +411,6 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
     inputs = {"documents": {"file": documents.file, "sha256": documents.sha256, "rows": len(documents),
                             "share_in_registry": registry_share(documents, registry)},
               "registry": {"file": registry.file, "sha256": registry.sha256, "rows": len(registry)}}
+    if learned:
+        inputs["learned"] = learned  # what the attacker chose from all labelled documents
     return AuditResult(config, cal_split, test_split, calibration, inputs)

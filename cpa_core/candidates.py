@@ -82,6 +82,49 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
     return candidates, weights, tail
 
 
+AUTO = "auto"
+DEFAULT_TEMPERATURE = AUTO
+"""The retrieval attackers' default temperature: chosen from the labelled documents (:func:`fit_temperature`)."""
+TEMPERATURE_GRID = tuple(float(t) for t in np.geomspace(0.005, 2.0, 16))
+FALLBACK_TEMPERATURE = 1.0
+"""The temperature ``auto`` falls back to when no labelled document's identity is in the pool."""
+
+
+def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, truth_columns: np.ndarray,
+                    chunk_size: int, grid: tuple[float, ...] = TEMPERATURE_GRID) -> float | None:
+    """The temperature ``T`` of :data:`TEMPERATURE_GRID` under which ``softmax(similarity / T)`` gives the true
+    identities the highest mean log-probability, over every document whose identity is in the pool.
+
+    The rule is a symmetric function of all those documents (it never singles out calibration documents), so
+    their scores stay exchangeable and the certificates keep their guarantee. Ties go to the larger ``T``;
+    ``None`` when no document's identity is in the pool.
+
+    Parameters
+    ----------
+    similarities : ``(start, stop) -> (stop - start, m)`` block function, as for :func:`rank_by_similarity`
+    truth_columns : ndarray of shape (n,), the column of each document's identity, ``-1`` when unknown or absent
+    """
+    truth_columns = np.asarray(truth_columns)
+    totals = np.zeros(len(grid))
+    counted = 0
+    for start in range(0, n, chunk_size):
+        stop = min(start + chunk_size, n)
+        rows = np.flatnonzero(truth_columns[start:stop] >= 0)
+        if rows.size == 0:
+            continue
+        block = np.asarray(similarities(start, stop), dtype=np.float64)[rows]
+        truth = block[np.arange(rows.size), truth_columns[start:stop][rows]]
+        top = block.max(axis=1)
+        for j, temperature in enumerate(grid):
+            log_total = np.log(np.exp((block - top[:, None]) / temperature).sum(axis=1))
+            totals[j] += float(((truth - top) / temperature - log_total).sum())
+        counted += rows.size
+    if counted == 0:
+        return None
+    best = np.flatnonzero(totals == totals.max())
+    return grid[int(best[-1])]
+
+
 @dataclass(frozen=True)
 class CandidateTable:
     """Ranked candidate pools of ``n`` documents.

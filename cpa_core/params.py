@@ -32,7 +32,8 @@ class Param:
     ``fields`` (a list of registry fields) or ``floats`` (a non-empty list of numbers, each within the
     bounds). Bounds are inclusive (``min``, ``max``) except ``above`` and ``below``, strict bounds (a
     temperature must be > 0, a confidence level < 1). ``optional`` admits ``None`` (the built object's
-    own default). ``option`` is the command-line option that sets it (``None``: set it with
+    own default); ``special`` lists other accepted words (a temperature may be ``"auto"``). ``option`` is
+    the command-line option that sets it (``None``: set it with
     ``--param name=value``); with ``flag`` the option takes no value and sets ``flag``.
     ``step`` is the dashboard widget's increment.
     """
@@ -48,6 +49,7 @@ class Param:
     below: float | None = None
     choices: tuple = ()
     optional: bool = False
+    special: tuple = ()
     option: str | None = None
     flag: Any = None
     step: float | None = None
@@ -79,11 +81,14 @@ class Param:
             bounds.append(f"less than {self.below:g}")
         if bounds and self.kind == "floats":
             what += ", each"
-        return what + (" " + " and ".join(bounds) if bounds else "")
+        words = "".join(f" or '{word}'" for word in self.special)
+        return what + (" " + " and ".join(bounds) if bounds else "") + words
 
     def accepts(self, value) -> bool:
         if value is None:
             return self.optional
+        if isinstance(value, str) and value in self.special:
+            return True
         if self.kind == "choice":
             return value in self.choices
         if self.kind == "bool":
@@ -115,7 +120,7 @@ class Param:
             return tuple(value)
         if self.kind == "floats":
             return tuple(float(v) for v in value)
-        if self.kind == "float" and value is not None:
+        if self.kind == "float" and value is not None and value not in self.special:
             return float(value)
         return value
 

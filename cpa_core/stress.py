@@ -38,7 +38,7 @@ def _rows(result: AuditResult, **variant) -> list[dict]:
 def full_attack(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig,
                 progress: Progress | None = None) -> CandidateTable:
     """The attacker's table over every document (shared by the variants)."""
-    return attack_documents(documents, registry, attacker, config.knowledge, None, progress)
+    return attack_documents(documents, registry, attacker, config.knowledge, None, progress)[0]
 
 
 def drift(calibrated: AuditResult, shifted: AuditResult) -> pd.DataFrame:

@@ -113,7 +113,8 @@ def default_threat(data: DataSet) -> ThreatChoice:
         score=audit.get("score", "aps"),
         top_k=audit.get("top_k"),
         protocol=protocol, n_cal=n_cal, n_test=n_test, seed=int(audit.get("seed", 0)),
-        per_group=bool(audit.get("group_column")) and data.documents.has_groups,
+        # groups mapped on upload are calibrated apart unless the configuration says otherwise (protective)
+        per_group=data.documents.has_groups and (bool(audit.get("group_column")) or "group_column" not in audit),
         miss_policy=audit.get("miss_policy", "infinite"),
         confidences=tuple(float(c) for c in audit.get("confidence", (0.90, 0.95, 0.99))),
     )

@@ -216,13 +216,18 @@ def param_widgets(params: tuple[Param, ...], values: dict, key_prefix: str, fiel
     chosen = {}
     for start in range(0, len(params), 4):
         for column, param in zip(st.columns(4), params[start:start + 4]):
-            key = widget_key(f"{key_prefix}.{param.name}", values.get(param.name, param.default))
+            value = values.get(param.name, param.default)
             with column:
-                chosen[param.name] = _param_widget(param, key, fields)
+                words = [word for word in param.special  # a word such as 'auto' besides numbers: a checkbox each
+                         if st.checkbox(f"{param.label}: {word}", help=param.help,
+                                        key=widget_key(f"{key_prefix}.{param.name}.{word}", value == word))]
+                key = widget_key(f"{key_prefix}.{param.name}", 1.0 if value in param.special else value)
+                number = _param_widget(param, key, fields, disabled=bool(words))
+                chosen[param.name] = words[0] if words else number
     return chosen
 
 
-def _param_widget(param: Param, key: str, fields):
+def _param_widget(param: Param, key: str, fields, disabled: bool = False):
     label, text = param.label, param.help
     if param.kind == "choice":
         return st.selectbox(label, param.choices, key=key, help=text)
@@ -239,5 +244,6 @@ def _param_widget(param: Param, key: str, fields):
     if param.kind == "int":
         value = st.number_input(label, step=int(param.step or 1), key=key, help=text, **bounds)
         return None if value is None else int(value)
-    value = st.number_input(label, step=float(param.step or 0.01), format="%.3f", key=key, help=text, **bounds)
+    value = st.number_input(label, step=float(param.step or 0.01), format="%.3f", key=key, help=text,
+                            disabled=disabled, **bounds)
     return None if value is None else float(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from cpa_core.data import DOCUMENT_COLUMNS, FORMATS, REGISTRY_ID, check_release, registry_share
+from cpa_core.config import ProjectConfig
 from cpa_core.errors import CPAError
 from cpa_ui.analysis import preview
 from cpa_ui.cache import (config_from_upload, documents_from_upload, fingerprint, load_sample, registry_from_upload,
@@ -133,7 +134,9 @@ def load_uploads(data, documents_file, registry_file, config_file, mapping_docum
         st.error("Upload both the documents and the registry.", icon=":material/error:")
         return
     try:
-        project = config_from_upload(config_file.getvalue(), config_file.name) if config_file else data.project
+        # new files without a configuration never inherit the sample's (its levels, temperature, k)
+        project = config_from_upload(config_file.getvalue(), config_file.name) if config_file else \
+            data.project if data is not None and data.source == "upload" else ProjectConfig()
         if documents_file is not None:
             documents = documents_from_upload(documents_file.getvalue(), documents_file.name,
                                               _renames(mapping_documents), group_column, on_invalid)

@@ -147,3 +147,23 @@ def test_a_shortlist_keeps_the_scores_and_the_sets_it_can_hold():
     fits = full.certificate(0.8).set_sizes < 20
     assert fits.mean() > 0.5
     assert (short.certificate(0.8).set_sizes[fits] == full.certificate(0.8).set_sizes[fits]).all()
+
+
+def test_the_auto_temperature_is_chosen_from_all_labelled_documents_and_recorded(sample_paths):
+    from cpa_core.attackers.tfidf import TfidfAttacker
+    from cpa_core.candidates import TEMPERATURE_GRID
+    from cpa_core.data import load_documents, load_registry
+
+    documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
+    level = LEVEL.__class__("K2", ("age_band", "gender", "occupation", "city", "keywords", "events"))
+    attacker = TfidfAttacker()  # the default temperature: auto
+    config = AuditConfig(knowledge=level, attacker=toy_attacker("tfidf"), confidences=(0.9,))
+    result = run_audit(documents, registry, attacker, config)
+    learned = result.inputs["learned"]
+    assert learned["temperature"] in TEMPERATURE_GRID and learned["labelled_documents_used"] > 900
+    assert attacker.effective_temperature == learned["temperature"]
+    # the same choice whichever protocol: it depends on the labelled documents only, all of them alike
+    split = run_audit(documents, registry, TfidfAttacker(), replace(config, protocol="split", seed=3))
+    assert split.inputs["learned"]["temperature"] == learned["temperature"]
+    with pytest.raises(ConfigError, match="temperature 'auto'"):
+        TfidfAttacker().attack(["d"], ["text"], registry, level)  # outside an audit: nothing to learn from

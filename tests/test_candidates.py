@@ -37,3 +37,33 @@ def test_a_tiny_tail_keeps_its_relative_precision():
     candidates, weights, tail = rank_by_similarity(lambda a, b: similarities[a:b], 1, 4, 1, 0.02, chunk_size=8)
     assert candidates.tolist() == [[0]]
     assert tail[0] == pytest.approx(3 * np.exp(-50.0), rel=1e-12)  # 1 - weights[0] would be 0 or noise
+
+
+def test_the_auto_temperature_maximises_the_truth_likelihood_over_the_grid():
+    from cpa_core.candidates import TEMPERATURE_GRID, fit_temperature
+
+    rng = np.random.default_rng(3)
+    similarities = rng.random((200, 12))
+    truth = np.where(rng.random(200) < 0.6, similarities.argmax(axis=1), rng.integers(0, 12, 200))
+    truth[:10] = -1  # unknown identities do not count
+    chosen = fit_temperature(lambda a, b: similarities[a:b], 200, truth, chunk_size=64)
+
+    def log_likelihood(t):
+        rows = np.flatnonzero(truth >= 0)
+        w = softmax_rows(similarities[rows], t)
+        return np.log(w[np.arange(rows.size), truth[rows]]).mean()
+
+    assert chosen == max(TEMPERATURE_GRID, key=log_likelihood)
+    order = rng.permutation(200)  # symmetric: the order of the documents does not matter
+    assert fit_temperature(lambda a, b: similarities[order][a:b], 200, truth[order], chunk_size=7) == chosen
+
+
+def test_the_auto_temperature_follows_how_often_the_attacker_is_right():
+    from cpa_core.candidates import TEMPERATURE_GRID, fit_temperature
+
+    similarities = np.tile([1.0, 0.0], (100, 1))
+    always = fit_temperature(lambda a, b: similarities[a:b], 100, np.zeros(100, dtype=int), chunk_size=50)
+    never = fit_temperature(lambda a, b: similarities[a:b], 100, np.ones(100, dtype=int), chunk_size=50)
+    # always right: the sharpest temperatures all give the truth probability 1 in floating point; ties go up
+    assert always < 0.05 and never == TEMPERATURE_GRID[-1]
+    assert fit_temperature(lambda a, b: similarities[a:b], 100, np.full(100, -1), chunk_size=50) is None

@@ -129,7 +129,7 @@ def test_a_forbidden_field_never_reaches_the_attacker_index(tmp_path, project, r
     docs_path.write_text("doc_id,text,identity_id\n1,zqxwvsecret beekeeping York,A\n2,chess Hull,C\n"
                          "3,pilot Leeds,B\n4,bees York,A\n", encoding="utf-8")
     documents = load_documents(docs_path)
-    attacker = TfidfAttacker()
+    attacker = TfidfAttacker(temperature=1.0)
     table = attacker.attack(documents.frame["doc_id"].tolist(), documents.frame["text"].tolist(), registry,
                             project.levels["K3"])
     terms = set(attacker.index_.terms_.tolist())

@@ -17,7 +17,7 @@ N_DOCS, M, N_CAL, REPEATS = 1200, 40, 100, 200
 
 
 def config(**kwargs):
-    base = dict(knowledge=LEVEL, attacker=toy_attacker("synthetic"), n_cal=N_CAL, n_test=N_DOCS - N_CAL,
+    base = dict(knowledge=LEVEL, attacker=toy_attacker("synthetic"), protocol="split", n_cal=N_CAL, n_test=N_DOCS - N_CAL,
                 confidences=(0.8, 0.9, 0.95))
     base.update(kwargs)
     return AuditConfig(**base)

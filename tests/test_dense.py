@@ -105,6 +105,7 @@ def cache_dir(tmp_path):
 
 def attacker(cache_dir, encoder=None, **kwargs) -> DenseAttacker:
     kwargs.setdefault("model", "fake-hashing-v1")
+    kwargs.setdefault("temperature", 1.0)  # attacked directly, outside an audit: no labelled documents to learn from
     return DenseAttacker(encoder=encoder or HashingEncoder(), cache_dir=str(cache_dir), **kwargs)
 
 
@@ -227,9 +228,9 @@ def test_second_attack_encodes_nothing(cache_dir):
     np.testing.assert_array_equal(table.candidates, again.candidates)
     np.testing.assert_array_equal(table.weights, again.weights)
 
-    # the same attacker object again: still nothing
+    # the same attacker object again: the same inputs were prepared once (no cache lookup, no encoding)
     second.attack(docs, texts, registry, WORDS)
-    assert second.encoder_calls_ == 0 and second.cache_hits_ == 4
+    assert second.encoder_calls_ == 0 and second.cache_hits_ == 2
 
 
 def test_changed_registry_text_reencodes_profiles_only(cache_dir):
@@ -290,14 +291,15 @@ def test_cache_directory_from_the_environment_and_disabled_cache(tmp_path, monke
     monkeypatch.setenv("CPA_CACHE_DIR", str(tmp_path / "from-env"))
     assert default_cache_dir() == tmp_path / "from-env" / "embeddings"
     registry, docs, texts, _ = toy_world(n_docs=4)
-    DenseAttacker(model="fake", encoder=HashingEncoder()).attack(docs, texts, registry, WORDS)
+    DenseAttacker(model="fake", encoder=HashingEncoder(), temperature=1.0).attack(docs, texts, registry, WORDS)
     assert len(list((tmp_path / "from-env" / "embeddings").glob("emb-*.npy"))) == 2
     monkeypatch.delenv("CPA_CACHE_DIR")
     assert default_cache_dir() == (tmp_path / "x").home() / ".cache" / "cpa" / "embeddings"
 
-    off = DenseAttacker(model="fake", encoder=HashingEncoder(), cache=False, cache_dir=str(tmp_path / "off"))
+    off = DenseAttacker(model="fake", encoder=HashingEncoder(), cache=False, cache_dir=str(tmp_path / "off"),
+                        temperature=1.0)
     off.attack(docs, texts, registry, WORDS)
-    off.attack(docs, texts, registry, WORDS)
+    off.attack(docs[:2], texts[:2], registry, WORDS)  # other documents: encoded again, nothing cached
     assert off.encoder_calls_ == 4 and not (tmp_path / "off").exists()
 
 
@@ -305,7 +307,7 @@ def test_unwritable_cache_directory_warns_and_goes_on(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     registry, docs, texts, _ = toy_world(n_docs=4)
-    dense = DenseAttacker(model="fake", encoder=HashingEncoder(), cache_dir=str(blocker / "embeddings"))
+    dense = DenseAttacker(model="fake", encoder=HashingEncoder(), cache_dir=str(blocker / "embeddings"), temperature=1.0)
     with pytest.warns(RuntimeWarning, match="cannot write the embedding cache"):
         table = dense.attack(docs, texts, registry, WORDS)
     assert len(table) == 4

@@ -161,7 +161,7 @@ def test_clues_are_appended_to_the_tfidf_query(tmp_path, registry):
                       else "- keeps bees\n- 30s")
     client = make_client(tmp_path, script)
     extractor = LLMClueExtractor(client, max_clues=5, retries=2, seed=0)
-    attacker = TfidfAttacker(clue_extractor=extractor)
+    attacker = TfidfAttacker(clue_extractor=extractor, temperature=1.0)
     table = attacker.attack(["d1", "d2"], [text_of("d1"), text_of("d2")], registry, CLUE_LEVEL)
     assert table.queries == (text_of("d1") + "\nworks night shifts; Leeds", text_of("d2") + "\nkeeps bees; 30s")
     assert extractor.clues_ == {"d1": ["works night shifts", "Leeds"], "d2": ["keeps bees", "30s"]}
@@ -206,7 +206,7 @@ def test_malformed_answers_are_retried_then_recorded_as_no_clues(tmp_path, regis
     assert extractor.attempts_ == {"d1": 2, "d2": 3, "d3": 1}
     assert progress[-1] == (1, 1, "extracting clues (retry 2)") and (3, 3, "extracting clues") in progress
     # the query of a document without clues is its text alone
-    table = TfidfAttacker(clue_extractor=extractor).attack(docs, texts, registry, CLUE_LEVEL)
+    table = TfidfAttacker(clue_extractor=extractor, temperature=1.0).attack(docs, texts, registry, CLUE_LEVEL)
     assert table.queries[1] == texts[1] and table.queries[0] == texts[0] + "\nretired teacher"
     # a fresh client on the same cache: the dry run knows every answer, the run makes no call
     again = make_client(tmp_path, Scripted(lambda body: pytest.fail("no request expected")))
@@ -366,7 +366,7 @@ def test_label_distribution_by_hand():
 def test_forced_choice_budget_covers_the_whole_run(tmp_path, registry):
     script = Scripted(lambda body: '["nurse"]' if "clues" in user_message(body) else "A")
     client = make_client(tmp_path, script, call_budget=7)
-    shortlister = TfidfAttacker(clue_extractor=LLMClueExtractor(client))
+    shortlister = TfidfAttacker(clue_extractor=LLMClueExtractor(client), temperature=1.0)
     attacker = ForcedChoiceAttacker(shortlister, client, m=3, shortlist_k=3)
     docs = ["d1", "d2"]
     texts = [text_of(d) for d in docs]
@@ -376,7 +376,7 @@ def test_forced_choice_budget_covers_the_whole_run(tmp_path, registry):
         attacker.attack(docs, texts, registry, CLUE_LEVEL)
     assert script.bodies == []
     # without clues: 6 forced-choice calls fit
-    table = ForcedChoiceAttacker(TfidfAttacker(), client, m=3, shortlist_k=3).attack(docs, texts, registry, LEVEL)
+    table = ForcedChoiceAttacker(TfidfAttacker(temperature=1.0), client, m=3, shortlist_k=3).attack(docs, texts, registry, LEVEL)
     assert len(script.bodies) == 6 and table.pool_sizes.tolist() == [3, 3]
 
 
@@ -387,7 +387,7 @@ def test_forced_choice_validates_its_settings(tmp_path):
             ForcedChoiceAttacker(None, client, **bad)
     with pytest.raises(ConfigError, match="needs an LLM client"):
         ForcedChoiceAttacker(None, None)
-    shortlister = TfidfAttacker(top_k=50)
+    shortlister = TfidfAttacker(top_k=50, temperature=1.0)
     attacker = ForcedChoiceAttacker(shortlister, client, shortlist_k=7)
     assert attacker.shortlister.top_k == 7 and shortlister.top_k == 50  # a copy is truncated, not the caller's
 
@@ -645,7 +645,7 @@ def test_llm_attackers_run_through_the_audit_without_leaks(tmp_path, registry, c
 
     client = make_client(tmp_path, Scripted(answer))
     caplog.set_level(logging.DEBUG)
-    fc = ForcedChoiceAttacker(TfidfAttacker(clue_extractor=LLMClueExtractor(client)), client, m=3, shortlist_k=3)
+    fc = ForcedChoiceAttacker(TfidfAttacker(clue_extractor=LLMClueExtractor(client), temperature=1.0), client, m=3, shortlist_k=3)
     profile = ProfileAttacker(client, attributes_from_registry(registry, ["gender", "age_band"]), m=3)
     for attacker, score, level in ((fc, "aps", CLUE_LEVEL), (fc, "rank", LEVEL), (profile, "given", LEVEL)):
         config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), score=score, confidences=(0.8,),

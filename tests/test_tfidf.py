@@ -47,6 +47,7 @@ def similarities(index, queries):
 
 
 def attack(registry, texts, level=LEVEL, **kwargs):
+    kwargs.setdefault("temperature", 1.0)  # attacked directly, outside an audit
     return TfidfAttacker(**kwargs).attack([f"d{i}" for i in range(len(texts))], texts, registry, level)
 
 
@@ -158,7 +159,7 @@ def test_explainer_skips_rows_outside_the_registry(index):
 
 
 def test_attacker_explainer_uses_the_level_it_is_asked_about(registry):
-    attacker = TfidfAttacker()
+    attacker = TfidfAttacker(temperature=1.0)
     attacker.attack(["d0"], ["the chess club"], registry, LEVEL)
     assert attacker.explainer(registry, LEVEL)("the chess club", [1]) == ["club", "chess"]
     assert attacker.explainer(registry, CITY_ONLY)("the chess club in Paris", [1]) == ["paris"]
@@ -178,8 +179,8 @@ def test_min_df_above_the_number_of_profiles_is_a_config_error(registry):
         attack(registry, ["chess"], min_df=5)
 
 
-@pytest.mark.parametrize("kwargs, part", [({"temperature": 0}, "temperature must be positive"),
-                                          ({"temperature": -1.0}, "temperature must be positive"),
+@pytest.mark.parametrize("kwargs, part", [({"temperature": 0}, "temperature must be a positive number or 'auto'"),
+                                          ({"temperature": -1.0}, "temperature must be a positive number or 'auto'"),
                                           ({"top_k": 0}, "top-K must be at least 1"),
                                           ({"ngram_max": 0}, "ngram_max and max_features")])
 def test_invalid_settings(kwargs, part):
@@ -197,16 +198,16 @@ def test_spec_declares_the_temperature():
     assert SPEC.name == "tfidf" and SPEC.uses_clues and not SPEC.sends_text and not SPEC.needs_scores
     temperature = SPEC.param("temperature")
     assert temperature.option == "--temperature" and temperature.kind == "float"
-    assert temperature.default == 1.0 and temperature.above == 0
+    assert temperature.default == "auto" and temperature.special == ("auto",) and temperature.above == 0
     assert [p.name for p in SPEC.params] == ["temperature", "max_features", "ngram_max", "min_df", "chunk_size"]
-    with pytest.raises(ConfigError, match=r"\[attacker.tfidf\] temperature: expected a number greater than 0"):
+    with pytest.raises(ConfigError, match=r"\[attacker.tfidf\] temperature: expected a number greater than 0 .*'auto'"):
         SPEC.resolve({"temperature": 0})
 
 
 def test_spec_builds_the_attacker_with_the_context_top_k(registry):
     attacker = SPEC.build(SPEC.resolve({}), BuildContext(registry, LEVEL, top_k=5))
     assert isinstance(attacker, TfidfAttacker)
-    assert attacker.top_k == 5 and attacker.temperature == 1.0 and attacker.chunk_size == 512
+    assert attacker.top_k == 5 and attacker.temperature == "auto" and attacker.chunk_size == 512
     assert attacker.clue_extractor is None
     tuned = SPEC.build(SPEC.resolve({"temperature": 0.25, "chunk_size": 2}), BuildContext(registry, LEVEL))
     assert tuned.temperature == 0.25 and tuned.chunk_size == 2 and tuned.top_k is None

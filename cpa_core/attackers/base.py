@@ -14,11 +14,13 @@ A query builder produces the retrieval query of each document: ``direct`` uses t
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from ..candidates import CandidateTable, Progress, rank_by_similarity
+from ..candidates import (AUTO, FALLBACK_TEMPERATURE, CandidateTable, Progress, fit_temperature,
+                          rank_by_similarity)
 from ..data import Registry
 from ..errors import ConfigError
 from ..knowledge import KnowledgeLevel
@@ -41,6 +43,9 @@ class ClueExtractor(Protocol):
 
     def clients(self) -> list:
         """The LLM clients it holds."""
+
+TEMPERATURE_RULE = ("the temperature of a 16-point grid from 0.005 to 2 under which the softmax weights give the true "
+                    "identities of all labelled documents the highest mean log-probability")
 
 TermExplainer = Callable[[str, Sequence[int]], list[str]]
 """(query, registry rows of the top candidates) -> the terms that most drive the match."""
@@ -65,6 +70,12 @@ class Attacker(Protocol):
                progress: Progress | None = None) -> CandidateTable:
         """Rank the registry for each document."""
 
+    def learn(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry, level: KnowledgeLevel,
+              identities: Sequence[str | None], progress: Progress | None = None) -> dict:
+        """Set what the attacker chooses from the labelled documents before it attacks them (a temperature
+        ``auto``); a symmetric function of all of them, so their scores stay exchangeable. Returns what it
+        chose, for the manifest (``{}``: nothing)."""
+
     def estimate_calls(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry,
                        level: KnowledgeLevel) -> int:
         """The LLM calls an attack would make (answers already cached cost none); no call is made."""
@@ -85,6 +96,9 @@ class AttackerBase:
     required_score: str | None = None
     weight_kind: str = "probability"
 
+    def learn(self, doc_ids, texts, registry, level, identities, progress=None) -> dict:
+        return {}
+
     def estimate_calls(self, doc_ids, texts, registry, level) -> int:
         return 0
 
@@ -96,6 +110,16 @@ class AttackerBase:
 
     def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer | None:
         return None
+
+
+def texts_key(doc_ids: Sequence[str], texts: Sequence[str]) -> str:
+    """A digest of the exact documents (ids and texts) an attacker was given."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for part in (*map(str, doc_ids), "\x01", *map(str, texts)):
+        digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
+    return digest.hexdigest()
 
 
 def close_clients(attacker: Attacker) -> None:
@@ -118,26 +142,71 @@ def build_queries(doc_ids: Sequence[str], texts: Sequence[str], level: Knowledge
 
 class RetrievalAttacker(AttackerBase):
     """Shared by the retrieval attackers: queries (with clues at a ``direct_plus_clues`` level), the
-    ranking loop over similarity blocks, the clue extractor's calls, counters and client.
+    temperature (a number, or ``auto``: chosen from the labelled documents by :meth:`learn`), the ranking
+    loop over similarity blocks, the clue extractor's calls, counters and client.
 
-    Subclasses are dataclasses with ``temperature``, ``top_k``, ``chunk_size`` and ``clue_extractor``,
-    and implement :meth:`similarities`.
+    Subclasses are dataclasses with ``temperature``, ``top_k``, ``chunk_size`` and ``clue_extractor``, and
+    implement :meth:`similarities` (queries and block function; computed once for :meth:`learn` and
+    :meth:`attack` on the same inputs).
     """
 
-    temperature: float
+    temperature: float | str
     top_k: int | None
     chunk_size: int
     clue_extractor: Any
+
+    def similarities(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry, level: KnowledgeLevel,
+                     progress: Progress | None = None) -> tuple[list[str], Callable[[int, int], np.ndarray]]:
+        """The queries and ``(start, stop) -> similarities of those queries to every profile``."""
+        raise NotImplementedError
 
     def queries(self, doc_ids: Sequence[str], texts: Sequence[str], level: KnowledgeLevel,
                 progress: Progress | None = None) -> list[str]:
         return build_queries(doc_ids, texts, level, self.clue_extractor, progress)
 
-    def ranked_table(self, doc_ids: Sequence[str], queries: Sequence[str], similarities: Callable[[int, int], np.ndarray],
-                     registry: Registry, progress: Progress | None = None) -> CandidateTable:
-        """The candidate table from a block function ``(start, stop) -> similarities of those queries``."""
+    def _start(self) -> None:
+        """Called by subclasses' ``__post_init__``: no prepared inputs, no chosen temperature yet."""
+        if self.temperature != AUTO and (isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float))
+                                         or not 0 < self.temperature < math.inf):
+            raise ConfigError(f"temperature must be a positive number or '{AUTO}', found {self.temperature!r}")
+        self._memo: tuple | None = None
+        self.temperature_: float | None = None
+
+    def _prepared(self, doc_ids, texts, registry, level, progress):
+        key = (texts_key(doc_ids, texts), registry.sha256, len(registry), level)
+        memo = self._memo
+        if memo is None or memo[0] != key:
+            self._memo = (key, self.similarities(doc_ids, texts, registry, level, progress))
+        return self._memo[1]
+
+    def learn(self, doc_ids, texts, registry, level, identities, progress=None) -> dict:
+        """Temperature ``auto``: the grid temperature that best predicts every labelled document's identity
+        (:func:`~cpa_core.candidates.fit_temperature`)."""
+        if self.temperature != AUTO:
+            return {}
+        _, similarities = self._prepared(doc_ids, texts, registry, level, progress)
+        column = {ident: i for i, ident in enumerate(registry.ids.tolist())}
+        truth = np.array([column.get(ident, -1) if ident is not None else -1 for ident in identities])
+        chosen = fit_temperature(similarities, len(doc_ids), truth, self.chunk_size)
+        self.temperature_ = FALLBACK_TEMPERATURE if chosen is None else chosen
+        return {"temperature": self.temperature_, "temperature_rule": TEMPERATURE_RULE,
+                "labelled_documents_used": int((truth >= 0).sum())}
+
+    @property
+    def effective_temperature(self) -> float:
+        if self.temperature != AUTO:
+            return float(self.temperature)
+        chosen = self.temperature_
+        if chosen is None:
+            raise ConfigError("temperature 'auto' is chosen from the labelled documents before the attack: run the "
+                              "attacker through an audit (or give a temperature)")
+        return chosen
+
+    def attack(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry, level: KnowledgeLevel,
+               progress: Progress | None = None) -> CandidateTable:
+        queries, similarities = self._prepared(doc_ids, texts, registry, level, progress)
         candidates, weights, tail = rank_by_similarity(similarities, len(doc_ids), len(registry), self.top_k,
-                                                       self.temperature, self.chunk_size, progress)
+                                                       self.effective_temperature, self.chunk_size, progress)
         return CandidateTable(doc_ids=np.asarray(doc_ids, dtype=object), candidates=candidates, weights=weights,
                               pool_sizes=np.full(len(doc_ids), candidates.shape[1], dtype=np.int64),
                               candidate_ids=registry.ids, queries=tuple(queries), tail_mass=tail)

@@ -16,7 +16,6 @@ text: only counts, digests and the model name.
 from __future__ import annotations
 
 import logging
-import math
 import numbers
 import os
 from dataclasses import dataclass, field
@@ -25,14 +24,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..candidates import CandidateTable, Progress
-from ..data import Registry
+from ..candidates import Progress
 from ..embedding_cache import EmbeddingCache, texts_digest
 from ..errors import ConfigError
-from ..knowledge import KnowledgeLevel, profile_texts
+from ..knowledge import profile_texts
 from ..model_store import (PACKAGE_DISTRIBUTION, PACKAGED_ALIASES, PACKAGED_MODEL, SentenceTransformerEncoder,
                            fingerprint_model, package_version, packaged_model_path, packaged_model_zip)
+from ..candidates import DEFAULT_TEMPERATURE
 from .base import ClueExtractor, RetrievalAttacker
+from .tfidf import TEMPERATURE
 from ..params import Param
 from .spec import AttackerSpec
 
@@ -79,7 +79,7 @@ class DenseAttacker(RetrievalAttacker):
     """
 
     model: str | None = None
-    temperature: float = 0.05
+    temperature: float | str = DEFAULT_TEMPERATURE
     top_k: int | None = None
     batch_size: int = 32
     chunk_size: int = 1024
@@ -92,10 +92,7 @@ class DenseAttacker(RetrievalAttacker):
     name: str = "dense"
 
     def __post_init__(self):
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, numbers.Real) \
-                or not self.temperature > 0 or not math.isfinite(self.temperature):
-            raise ConfigError(f"temperature must be a positive number, found {self.temperature!r}")
-        self.temperature = float(self.temperature)
+        self._start()
         for label, value in (("top-K", self.top_k), ("batch_size", self.batch_size), ("chunk_size", self.chunk_size)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
                 raise ConfigError(f"{label} must be an integer of at least 1, found {value!r}")
@@ -206,14 +203,12 @@ class DenseAttacker(RetrievalAttacker):
 
     # -- ranking -------------------------------------------------------------------------------------
 
-    def attack(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry, level: KnowledgeLevel,
-               progress: Progress | None = None) -> CandidateTable:
+    def similarities(self, doc_ids, texts, registry, level, progress=None):
         profiles = self.embed(profile_texts(registry, level), "encoding profiles", progress)
         queries = self.queries(doc_ids, texts, level, progress)
         embedded = self.embed(queries, "encoding queries", progress, dim=profiles.shape[1])
         profiles_t = np.ascontiguousarray(profiles.T)
-        return self.ranked_table(doc_ids, queries, lambda start, stop: embedded[start:stop] @ profiles_t, registry,
-                                 progress)
+        return queries, lambda start, stop: embedded[start:stop] @ profiles_t
 
 
 SPEC = AttackerSpec(
@@ -224,9 +219,7 @@ SPEC = AttackerSpec(
     params=(
         Param("model", "text", PACKAGED_MODEL, "Embedding model",
               "A local model directory or a model name available offline.", option="--model"),
-        Param("temperature", "float", 0.05, "Softmax temperature T",
-              "Weights are softmax(cosine / T). It changes set sizes, never the validity of the guarantee.",
-              above=0, max=1000.0, option="--temperature", step=0.01),
+        TEMPERATURE,
         Param("batch_size", "int", 32, "Batch size", "Texts per forward pass of the model.", min=1, max=4096),
         Param("chunk_size", "int", 1024, "Documents per similarity block",
               "Memory grows with this block size times the registry size.", min=1, step=64),

@@ -316,6 +316,11 @@ class ForcedChoiceAttacker(AttackerBase):
     def clients(self) -> list:
         return [self.client, *self.shortlister.clients()]
 
+    def learn(self, doc_ids, texts, registry, level, identities, progress=None) -> dict:
+        """What the shortlister learns (e.g. its temperature ``auto``)."""
+        return {f"shortlister.{k}": v for k, v in self.shortlister.learn(doc_ids, texts, registry, level, identities,
+                                                                          progress).items()}
+
     def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer | None:
         return self.shortlister.explainer(registry, level)
 

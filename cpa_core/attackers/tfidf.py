@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..candidates import CandidateTable, Progress
+from ..candidates import AUTO, DEFAULT_TEMPERATURE
 from ..data import Registry
 from ..errors import ConfigError
 from ..knowledge import KnowledgeLevel, profile_texts
@@ -83,15 +83,14 @@ class TfidfAttacker(RetrievalAttacker):
     max_features: int = 50_000
     ngram_max: int = 1
     min_df: int | float = 1
-    temperature: float = 1.0
+    temperature: float | str = DEFAULT_TEMPERATURE
     top_k: int | None = None
     chunk_size: int = 512
     clue_extractor: ClueExtractor | None = field(default=None, repr=False)
     name: str = "tfidf"
 
     def __post_init__(self):
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature must be positive, found {self.temperature}")
+        self._start()
         if self.top_k is not None and self.top_k < 1:
             raise ConfigError(f"top-K must be at least 1, found {self.top_k}")
         if self.ngram_max < 1 or self.max_features < 1:
@@ -104,13 +103,11 @@ class TfidfAttacker(RetrievalAttacker):
                 "min_df": self.min_df, "temperature": self.temperature, "top_k": self.top_k,
                 "sublinear_tf": True, **self.clue_params()}
 
-    def attack(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry, level: KnowledgeLevel,
-               progress: Progress | None = None) -> CandidateTable:
+    def similarities(self, doc_ids, texts, registry, level, progress=None):
         self.index_ = TfidfIndex(self.max_features, self.ngram_max, self.min_df).fit(profile_texts(registry, level))
         self._indexed = (registry.sha256, len(registry), level)
         queries = self.queries(doc_ids, texts, level, progress)
-        return self.ranked_table(doc_ids, queries, self.index_.similarities(self.index_.transform(queries)),
-                                 registry, progress)
+        return queries, self.index_.similarities(self.index_.transform(queries))
 
     def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer:
         """The attack's own index when it ran on this level, else a new one with the same settings."""
@@ -120,10 +117,11 @@ class TfidfAttacker(RetrievalAttacker):
         return index.explainer()
 
 
-TEMPERATURE = Param("temperature", "float", 1.0, "Softmax temperature T",
+TEMPERATURE = Param("temperature", "float", DEFAULT_TEMPERATURE, "Softmax temperature T",
                     "Weights are softmax(similarity / T). Smaller T concentrates the weight on the best matches. It "
-                    "changes set sizes, never the validity of the guarantee.", above=0, max=1000.0,
-                    option="--temperature", step=0.01)
+                    "changes set sizes, never the validity of the guarantee. 'auto' (the default): the temperature "
+                    "that best predicts the identities of all labelled documents, chosen before the attack.",
+                    above=0, max=1000.0, special=(AUTO,), option="--temperature", step=0.01)
 
 SPEC = AttackerSpec(
     name="tfidf", label="TF-IDF retrieval",
