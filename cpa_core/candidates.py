@@ -85,43 +85,58 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
 AUTO = "auto"
 DEFAULT_TEMPERATURE = AUTO
 """The retrieval attackers' default temperature: chosen from the labelled documents (:func:`fit_temperature`)."""
-TEMPERATURE_GRID = tuple(float(t) for t in np.geomspace(0.005, 2.0, 16))
+TEMPERATURE_GRID = tuple(float(t) for t in np.geomspace(0.005, 2.0, 12))
 FALLBACK_TEMPERATURE = 1.0
 """The temperature ``auto`` falls back to when no labelled document's identity is in the pool."""
+FIT_CONFIDENCE = 0.9
+"""The confidence level at which ``auto`` compares the certified set sizes of the grid's temperatures."""
 
 
 def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, truth_columns: np.ndarray,
-                    chunk_size: int, grid: tuple[float, ...] = TEMPERATURE_GRID) -> float | None:
-    """The temperature ``T`` of :data:`TEMPERATURE_GRID` under which ``softmax(similarity / T)`` gives the true
-    identities the highest mean log-probability, over every document whose identity is in the pool.
+                    chunk_size: int, grid: tuple[float, ...] = TEMPERATURE_GRID,
+                    confidence: float = FIT_CONFIDENCE) -> float | None:
+    """The temperature ``T`` of the grid whose certificates are the most informative: the smallest mean
+    certified set (APS, leave-one-out thresholds at ``confidence``) over all ``n`` documents.
 
-    The rule is a symmetric function of all those documents (it never singles out calibration documents), so
-    their scores stay exchangeable and the certificates keep their guarantee. Ties go to the larger ``T``;
-    ``None`` when no document's identity is in the pool.
+    The rule is a symmetric function of all the documents and of all the labelled ones (it never singles out
+    calibration documents): their scores under the chosen ``T`` stay exchangeable, so the certificates keep
+    their guarantee. It needs two passes over the similarity blocks: one for the truths' scores (hence the
+    thresholds), one for the set sizes. Ties go to the larger ``T``; ``None`` when no document's identity is
+    in the pool.
 
     Parameters
     ----------
     similarities : ``(start, stop) -> (stop - start, m)`` block function, as for :func:`rank_by_similarity`
     truth_columns : ndarray of shape (n,), the column of each document's identity, ``-1`` when unknown or absent
     """
+    from .conformal import leave_one_out_thresholds
+
     truth_columns = np.asarray(truth_columns)
-    totals = np.zeros(len(grid))
-    counted = 0
-    for start in range(0, n, chunk_size):
+    members = truth_columns >= 0
+    if not members.any():
+        return None
+    truth_scores = np.full((len(grid), n), np.inf)
+    blocks = list(range(0, n, chunk_size))
+    for start in blocks:
         stop = min(start + chunk_size, n)
-        rows = np.flatnonzero(truth_columns[start:stop] >= 0)
+        rows = np.flatnonzero(members[start:stop])
         if rows.size == 0:
             continue
         block = np.asarray(similarities(start, stop), dtype=np.float64)[rows]
-        truth = block[np.arange(rows.size), truth_columns[start:stop][rows]]
-        top = block.max(axis=1)
         for j, temperature in enumerate(grid):
-            log_total = np.log(np.exp((block - top[:, None]) / temperature).sum(axis=1))
-            totals[j] += float(((truth - top) / temperature - log_total).sum())
-        counted += rows.size
-    if counted == 0:
-        return None
-    best = np.flatnonzero(totals == totals.max())
+            weights = softmax_rows(block, temperature)
+            truth = weights[np.arange(rows.size), truth_columns[start:stop][rows]][:, None]
+            truth_scores[j, start + rows] = -np.where(weights < truth, weights, 0.0).sum(axis=1)
+    thresholds = [leave_one_out_thresholds(truth_scores[j], members, confidence) for j in range(len(grid))]
+    totals = np.zeros(len(grid))
+    for start in blocks:
+        stop = min(start + chunk_size, n)
+        block = np.asarray(similarities(start, stop), dtype=np.float64)
+        for j, temperature in enumerate(grid):
+            ascending = np.sort(softmax_rows(block, temperature), axis=1)
+            below = np.cumsum(ascending, axis=1) - ascending  # mass below each candidate (ties aside)
+            totals[j] += float(np.count_nonzero(-below <= thresholds[j][start:stop, None]))
+    best = np.flatnonzero(totals == totals.min())
     return grid[int(best[-1])]
 
 

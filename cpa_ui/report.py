@@ -142,6 +142,8 @@ def certificate_report(result: AuditResult, *, confidence: float, policy: Releas
         ("certified confidence levels", ", ".join(fmt_confidence(float(c)) for c in config.confidences)),
         ("confidence level of this report", fmt_confidence(confidence)),
         ("release policy of this report", f"flag {rule_text}"),
+        ("protocol", config.protocol),
+        *((f"chosen from the labelled documents: {name}", value) for name, value in inputs.get("learned", {}).items()),
     ]
     calibration = summary_of_levels.overall_frame()[CALIBRATION_COLUMNS]
     calibration_html = _table(without_empty(calibration.drop(columns=["warnings"])))

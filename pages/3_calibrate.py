@@ -70,6 +70,10 @@ columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics["candidate_miss_
 columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics["top1"]), help=HELP["top1"])
 
 show_warnings(w for level in levels for w in kpis(result, level, state.policy)["warnings"])
+for name, value in result.inputs.get("learned", {}).items():
+    if name.endswith("temperature"):
+        st.info(f"Temperature 'auto': T = {value:.3g}, chosen before the attack as "
+                f"{result.inputs['learned'].get('temperature_rule', 'declared')}.", icon=":material/thermostat:")
 
 st.subheader("Threshold and coverage per confidence level")
 shown = table.drop(columns=["warnings"])

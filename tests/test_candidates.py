@@ -39,31 +39,29 @@ def test_a_tiny_tail_keeps_its_relative_precision():
     assert tail[0] == pytest.approx(3 * np.exp(-50.0), rel=1e-12)  # 1 - weights[0] would be 0 or noise
 
 
-def test_the_auto_temperature_maximises_the_truth_likelihood_over_the_grid():
-    from cpa_core.candidates import TEMPERATURE_GRID, fit_temperature
+def test_the_auto_temperature_gives_the_smallest_mean_certified_set_over_the_grid():
+    from cpa_core.candidates import FIT_CONFIDENCE, TEMPERATURE_GRID, fit_temperature
+    from cpa_core.conformal import leave_one_out_thresholds, set_sizes
+    from cpa_core.scores import get_score
 
     rng = np.random.default_rng(3)
-    similarities = rng.random((200, 12))
-    truth = np.where(rng.random(200) < 0.6, similarities.argmax(axis=1), rng.integers(0, 12, 200))
-    truth[:10] = -1  # unknown identities do not count
-    chosen = fit_temperature(lambda a, b: similarities[a:b], 200, truth, chunk_size=64)
+    similarities = rng.random((150, 12))
+    truth = np.where(rng.random(150) < 0.6, similarities.argmax(axis=1), rng.integers(0, 12, 150))
+    truth[:10] = -1  # unknown identities never calibrate
+    chosen = fit_temperature(lambda a, b: similarities[a:b], 150, truth, chunk_size=64)
 
-    def log_likelihood(t):
-        rows = np.flatnonzero(truth >= 0)
-        w = softmax_rows(similarities[rows], t)
-        return np.log(w[np.arange(rows.size), truth[rows]]).mean()
+    def mean_set(t):  # the audit's own functions: sorted APS scores, leave-one-out thresholds, set sizes
+        weights = softmax_rows(similarities, t)
+        ranked = -np.sort(-weights, axis=1)
+        stored = get_score("aps").sorted_scores(ranked, np.full(150, 12))
+        position = np.argsort(np.argsort(-weights, axis=1, kind="stable"), axis=1)
+        members = truth >= 0
+        own = np.where(members, stored[np.arange(150), position[np.arange(150), np.maximum(truth, 0)]], np.inf)
+        q = leave_one_out_thresholds(own, members, FIT_CONFIDENCE)
+        return set_sizes(stored, np.full(150, 12), q).mean()
 
-    assert chosen == max(TEMPERATURE_GRID, key=log_likelihood)
-    order = rng.permutation(200)  # symmetric: the order of the documents does not matter
-    assert fit_temperature(lambda a, b: similarities[order][a:b], 200, truth[order], chunk_size=7) == chosen
-
-
-def test_the_auto_temperature_follows_how_often_the_attacker_is_right():
-    from cpa_core.candidates import TEMPERATURE_GRID, fit_temperature
-
-    similarities = np.tile([1.0, 0.0], (100, 1))
-    always = fit_temperature(lambda a, b: similarities[a:b], 100, np.zeros(100, dtype=int), chunk_size=50)
-    never = fit_temperature(lambda a, b: similarities[a:b], 100, np.ones(100, dtype=int), chunk_size=50)
-    # always right: the sharpest temperatures all give the truth probability 1 in floating point; ties go up
-    assert always < 0.05 and never == TEMPERATURE_GRID[-1]
-    assert fit_temperature(lambda a, b: similarities[a:b], 100, np.full(100, -1), chunk_size=50) is None
+    sizes = {t: mean_set(t) for t in TEMPERATURE_GRID}
+    assert sizes[chosen] == pytest.approx(min(sizes.values()), abs=0.02)
+    order = rng.permutation(150)  # symmetric: the order of the documents does not matter
+    assert fit_temperature(lambda a, b: similarities[order][a:b], 150, truth[order], chunk_size=7) == chosen
+    assert fit_temperature(lambda a, b: similarities[a:b], 150, np.full(150, -1), chunk_size=50) is None

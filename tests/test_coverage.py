@@ -182,3 +182,60 @@ def test_release_certificates_per_group():
     for group in ("sharp", "misled", "unlabelled"):
         mean, se = result[group]
         assert mean >= 0.9 - 4 * se, (group, mean, se)
+
+
+def test_release_certificates_with_the_auto_temperature_keep_their_coverage():
+    """The temperature chosen from all labelled documents (a symmetric rule) keeps the guarantee: over many
+    random releases, labelled and unlabelled documents are covered at the confidence level."""
+    from dataclasses import dataclass, field
+
+    from cpa_core.attackers.base import RetrievalAttacker
+
+    @dataclass
+    class MatrixRetrieval(RetrievalAttacker):
+        matrix: np.ndarray = field(repr=False, default=None)
+        temperature: object = "auto"
+        top_k: int | None = None
+        chunk_size: int = 64
+        clue_extractor: object = None
+        name: str = "matrix"
+
+        def __post_init__(self):
+            self._start()
+
+        def params(self):
+            return {"attacker": self.name, "temperature": self.temperature}
+
+        def similarities(self, doc_ids, texts, registry, level, progress=None):
+            rows = np.array([int(text) for text in texts])
+            return list(texts), lambda start, stop: self.matrix[rows[start:stop]]
+
+    rng = np.random.default_rng(21)
+    pool, m = 3000, 25
+    similarities = rng.normal(size=(pool, m))
+    truth = np.where(rng.random(pool) < 0.7, similarities.argmax(axis=1), rng.integers(0, m, pool))
+    similarities[np.arange(pool), truth] += 0.5
+    covered = {"labelled": [], "unlabelled": []}
+    chosen = set()
+    for _ in range(150):
+        rows = rng.choice(pool, 100, replace=False)
+        ids = [f"p{t}" for t in truth[rows]]
+        hidden = rng.choice(100, 15, replace=False)
+        for i in hidden:
+            ids[i] = None
+        documents, registry = documents_and_registry(ids, m=m)
+        documents.frame["text"] = [str(r) for r in rows]
+        attacker = MatrixRetrieval(matrix=similarities)
+        base = config(confidences=(0.9,), n_cal=None, n_test=None, protocol="release")
+        result = run_audit(documents, registry, attacker, base)
+        chosen.add(result.inputs["learned"]["temperature"])
+        cert = result.certificate(0.9)
+        positions = result.test_split.table.truth_positions([f"p{t}" for t in truth[rows]])
+        hit = (positions >= 0) & (positions < cert.set_sizes)
+        unlabelled = np.isin(np.arange(100), hidden)
+        covered["labelled"].append(hit[~unlabelled].mean())
+        covered["unlabelled"].append(hit[unlabelled].mean())
+    assert len(chosen) > 1  # the temperature really is chosen from each release
+    for kind, values in covered.items():
+        mean, se = np.mean(values), np.std(values) / np.sqrt(len(values))
+        assert mean >= 0.9 - 4 * se - 1e-12, (kind, mean, se)

@@ -44,8 +44,9 @@ class ClueExtractor(Protocol):
     def clients(self) -> list:
         """The LLM clients it holds."""
 
-TEMPERATURE_RULE = ("the temperature of a 16-point grid from 0.005 to 2 under which the softmax weights give the true "
-                    "identities of all labelled documents the highest mean log-probability")
+TEMPERATURE_RULE = ("the temperature of a 12-point grid from 0.005 to 2 giving the smallest mean certified set (APS, "
+                    "leave-one-out thresholds at 90 % confidence) over all documents, a symmetric function of all "
+                    "labelled documents")
 
 TermExplainer = Callable[[str, Sequence[int]], list[str]]
 """(query, registry rows of the top candidates) -> the terms that most drive the match."""
