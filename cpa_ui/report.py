@@ -171,8 +171,9 @@ def certificate_report(result: AuditResult, *, confidence: float, policy: Releas
 
     versions = manifest.get("versions", {})
     split = manifest.get("split", {})
-    checksums = [(f"{name} file", f"{info.get('file')} ({info.get('rows'):,} rows)") for name, info in inputs.items()]
-    checksums += [(f"{name} SHA-256", info.get("sha256")) for name, info in inputs.items()]
+    files = {name: inputs[name] for name in ("documents", "registry") if name in inputs}
+    checksums = [(f"{name} file", f"{info.get('file')} ({info.get('rows'):,} rows)") for name, info in files.items()]
+    checksums += [(f"{name} SHA-256", info.get("sha256")) for name, info in files.items()]
     checksums += [(f"{name} document ids SHA-256", digest) for name, digest in split.get("doc_ids_sha256", {}).items()]
     version_rows = [(name, version) for name, version in versions.items()]
 

@@ -125,3 +125,16 @@ def test_documents_without_any_candidate_row_do_not_crash(sample_paths, tmp_path
     assert done.returncode == 0, done.describe()
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["confidence"]["0.9"]["candidate_miss_rate"] == 1.0 and summary["confidence"]["0.9"]["warnings"]
+
+
+def test_empty_sets_of_an_attacker_that_ties_every_candidate_are_explained():
+    documents, registry, table = open_world(missing=0.0, m=10)
+    weights = table.weights.copy()
+    weights[:50] = 0.1  # the attacker knows nothing about the first 50 documents: every candidate tied
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.8,),
+                         protocol="split", seed=3)
+    result = run_audit(documents, registry, None, config, table=replace(table, weights=weights))
+    cert = result.certificate(0.8)
+    tied = np.isin(result.test_split.table.doc_ids, [f"d{i}" for i in range(50)])
+    assert (cert.set_sizes[tied] == 0).all()
+    assert any("ranks all their candidates equally" in w for w in warnings_at(result, 0.8))

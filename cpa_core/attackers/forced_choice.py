@@ -40,7 +40,8 @@ from ..errors import ConfigError
 from ..knowledge import KnowledgeLevel, profile_texts
 from ..llm import LLMError, LLMRequest, LLMResponse, sample_seed
 from ..prompts import FORCED_CHOICE_V1, PromptTemplate, format_options, option_labels, parse_choice
-from .base import AttackerBase, TermExplainer
+from ..candidates import AUTO, FALLBACK_TEMPERATURE
+from .base import AttackerBase, RetrievalAttacker, TermExplainer
 from .llm_clues import check_call_budget
 from ..params import Param
 from .spec import AttackerSpec
@@ -141,10 +142,13 @@ class ForcedChoiceAttacker(AttackerBase):
                               f"{', '.join(sorted(missing))}")
         if self.shortlister is None:
             from .tfidf import TfidfAttacker
-            self.shortlister = TfidfAttacker(top_k=self.shortlist_k)
+            self.shortlister = TfidfAttacker(top_k=self.shortlist_k, temperature=FALLBACK_TEMPERATURE)
         else:
             self.shortlister = copy.copy(self.shortlister)
             self.shortlister.top_k = self.shortlist_k
+        if isinstance(self.shortlister, RetrievalAttacker) and self.shortlister.temperature == AUTO:
+            # the shortlist is the top of the ranking, which no temperature changes; its weights are never used
+            self.shortlister.temperature = FALLBACK_TEMPERATURE
         self._shortlist_memo: tuple | None = None
         self._reset()
 
@@ -316,10 +320,6 @@ class ForcedChoiceAttacker(AttackerBase):
     def clients(self) -> list:
         return [self.client, *self.shortlister.clients()]
 
-    def learn(self, doc_ids, texts, registry, level, identities, progress=None) -> dict:
-        """What the shortlister learns (e.g. its temperature ``auto``)."""
-        return {f"shortlister.{k}": v for k, v in self.shortlister.learn(doc_ids, texts, registry, level, identities,
-                                                                          progress).items()}
 
     def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer | None:
         return self.shortlister.explainer(registry, level)
