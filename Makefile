@@ -35,6 +35,7 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+	$(PY) bench/bench_temperature.py
 
 clean:
 	rm -rf $(VENV) out test-artifacts .pytest_cache
