@@ -644,3 +644,18 @@ def test_whole_pool_certificates_are_said_on_every_page(sample_paths):
     at.multiselect(key="w.compare.levels").set_value(["K2", "K3"]).run()
     at.button(key="compare.run").click().run()
     assert any("K3" in w.value and "outside the candidate pool" in w.value for w in at.warning)
+
+
+def test_a_shortlist_that_cuts_the_truths_is_said_on_the_pages(sample_paths):
+    at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.checkbox(key="w.threat.whole_pool").uncheck().run()
+    at.number_input(key="w.threat.top_k").set_value(1).run()
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    at.session_state["cpa.confidence"] = 0.9
+    for page in (nav.CALIBRATE, nav.EXPLORE, nav.FLAGGED):
+        at.switch_page(page).run()
+        assert any("larger top-K" in w.value for w in at.warning), page
+        assert any("at least the candidate pool size (1" in w.value for w in at.warning), page

@@ -138,3 +138,26 @@ def test_empty_sets_of_an_attacker_that_ties_every_candidate_are_explained():
     tied = np.isin(result.test_split.table.doc_ids, [f"d{i}" for i in range(50)])
     assert (cert.set_sizes[tied] == 0).all()
     assert any("ranks all their candidates equally" in w for w in warnings_at(result, 0.8))
+
+
+def test_the_command_line_says_a_short_shortlist_and_a_group_without_labels(sample_paths, tmp_path):
+    import pandas as pd
+
+    done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
+                             "--config", sample_paths["config"], "--top-k", 1, "--confidence", 0.9,
+                             "--out", tmp_path / "top1")
+    assert done.returncode == 0, done.describe()
+    assert any("outside the candidate pool" in line and "larger top-K" in line for line in done.stderr_lines)
+    assert any("release policy k = 11 is at least the candidate pool size (1" in line for line in done.stderr_lines)
+    documents = pd.read_csv(sample_paths["documents"], dtype=str, keep_default_na=False)
+    documents.loc[documents["group"] == "ner_masking", "identity_id"] = ""  # subjects unknown in one group
+    path = tmp_path / "documents.csv"
+    documents.to_csv(path, index=False)
+    done = run_cli_inprocess("audit", "--documents", path, "--registry", sample_paths["registry"],
+                             "--config", sample_paths["config"], "--confidence", 0.9, "--out", tmp_path / "groups")
+    assert done.returncode == 0, done.describe()
+    assert any("group 'ner_masking' has 348 audited documents but no calibration document" in line
+               for line in done.stderr_lines)
+    summary = json.loads((tmp_path / "groups" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["confidence"]["0.9"]["groups"]["ner_masking"]["threshold"] == "infinite"
+    assert summary["confidence"]["0.9"]["n_test"] == 1000 and summary["confidence"]["0.9"]["n_cal"] == 652
