@@ -7,6 +7,8 @@ a page in ``pages/``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from cpa_ui import nav
@@ -15,6 +17,7 @@ from cpa_ui.components import audit_status, ensure_data
 from cpa_ui.state import state
 from cpa_ui.text import fmt_confidence, fmt_percent
 
+FAVICON = Path(__file__).resolve().parent / "cpa_ui" / "favicon.png"  # served by this machine, never a CDN
 INTRODUCTION = (
     "Conformal Privacy Auditing (CPA) measures how far an attacker with background knowledge can narrow a "
     "released, de-identified document down to the people in a registry. "
@@ -67,7 +70,7 @@ def home() -> None:
                      icon=":material/play_arrow:")
 
 
-st.set_page_config(page_title="Conformal Privacy Auditing", page_icon=":material/privacy_tip:", layout="wide")
+st.set_page_config(page_title="Conformal Privacy Auditing", page_icon=str(FAVICON), layout="wide")
 ensure_data()
 navigation = st.navigation(
     [st.Page(home, title="Home", icon=":material/home:", default=True)]

@@ -23,6 +23,7 @@ from .data import check_release
 from .errors import ConfigError, CPAError
 from .llm import LLM_PARAMS
 from .params import Param
+from .records import prepare_out_dir
 from .progress import ProgressBar
 
 EPILOG = """examples:
@@ -42,10 +43,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _ints(text: str) -> list[int]:
+    """Comma-separated integers of at least 0 (seeds, K, n_cal and m values), at least one."""
     try:
-        return [int(v) for v in text.split(",") if v.strip()]
+        values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, found '{text}'") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers of at least 0, found '{text}'")
+    return values
 
 
 def _dest(param: Param) -> str:
@@ -263,6 +268,8 @@ def _write_attribute_sets(result, attacker, out: str) -> None:
 
 
 def cmd_audit(args) -> int:
+    if not args.dry_run:
+        prepare_out_dir(args.out)  # before any work: an unusable folder is said at once
     _, documents, registry, config, attacker = _load(args)
     try:
         return _audit(args, documents, registry, config, attacker)

@@ -61,12 +61,28 @@ def default_cache_dir() -> str:
     return str(cache_dir("llm"))
 
 
+def check_url(url: str) -> None:
+    """An endpoint URL must be http(s) with a host and a valid port (else a ConfigError naming what is wrong)."""
+    shown = redact_url(url) if "://" in url else url[:80]
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"[llm] base_url: expected an http:// or https:// URL with a host, found '{shown}'")
+    try:
+        parts.port  # noqa: B018  (raises on a port outside 0-65535)
+    except ValueError:
+        raise ConfigError(f"[llm] base_url: the port must lie between 1 and 65535, found '{shown}'") from None
+
+
 def redact_url(url: str) -> str:
     """The URL without user info, query or fragment (they may carry credentials)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    try:
+        port = parts.port
+    except ValueError:  # an invalid port: shown as written
+        port = parts.netloc.rpartition(":")[2]
+    if port:
+        host = f"{host}:{port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
@@ -135,6 +151,8 @@ class LLMSettings:
             raise ConfigError(f"[llm] top_p must lie in [0, 1], found {self.top_p}")
         if self.temperature < 0:
             raise ConfigError(f"[llm] temperature must be non-negative, found {self.temperature}")
+        check_url(self.base_url)
+
 
     @property
     def endpoint(self) -> str:

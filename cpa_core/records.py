@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import platform
+import tempfile
 import sys
 from datetime import datetime, timezone
 from importlib import metadata
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .conformal import confidence_label
+from .errors import ConfigError
 from .scores import get_score
 from .policy import worklist, worklist_csv, worklist_json
 
@@ -128,26 +131,49 @@ def records(result: "AuditResult", split_name: str, confidences: Iterable | None
 
 
 def jsonl_lines(items: Iterable[dict]) -> Iterator[str]:
-    """One JSON object per line (text kept as written)."""
+    """One JSON object per line (text kept as written; never a bare NaN or Infinity: strict JSON)."""
     for item in items:
-        yield json.dumps(item, ensure_ascii=False, default=str) + "\n"
+        yield json.dumps(item, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+
+
+def prepare_out_dir(out_dir: str | Path) -> Path:
+    """The output folder, created owner-only and checked writable *before* any work is spent.
+
+    Raises :class:`~cpa_core.errors.ConfigError` naming the folder and why it cannot be used.
+    """
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle, probe = tempfile.mkstemp(prefix=".cpa-write-check-", dir=out)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise ConfigError(f"output folder {out}: cannot be written ({error.strerror or error}); choose another --out") \
+            from None
+    return out
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file readable by its owner only: records and worklists hold document text and terms."""
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(handle, 0o600)  # an existing file keeps its mode otherwise
+    with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        stream.write(text)
 
 
 def write_audit(result: "AuditResult", out_dir: str | Path, explain: "TermExplainer | None" = None) -> dict[str, Path]:
     """Write summary.json, the records (documents.jsonl; calibration.jsonl and test.jsonl under the split
     protocol), worklist.csv/json and manifest.json."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out_dir(out_dir)
     config = result.config
     splits = record_splits(result)
     paths = {name: out / name for name in ("summary.json", *(f"{s}.jsonl" for s in splits), "worklist.csv",
                                            "worklist.json", "manifest.json")}
-    paths["summary.json"].write_text(json.dumps(result.summary().to_dict(), indent=2), encoding="utf-8")
+    _write_private(paths["summary.json"], json.dumps(result.summary().to_dict(), indent=2))
     for name in splits:
-        with paths[f"{name}.jsonl"].open("w", encoding="utf-8") as handle:
-            handle.writelines(jsonl_lines(records(result, name)))
+        _write_private(paths[f"{name}.jsonl"], "".join(jsonl_lines(records(result, name))))
     work = worklist(result.certificate(config.policy_confidence), config.policy, config.config_id, explain=explain)
-    paths["worklist.csv"].write_text(worklist_csv(work), encoding="utf-8")
-    paths["worklist.json"].write_text(worklist_json(work), encoding="utf-8")
-    paths["manifest.json"].write_text(json.dumps(manifest(result), indent=2, default=str), encoding="utf-8")
+    _write_private(paths["worklist.csv"], worklist_csv(work))
+    _write_private(paths["worklist.json"], worklist_json(work))
+    _write_private(paths["manifest.json"], json.dumps(manifest(result), indent=2, default=str))
     return paths

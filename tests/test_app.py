@@ -659,3 +659,21 @@ def test_a_shortlist_that_cuts_the_truths_is_said_on_the_pages(sample_paths):
         at.switch_page(page).run()
         assert any("larger top-K" in w.value for w in at.warning), page
         assert any("at least the candidate pool size (1" in w.value for w in at.warning), page
+
+
+@pytest.mark.parametrize("toml,part", [
+    ("[audit]\nseed = -1\n", "[audit] seed: expected an integer at least 0, found -1"),
+    ("[audit]\nn_cal = -5\n", "[audit] n_cal"),
+    ("[audit]\ntop_k = -3\n", "[audit] top_k"),
+    ("[audit]\nscore = 'entropy'\n", "[audit] score"),
+    ("[audit]\nmiss_policy = 'ignore'\n", "[audit] miss_policy"),
+    ("[audit]\nconfidence = [1.5]\n", "[audit] confidence"),
+    ("[attacker.tfidf]\ntemperature = 0\n", "[attacker.tfidf] temperature"),
+])
+def test_an_uploaded_configuration_with_invalid_values_is_refused(sample, toml, part):
+    """Never silently replaced (seed -1 -> 0, temperature 0 -> 0.001, ...): the same message as the CLI's."""
+    at = _upload(new_app().run(), "upload.config", "audit.toml", toml.encode("utf-8"))
+    at.button(key="upload.load").click().run()
+    assert not at.exception
+    assert any(part in e.value for e in at.error), [e.value for e in at.error]
+    _assert_sample_kept(at, sample)

@@ -179,8 +179,8 @@ def test_min_df_above_the_number_of_profiles_is_a_config_error(registry):
         attack(registry, ["chess"], min_df=5)
 
 
-@pytest.mark.parametrize("kwargs, part", [({"temperature": 0}, "temperature must be a positive number or 'auto'"),
-                                          ({"temperature": -1.0}, "temperature must be a positive number or 'auto'"),
+@pytest.mark.parametrize("kwargs, part", [({"temperature": 0}, "temperature must be a positive number .* or 'auto'"),
+                                          ({"temperature": -1.0}, "temperature must be a positive number .* or 'auto'"),
                                           ({"top_k": 0}, "top-K must be at least 1"),
                                           ({"ngram_max": 0}, "ngram_max and max_features")])
 def test_invalid_settings(kwargs, part):
@@ -198,9 +198,9 @@ def test_spec_declares_the_temperature():
     assert SPEC.name == "tfidf" and SPEC.uses_clues and not SPEC.sends_text and not SPEC.needs_scores
     temperature = SPEC.param("temperature")
     assert temperature.option == "--temperature" and temperature.kind == "float"
-    assert temperature.default == "auto" and temperature.special == ("auto",) and temperature.above == 0
+    assert temperature.default == "auto" and temperature.special == ("auto",) and temperature.min == 0.001
     assert [p.name for p in SPEC.params] == ["temperature", "max_features", "ngram_max", "min_df", "chunk_size"]
-    with pytest.raises(ConfigError, match=r"\[attacker.tfidf\] temperature: expected a number greater than 0 .*'auto'"):
+    with pytest.raises(ConfigError, match=r"\[attacker.tfidf\] temperature: expected a number at least 0.001 .*'auto'"):
         SPEC.resolve({"temperature": 0})
 
 

@@ -14,7 +14,6 @@ A query builder produces the retrieval query of each document: ``direct`` uses t
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
@@ -44,6 +43,7 @@ class ClueExtractor(Protocol):
     def clients(self) -> list:
         """The LLM clients it holds."""
 
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.001, 1000.0  # beyond them softmax weights overflow or are all equal
 TEMPERATURE_RULE = ("the temperature of a 12-point grid from 0.005 to 2 giving the smallest mean certified set (APS, "
                     "leave-one-out thresholds at 90 % confidence) over all documents, a symmetric function of all "
                     "labelled documents")
@@ -168,8 +168,9 @@ class RetrievalAttacker(AttackerBase):
     def _start(self) -> None:
         """Called by subclasses' ``__post_init__``: no prepared inputs, no chosen temperature yet."""
         if self.temperature != AUTO and (isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float))
-                                         or not 0 < self.temperature < math.inf):
-            raise ConfigError(f"temperature must be a positive number or '{AUTO}', found {self.temperature!r}")
+                                         or not MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
+            raise ConfigError(f"temperature must be a positive number (from {MIN_TEMPERATURE:g} to "
+                              f"{MAX_TEMPERATURE:g}) or '{AUTO}', found {self.temperature!r}")
         self._memo: tuple | None = None
         self.temperature_: float | None = None
 

@@ -180,7 +180,7 @@ SPEC = AttackerSpec(
               "with a softmax; rank: 1 for the top candidate (use the 'rank' nonconformity score).", choices=KINDS,
               option="--scores-kind"),
         Param("temperature", "float", 1.0, "Softmax temperature (kind 'score')",
-              "Only used when the table holds similarity scores.", above=0, max=1000.0, option="--temperature",
+              "Only used when the table holds similarity scores.", min=0.001, max=1000.0, option="--temperature",
               step=0.01),
     ),
     build=_build,

@@ -121,7 +121,7 @@ TEMPERATURE = Param("temperature", "float", DEFAULT_TEMPERATURE, "Softmax temper
                     "Weights are softmax(similarity / T). Smaller T concentrates the weight on the best matches. It "
                     "changes set sizes, never the validity of the guarantee. 'auto' (the default): the temperature "
                     "that best predicts the identities of all labelled documents, chosen before the attack.",
-                    above=0, max=1000.0, special=(AUTO,), option="--temperature", step=0.01)
+                    min=0.001, max=1000.0, special=(AUTO,), option="--temperature", step=0.01)
 
 SPEC = AttackerSpec(
     name="tfidf", label="TF-IDF retrieval",
