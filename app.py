@@ -15,7 +15,7 @@ from cpa_ui import nav
 from cpa_ui.analysis import kpis
 from cpa_ui.components import audit_status, ensure_data
 from cpa_ui.state import state
-from cpa_ui.text import fmt_confidence, fmt_percent
+from cpa_ui.text import fmt_confidence, fmt_percent, plain
 
 FAVICON = Path(__file__).resolve().parent / "cpa_ui" / "favicon.png"  # served by this machine, never a CDN
 INTRODUCTION = (
@@ -43,17 +43,17 @@ def home() -> None:
          f"{len(data.documents):,} documents and {len(data.registry):,} profiles loaded ({source})" if data
          else "load documents and a registry"),
         (state.threat is not None, nav.THREAT,
-         f"knowledge level {state.threat.knowledge}, {state.threat.attacker} attacker" if state.threat
+         f"knowledge level {plain(state.threat.knowledge)}, {plain(state.threat.attacker)} attacker" if state.threat
          else "declare the attacker and its knowledge"),
         (run is not None, nav.CALIBRATE,
-         f"calibrated ({run.label}, configuration {run.result.config.config_id})" if run
+         f"calibrated ({plain(run.label)}, configuration {run.result.config.config_id})" if run
          else "run the attack and calibrate"),
     ]
     for done, page, text in steps:
         icon = ":material/check_circle:" if done else ":material/radio_button_unchecked:"
         st.page_link(page, label=text, icon=icon)
     if state.data_error:
-        st.error(f"The bundled sample data could not be loaded: {state.data_error}", icon=":material/error:")
+        st.error(f"The bundled sample data could not be loaded: {plain(state.data_error)}", icon=":material/error:")
     if run is not None:
         metrics = kpis(run.result, state.confidence, state.policy)
         release = run.result.config.protocol == "release"

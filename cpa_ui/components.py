@@ -20,7 +20,7 @@ from .attackers import declare, default_threat, needs_endpoint, widget_bounds
 from .cache import load_sample
 from .help import COLUMNS, HELP, PERCENT
 from .state import AuditRun, DataSet, set_widget, state, widget_key
-from .text import (ALPHA_PRESETS, CONFIDENCE_PERCENT_RANGE, CONFIDENCE_PERCENT_STEP, confidence_from_alpha,
+from .text import (ALPHA_PRESETS, CONFIDENCE_PERCENT_RANGE, CONFIDENCE_PERCENT_STEP, confidence_from_alpha, plain,
                    confidence_from_percent, fmt_confidence, fmt_number, fmt_percent, percent_from_confidence)
 
 MAX_FLAG_BELOW = 100
@@ -29,12 +29,12 @@ MAX_FLAG_BELOW = 100
 def show_warnings(warnings) -> None:
     """Each reason a certificate certifies nothing, once, as a warning (never silent)."""
     for warning in dict.fromkeys(warnings):
-        st.warning(warning[0].upper() + warning[1:] + ".", icon=":material/warning:")
+        st.warning(plain(warning[0].upper() + warning[1:] + "."), icon=":material/warning:")
 
 
 def show_error(error: CPAError, prefix: str = "") -> None:
     """A user error from the core, as the one-line message it carries (never a traceback)."""
-    st.error(f"{prefix}{error}", icon=":material/error:")
+    st.error(plain(f"{prefix}{error}"), icon=":material/error:")
 
 
 def adopt_data(data: DataSet) -> None:
@@ -98,7 +98,7 @@ def stale_notice(run: AuditRun) -> None:
     except CPAError:
         return
     if run.key != f"{data.fingerprint}:{config.config_id}":
-        st.warning(f"These results are for configuration {run.result.config.config_id} ({run.label}). The threat "
+        st.warning(f"These results are for configuration {run.result.config.config_id} ({plain(run.label)}). The threat "
                    f"model declared now ({config.config_id}) has not been calibrated yet.",
                    icon=":material/history:")
 
@@ -175,9 +175,9 @@ def audit_status() -> None:
         if run is None:
             st.caption("Not calibrated yet.")
         else:
-            st.caption(f"Calibrated: {run.label}, config {run.result.config.config_id}; viewing at "
+            st.caption(f"Calibrated: {plain(run.label)}, config {run.result.config.config_id}; viewing at "
                        f"{fmt_confidence(state.confidence)}, k = {state.flag_below}")
-        st.caption(data_flow_note())
+        st.caption(plain(data_flow_note()))
 
 
 def table_columns(frame, help_keys: dict[str, str] | None = None) -> dict:

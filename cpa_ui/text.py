@@ -17,6 +17,17 @@ CONFIDENCE_PERCENT_RANGE = (50.0, 99.5)
 CONFIDENCE_PERCENT_STEP = 0.5
 
 
+MARKDOWN_SPECIALS = "\\`*_[]()#!|<>~$:"
+
+
+def plain(text) -> str:
+    """``text`` (from the data: ids, groups, file and column names, messages quoting them) made safe to show
+    where Streamlit renders markdown: every markdown character is escaped, so a value such as
+    ``![x](http://host/beacon.png)`` shows as written and fetches nothing. Line breaks become spaces."""
+    out = str(text).replace("\r", " ").replace("\n", " ")
+    return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in out)
+
+
 def confidence_from_percent(percent: float) -> float:
     """The confidence level the curator picked in percent (``95.0``) as a clean decimal (``0.95``).
 

@@ -13,6 +13,7 @@ from cpa_ui.cache import (config_from_upload, documents_from_upload, fingerprint
 from cpa_ui.components import adopt_data, show_error
 from cpa_ui.help import HELP
 from cpa_ui.state import DataSet, state
+from cpa_ui.text import plain
 
 UPLOAD_TYPES = sorted({suffix.lstrip(".") for suffix in FORMATS})
 ROW_POLICIES = {"error": "Stop at the first invalid row (nothing is replaced)",
@@ -36,7 +37,7 @@ def validation_report(report, what: str) -> None:
                                                                                     "excluded"),
                                     "reason": st.column_config.TextColumn("reason", width="large")})
     for note in report.notes:
-        st.caption(note)
+        st.caption(plain(note))
 
 
 def current_data(data: DataSet) -> None:
@@ -46,7 +47,8 @@ def current_data(data: DataSet) -> None:
     missing = 1 - registry_share(data.documents, data.registry)
     st.caption(f"{missing:.1%} of the documents are about people absent from the registry (open world): no "
                "certified set can contain them, and they count against unconditional coverage.")
-    documents_tab, registry_tab = st.tabs([f"Documents · {data.documents.file}", f"Registry · {data.registry.file}"])
+    documents_tab, registry_tab = st.tabs([f"Documents · {plain(data.documents.file)}",
+                                           f"Registry · {plain(data.registry.file)}"])
     with documents_tab:
         st.caption(f"SHA-256 {data.documents.sha256}")
         validation_report(data.documents.report, "Rows")
@@ -61,7 +63,7 @@ def current_data(data: DataSet) -> None:
                                     "text_words": st.column_config.NumberColumn(
                                         "words", help="Length of the released text, in words.")})
     with registry_tab:
-        st.caption(f"SHA-256 {data.registry.sha256}; fields: {', '.join(data.registry.fields)}")
+        st.caption(f"SHA-256 {data.registry.sha256}; fields: {plain(', '.join(data.registry.fields))}")
         validation_report(data.registry.report, "Rows")
         st.markdown("**Preview**")
         st.dataframe(data.registry.frame.head(50), hide_index=True, width="stretch", height=260)
@@ -84,7 +86,7 @@ def file_columns(uploaded, column) -> list[str] | None:
     except CPAError as error:
         show_error(error)
         return []
-    column.caption(f"{rows:,} rows; columns: {', '.join(columns)}")
+    column.caption(f"{rows:,} rows; columns: {plain(', '.join(columns))}")
     return columns
 
 
@@ -167,7 +169,7 @@ if state.notice:
     st.success(state.notice, icon=":material/check_circle:")
     state.notice = None
 if state.data_error and data is None:
-    st.error(f"The bundled sample data could not be loaded: {state.data_error}", icon=":material/error:")
+    st.error(f"The bundled sample data could not be loaded: {plain(state.data_error)}", icon=":material/error:")
 if data is not None:
     current_data(data)
 with st.expander(f"Upload your own documents and registry (CSV, JSONL or Parquet, up to "

@@ -16,7 +16,7 @@ from cpa_ui.cache import llm_calls, scores_from_upload
 from cpa_ui.components import declared, param_widgets, require_data, show_error
 from cpa_ui.help import HELP
 from cpa_ui.state import CUSTOM_LEVEL, ThreatChoice, state, widget_key
-from cpa_ui.text import configuration_summary
+from cpa_ui.text import configuration_summary, plain
 
 CONFIDENCE_CHOICES = (0.80, 0.90, 0.95, 0.975, 0.99, 0.995)
 QUERY_MODE_LABELS = {"direct": "Direct: the released text is the query",
@@ -52,7 +52,7 @@ if spec.needs_scores:
         try:
             state.scores = scores_from_upload(scores_file.getvalue(), scores_file.name)
             st.caption(f"{len(state.scores.frame):,} candidate scores for "
-                       f"{state.scores.frame['doc_id'].nunique():,} documents read from {scores_file.name}.")
+                       f"{state.scores.frame['doc_id'].nunique():,} documents read from {plain(scores_file.name)}.")
         except CPAError as error:
             show_error(error)
             state.scores = None
@@ -63,13 +63,13 @@ levels = usable_levels(data)
 unusable = [name for name in data.project.levels if name not in levels]
 options = levels + [CUSTOM_LEVEL]
 knowledge = st.radio("Knowledge level", options, horizontal=True,
-                     format_func=lambda name: "Custom field list" if name == CUSTOM_LEVEL else name,
+                     format_func=lambda name: "Custom field list" if name == CUSTOM_LEVEL else plain(name),
                      key=widget_key("threat.knowledge",
                                     threat.knowledge if threat.knowledge in options else options[0]),
                      help="Which registry fields the attacker sees. K1 (weak) to K3 (strong) are declared in the "
                           "audit configuration; a custom list declares your own.")
 if unusable:
-    st.caption(f"Levels {', '.join(unusable)} need fields the loaded registry does not have.")
+    st.caption(f"Levels {plain(', '.join(unusable))} need fields the loaded registry does not have.")
 custom_fields = tuple(threat.custom_fields)
 query_mode = threat.query_mode
 if knowledge == CUSTOM_LEVEL:
@@ -83,7 +83,7 @@ if knowledge == CUSTOM_LEVEL:
     level = KnowledgeLevel(CUSTOM_LEVEL, custom_fields, query_mode) if custom_fields else None
 else:
     level = replace(data.project.levels[knowledge], query_mode=query_mode)
-    st.caption(level.description)
+    st.caption(plain(level.description))
 if level is not None:
     visible = set(level.fields)
     st.dataframe(pd.DataFrame({"registry field": data.registry.fields,
@@ -160,8 +160,8 @@ st.subheader("Declared configuration")
 declaration = declared(data)
 if declaration is not None:
     config, _ = declaration
-    st.info(configuration_summary(config, n_documents=n_documents, n_profiles=len(data.registry),
-                                  groups=data.groups if per_group else ()), icon=":material/gavel:")
+    st.info(plain(configuration_summary(config, n_documents=n_documents, n_profiles=len(data.registry),
+                                        groups=data.groups if per_group else ())), icon=":material/gavel:")
     st.caption(f"Configuration id {config.config_id}. {HELP['config_id']}")
     if needs_endpoint(spec, config.knowledge.query_mode):
         try:

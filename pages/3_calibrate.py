@@ -11,7 +11,7 @@ from cpa_ui.cache import audit_run
 from cpa_ui.components import declared, require_data, show_error, show_warnings, table_columns
 from cpa_ui.help import HELP
 from cpa_ui.state import state
-from cpa_ui.text import fmt_confidence, fmt_percent
+from cpa_ui.text import fmt_confidence, fmt_percent, plain
 
 data = require_data()
 st.title("Calibrate")
@@ -27,9 +27,9 @@ config, attacker = declaration
 key = f"{data.fingerprint}:{config.config_id}"
 run = state.run
 current = run is not None and run.key == key
-st.caption(f"Declared configuration {config.config_id}: knowledge {config.knowledge.name} "
-           f"({', '.join(config.knowledge.fields)}), {config.attacker.name} attacker, score {config.score}, "
-           + (f"release protocol (every document certified)" if config.protocol == "release" else
+st.caption(f"Declared configuration {config.config_id}: knowledge {plain(config.knowledge.name)} "
+           f"({plain(', '.join(config.knowledge.fields))}), {plain(config.attacker.name)} attacker, score {config.score}, "
+           + ("release protocol (every document certified)" if config.protocol == "release" else
               f"split protocol: n_cal {config.n_cal}, n_test {config.n_test}, seed {config.seed}")
            + (", calibrated per group" if config.group_column else "") + ".")
 
@@ -52,7 +52,7 @@ if run is None:
     st.info("Not calibrated yet.", icon=":material/hourglass_empty:")
     st.stop()
 if not current:
-    st.warning(f"The results below are for an earlier configuration ({run.result.config.config_id}, {run.label}); "
+    st.warning(f"The results below are for an earlier configuration ({run.result.config.config_id}, {plain(run.label)}); "
                "run the calibration for the configuration declared now.", icon=":material/history:")
 if state.notice:
     st.success(state.notice, icon=":material/check_circle:")

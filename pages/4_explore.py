@@ -11,12 +11,12 @@ from cpa_ui.components import (confidence_control, kpi_row, policy_controls, req
                                table_columns)
 from cpa_ui.figures import fig_confidence_curve, fig_group_breakdown, fig_set_size_histogram
 from cpa_ui.help import HELP
-from cpa_ui.text import fmt_confidence
+from cpa_ui.text import fmt_confidence, plain
 
 run = require_run()
 result = run.result
 st.title("Explore")
-st.caption(f"Configuration {result.config.config_id} ({run.label}); {len(result.test_split):,} test documents. "
+st.caption(f"Configuration {result.config.config_id} ({plain(run.label)}); {len(result.test_split):,} test documents. "
            "Moving a slider recomputes the sets from the stored attack: nothing is attacked again.")
 stale_notice(run)
 

@@ -13,7 +13,7 @@ from cpa_ui.components import policy_controls, require_data, require_run, show_w
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.help import HELP
 from cpa_ui.state import state, widget_key
-from cpa_ui.text import fmt_confidence, fmt_number, highlight_terms
+from cpa_ui.text import fmt_confidence, fmt_number, highlight_terms, plain
 
 data = require_data()
 run = require_run()
@@ -66,16 +66,17 @@ explain = explainer(run.key, data, run)
 terms = explain(queries[row], registry_rows) if queries and explain else []
 text_column, set_column = st.columns([1, 1])
 with text_column:
-    st.markdown(f"**Released text** of {facts['doc_id']}" + (f" ({facts['group']})" if facts["group"] else ""))
+    st.markdown(f"**Released text** of {plain(facts['doc_id'])}"
+                + (f" ({plain(facts['group'])})" if facts["group"] else ""))
     st.html(f"<div class='cpa-document' style='line-height:1.6; padding:0.8rem; border:1px solid #ddd; "
             f"border-radius:0.4rem; background:#fafafa'>{highlight_terms(text_of(data.documents, doc_id), terms)}"
             "</div>")
     st.caption("Highlighted: the terms this text shares with the profiles of its top candidates that weigh most in "
-               f"the TF-IDF match ({', '.join(terms) if terms else 'none'})." if explain else
+               f"the TF-IDF match ({plain(', '.join(terms)) if terms else 'none'})." if explain else
                "This attacker does not say which terms drive its matches.")
 with set_column:
     st.markdown(f"**Certified set** ({facts['set_size']:,} people; fields the attacker sees under "
-                f"{level.name})")
+                f"{plain(level.name)})")
     st.dataframe(candidates, hide_index=True, width="stretch", height=320, column_config={
         "rank": st.column_config.NumberColumn(help="Rank in the attacker's list."),
         "in_set": st.column_config.CheckboxColumn("in set", help="In the certified set at this confidence."),

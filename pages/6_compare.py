@@ -14,7 +14,7 @@ from cpa_ui.cache import audit_run
 from cpa_ui.components import require_data, show_error, show_warnings, table_columns
 from cpa_ui.figures import fig_compare, fig_drift, fig_set_size_ecdf
 from cpa_ui.state import Comparison, state, widget_key
-from cpa_ui.text import fmt_confidence, fmt_percent
+from cpa_ui.text import fmt_confidence, fmt_percent, plain
 
 data = require_data()
 threat = state.threat or default_threat(data)
@@ -142,7 +142,7 @@ if comparison.drift is not None:
         f"{fmt_percent(drifted[c])} instead of {fmt_percent(c, 0)} (recalibrated on B: {fmt_percent(own[c])})"
         for c in hurt) + "." if hurt else "Here coverage on B stays at the level B's own calibration reaches, but "
                                           "that is luck, not a guarantee: swap A and B to see it fail.")
-    st.info(f"A = {label_a}, B = {label_b}. {verdict} Why: q̂ is the (1 − α) quantile of the nonconformity scores "
+    st.info(f"A = {plain(label_a)}, B = {plain(label_b)}. {verdict} Why: q̂ is the (1 − α) quantile of the nonconformity scores "
             "of the true identities under A. When the attacker knows more, or the release leaks more or less, the "
             "scores of the true identities under B follow another distribution, so A's quantile no longer cuts off "
             "a share α of them: calibration and test documents are no longer exchangeable, which is the one "

@@ -13,7 +13,7 @@ from cpa_ui.cache import curve, explained_worklist
 from cpa_ui.components import require_data, require_run, stale_notice, table_columns
 from cpa_ui.report import certificate_report
 from cpa_ui.state import state
-from cpa_ui.text import fmt_confidence
+from cpa_ui.text import fmt_confidence, plain
 
 data = require_data()
 run = require_run()
@@ -22,7 +22,7 @@ confidence, policy = state.confidence, state.policy
 st.title("Report & export")
 stale_notice(run)
 rule = policy.rule
-st.markdown(f"Exports of configuration **{result.config.config_id}** ({run.label}) at **{fmt_confidence(confidence)}** "
+st.markdown(f"Exports of configuration **{result.config.config_id}** ({plain(run.label)}) at **{fmt_confidence(confidence)}** "
             f"confidence, flagging documents with {rule} (set both on the Explore page). Files are generated on "
             "this machine and downloaded by your browser; nothing is uploaded anywhere.")
 stem = f"cpa-{result.config.config_id}-{round(confidence * 1000):04d}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -23,6 +24,11 @@ PAGES = [spec.path for spec in nav.WORKFLOW]
 RESULT_PAGES = [nav.EXPLORE, nav.FLAGGED, nav.REPORT]
 
 
+def shown(element) -> str:
+    """What a markdown element shows: the text with the escapes of data-derived values removed."""
+    return re.sub(r"\\(.)", r"\1", element.value)
+
+
 def new_app():
     from streamlit.testing.v1 import AppTest
     return AppTest.from_file(APP, default_timeout=TIMEOUT_S)
@@ -30,8 +36,8 @@ def new_app():
 
 def assert_clean(at) -> None:
     """No exception element, and no error message, on the page."""
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    assert not at.exception, [shown(e) for e in at.exception]
+    assert not at.error, [shown(e) for e in at.error]
 
 
 def metric(at, label: str) -> str:
@@ -101,21 +107,21 @@ def test_every_page_renders_before_calibration(page, sample_paths):
         at.switch_page(page).run()
     assert_clean(at)
     if page in RESULT_PAGES:
-        assert any("No calibrated audit yet" in i.value for i in at.info)
+        assert any("No calibrated audit yet" in shown(i) for i in at.info)
 
 
 @pytest.mark.parametrize("page", ["app.py", *PAGES])
 def test_every_page_renders_after_calibration(page, calibrated):
     calibrated.switch_page(page).run()
     assert_clean(calibrated)
-    assert not any("No calibrated audit yet" in i.value for i in calibrated.info)
+    assert not any("No calibrated audit yet" in shown(i) for i in calibrated.info)
 
 
 def test_home_explains_cpa_and_shows_the_audit_state(calibrated):
     calibrated.switch_page("app.py").run()
     text = " ".join(m.value for m in calibrated.markdown)
     assert "certified set" in text and "exchangeable" in text
-    assert any("released documents" in i.value and "coverage" in i.value for i in calibrated.info)
+    assert any("released documents" in shown(i) and "coverage" in shown(i) for i in calibrated.info)
 
 
 def test_sample_data_is_loaded_by_default(sample):
@@ -232,7 +238,7 @@ def test_compare_runs_levels_on_matched_splits_and_the_drift_test(calibrated, sa
     assert_clean(at)
     drift = at.dataframe[1].value
     assert set(drift["calibration"]) == {"drift (calibrated on A)", "own (recalibrated on B)"}
-    assert any("recalibrating on B restores coverage" in i.value for i in at.info)
+    assert any("recalibrating on B restores coverage" in shown(i) for i in at.info)
     at.radio(key="w.drift.mode").set_value("groups").run()
     at.button(key="drift.run").click().run()
     assert_clean(at)
@@ -243,11 +249,11 @@ def test_a_changed_threat_model_is_flagged_as_not_calibrated(calibrated, sample)
     at.switch_page(nav.THREAT).run()
     at.radio(key="w.threat.miss_policy").set_value("exclude").run()
     at.switch_page(nav.EXPLORE).run()
-    assert any("has not been calibrated yet" in w.value for w in at.warning)
+    assert any("has not been calibrated yet" in shown(w) for w in at.warning)
     at.switch_page(nav.THREAT).run()
     at.radio(key="w.threat.miss_policy").set_value("infinite").run()
     at.switch_page(nav.EXPLORE).run()
-    assert not any("has not been calibrated yet" in w.value for w in at.warning)
+    assert not any("has not been calibrated yet" in shown(w) for w in at.warning)
 
 
 def test_custom_knowledge_level_shows_the_fields_the_attacker_sees(sample_paths):
@@ -258,9 +264,9 @@ def test_custom_knowledge_level_shows_the_fields_the_attacker_sees(sample_paths)
     assert_clean(at)
     sees = at.dataframe[0].value.set_index("registry field")["the attacker sees it"]
     assert sees[["occupation", "city"]].all() and not sees.drop(["occupation", "city"]).any()
-    assert "'occupation' and 'city' (knowledge level custom)" in at.info[0].value
+    assert "'occupation' and 'city' (knowledge level custom)" in shown(at.info[0])
     at.multiselect(key="w.threat.custom_fields").set_value([]).run()
-    assert any("at least one registry field" in e.value for e in at.error)
+    assert any("at least one registry field" in shown(e) for e in at.error)
     assert not at.exception
 
 
@@ -269,8 +275,8 @@ def test_clue_query_mode_without_llm_is_refused_with_a_message(sample_paths):
     at.switch_page(nav.THREAT).run()
     at.radio(key="w.threat.knowledge").set_value("custom").run()
     at.radio(key="w.threat.query_mode").set_value("direct_plus_clues").run()
-    assert any("No LLM endpoint is configured" in w.value for w in at.warning)
-    assert any("needs an endpoint" in e.value for e in at.error)
+    assert any("No LLM endpoint is configured" in shown(w) for w in at.warning)
+    assert any("needs an endpoint" in shown(e) for e in at.error)
     at.switch_page(nav.CALIBRATE).run()
     assert not at.exception
 
@@ -310,7 +316,7 @@ def test_bad_document_upload_gives_a_message_and_keeps_the_data(case, sample):
     if not at.error:  # the file reads as a table: the problem shows when it is loaded
         at.button(key="upload.load").click().run()
     assert not at.exception
-    errors = " ".join(e.value for e in at.error)
+    errors = " ".join(shown(e) for e in at.error)
     assert message in errors and "Traceback" not in errors
     _assert_sample_kept(at, sample)
     at.switch_page(nav.EXPLORE).run()
@@ -320,7 +326,7 @@ def test_bad_document_upload_gives_a_message_and_keeps_the_data(case, sample):
 def test_bad_registry_upload_keeps_the_data(sample):
     at = _upload(new_app().run(), "upload.registry", "people.csv", b"identity_id,age\nP1,30\nP1,40\n")
     at.button(key="upload.load").click().run()
-    assert any("duplicate id 'P1'" in e.value for e in at.error)
+    assert any("duplicate id 'P1'" in shown(e) for e in at.error)
     _assert_sample_kept(at, sample)
 
 
@@ -355,7 +361,7 @@ def test_column_mapping_loads_other_column_names_and_clears_results(calibrated, 
     assert data.group_column == "mechanism"
     assert at.session_state["cpa.run"] is None
     at.switch_page(nav.EXPLORE).run()
-    assert any("No calibrated audit yet" in i.value for i in at.info)
+    assert any("No calibrated audit yet" in shown(i) for i in at.info)
     # the uploaded data audits like the sample, calibrated per 'mechanism'; it does not inherit the sample's
     # configuration (knowledge levels, temperature, k): the attacker sees every registry field
     calibrate(at, knowledge="custom")
@@ -369,7 +375,7 @@ def test_imported_scores_attacker(sample_paths, tmp_path):
     at = new_app().run()
     at.switch_page(nav.THREAT).run()
     at.radio(key="w.threat.attacker").set_value("imported").run()
-    assert any("needs a table of candidate scores" in e.value for e in at.error)
+    assert any("needs a table of candidate scores" in shown(e) for e in at.error)
     documents = pd.read_csv(sample_paths["documents"])
     pairs = list(zip(documents["doc_id"], documents["identity_id"]))
     rows = [{"doc_id": d, "candidate_id": i, "score": 0.9} for d, i in pairs]
@@ -461,7 +467,7 @@ def test_own_data_without_the_declared_levels_audits_end_to_end(sample_paths, tm
     assert at.session_state["cpa.run"].result.config.knowledge.fields == tuple(registry.columns[1:])
     for page in PAGES:
         at.switch_page(page).run()
-        assert not at.exception, (page, [e.value for e in at.exception])
+        assert not at.exception, (page, [shown(e) for e in at.exception])
 
 
 def test_llm_attacker_shows_estimated_calls_before_running(sample_paths, tmp_path, monkeypatch):
@@ -471,7 +477,7 @@ def test_llm_attacker_shows_estimated_calls_before_running(sample_paths, tmp_pat
     at.radio(key="w.threat.attacker").set_value("forced_choice").run()
     at.text_input(key="w.threat.llm.model").set_value("any-model").run()
     assert not at.exception
-    assert any("sends document text" in w.value for w in at.warning)
+    assert any("sends document text" in shown(w) for w in at.warning)
     metric = next(m for m in at.metric if m.label == "Estimated LLM calls")
     n_cal, n_test = at.session_state["cpa.threat"].n_cal, at.session_state["cpa.threat"].n_test
     assert metric.value == f"{len(at.session_state['cpa.data'].documents) * 5:,}"  # m = 5 samples per document
@@ -482,9 +488,9 @@ def test_clue_mode_with_an_endpoint_estimates_one_call_per_document(sample_paths
     at = new_app().run()
     at.switch_page(nav.THREAT).run()
     at.radio(key="w.threat.query_mode").set_value("direct_plus_clues").run()
-    assert any("No LLM endpoint is configured" in w.value for w in at.warning)
+    assert any("No LLM endpoint is configured" in shown(w) for w in at.warning)
     at.text_input(key="w.threat.llm.model").set_value("any-model").run()
-    assert not at.exception and not any("No LLM endpoint" in w.value for w in at.warning)
+    assert not at.exception and not any("No LLM endpoint" in shown(w) for w in at.warning)
     metric = next(m for m in at.metric if m.label == "Estimated LLM calls")
     threat = at.session_state["cpa.threat"]
     assert threat.query_mode == "direct_plus_clues"
@@ -589,7 +595,7 @@ def test_every_attacker_form_declares_and_runs(name, sample_paths, tmp_path, mon
     at = new_app().run()
     at.switch_page(nav.THREAT).run()
     at.radio(key="w.threat.attacker").set_value(name).run()
-    assert not at.exception, [e.value for e in at.exception]
+    assert not at.exception, [shown(e) for e in at.exception]
     for param in spec.params:  # one widget per declared parameter, keyed by attacker and name
         assert f"w.threat.param.{name}.{param.name}" in at.session_state
     if spec.needs_scores:
@@ -602,8 +608,8 @@ def test_every_attacker_form_declares_and_runs(name, sample_paths, tmp_path, mon
         assert_clean(at)
         assert metric(at, "Estimated LLM calls") != "0"
         at.switch_page("app.py").run()  # the sidebar no longer claims that no data leaves
-        assert any("sends document text to http://127.0.0.1:8080/v1" in c.value for c in at.sidebar.caption)
-        assert not any("no data leaves" in c.value for c in at.sidebar.caption)
+        assert any("sends document text to http://127.0.0.1:8080/v1" in shown(c) for c in at.sidebar.caption)
+        assert not any("no data leaves" in shown(c) for c in at.sidebar.caption)
         return
     assert_clean(at)
     at.switch_page(nav.CALIBRATE).run()
@@ -612,10 +618,10 @@ def test_every_attacker_form_declares_and_runs(name, sample_paths, tmp_path, mon
     config = at.session_state["cpa.run"].result.config
     assert config.attacker.name == name and config.attacker.params == at.session_state["cpa.threat"].params
     at.switch_page("app.py").run()
-    assert any("no data leaves" in c.value for c in at.sidebar.caption)
+    assert any("no data leaves" in shown(c) for c in at.sidebar.caption)
     for page in PAGES:
         at.switch_page(page).run()
-        assert not at.exception, (page, [e.value for e in at.exception])
+        assert not at.exception, (page, [shown(e) for e in at.exception])
 
 
 # --- no silent vacuous certificate ---------------------------------------------------------------------------
@@ -623,7 +629,7 @@ def test_every_attacker_form_declares_and_runs(name, sample_paths, tmp_path, mon
 def test_a_registry_matching_no_document_is_refused_when_loaded(sample):
     at = _upload(new_app().run(), "upload.registry", "people.csv", b"identity_id,age\nZ1,30\nZ2,40\n")
     at.button(key="upload.load").click().run()
-    assert any("no document's identity is in the registry" in e.value for e in at.error)
+    assert any("no document's identity is in the registry" in shown(e) for e in at.error)
     _assert_sample_kept(at, sample)
 
 
@@ -635,7 +641,7 @@ def test_whole_pool_certificates_are_said_on_every_page(sample_paths):
     for page in (nav.CALIBRATE, nav.EXPLORE, nav.FLAGGED):
         at.switch_page(page).run()
         assert not at.exception
-        assert any("outside the candidate pool" in w.value and "miss_policy = 'exclude'" in w.value
+        assert any("outside the candidate pool" in shown(w) and "miss_policy = 'exclude'" in shown(w)
                    for w in at.warning), page
     at.switch_page(nav.EXPLORE).run()
     at_risk = next(m for m in at.metric if m.label == "Documents at risk")
@@ -643,7 +649,7 @@ def test_whole_pool_certificates_are_said_on_every_page(sample_paths):
     at.switch_page(nav.COMPARE).run()
     at.multiselect(key="w.compare.levels").set_value(["K2", "K3"]).run()
     at.button(key="compare.run").click().run()
-    assert any("K3" in w.value and "outside the candidate pool" in w.value for w in at.warning)
+    assert any("K3" in shown(w) and "outside the candidate pool" in shown(w) for w in at.warning)
 
 
 def test_a_shortlist_that_cuts_the_truths_is_said_on_the_pages(sample_paths):
@@ -657,8 +663,8 @@ def test_a_shortlist_that_cuts_the_truths_is_said_on_the_pages(sample_paths):
     at.session_state["cpa.confidence"] = 0.9
     for page in (nav.CALIBRATE, nav.EXPLORE, nav.FLAGGED):
         at.switch_page(page).run()
-        assert any("larger top-K" in w.value for w in at.warning), page
-        assert any("at least the candidate pool size (1" in w.value for w in at.warning), page
+        assert any("larger top-K" in shown(w) for w in at.warning), page
+        assert any("at least the candidate pool size (1" in shown(w) for w in at.warning), page
 
 
 @pytest.mark.parametrize("toml,part", [
@@ -675,5 +681,34 @@ def test_an_uploaded_configuration_with_invalid_values_is_refused(sample, toml, 
     at = _upload(new_app().run(), "upload.config", "audit.toml", toml.encode("utf-8"))
     at.button(key="upload.load").click().run()
     assert not at.exception
-    assert any(part in e.value for e in at.error), [e.value for e in at.error]
+    assert any(part in shown(e) for e in at.error), [shown(e) for e in at.error]
     _assert_sample_kept(at, sample)
+
+
+HOSTILE_ID = "![x](http://127.0.0.1:9/beacon.png)"
+HOSTILE_GROUP = "[click](javascript:alert(1))"
+
+
+def test_values_from_the_data_are_shown_as_text_on_every_page(sample_paths):
+    """A document id and a group that are markdown (an image that would fetch a URL, a javascript link): every
+    markdown element of every page shows them escaped, never as markup."""
+    frame = pd.read_csv(sample_paths["documents"], dtype=str, keep_default_na=False)
+    registry = pd.read_csv(sample_paths["registry"], dtype=str, keep_default_na=False).set_index("identity_id")
+    frame.loc[0, "doc_id"] = HOSTILE_ID
+    frame.loc[0, "text"] = " ".join(registry.loc[frame.loc[0, "identity_id"]])  # its subject's whole profile: flagged
+    frame.loc[frame["group"] == "ner_masking", "group"] = HOSTILE_GROUP
+    at = _upload(new_app().run(), "upload.documents", "docs.csv", frame.to_csv(index=False).encode("utf-8"))
+    at.button(key="upload.load").click().run()
+    assert_clean(at)
+    at = calibrate(at, knowledge="custom")
+    at.session_state["w.flagged.drilldown"] = HOSTILE_ID
+    for page in ["app.py", *PAGES]:
+        at.switch_page(page).run()
+        assert not at.exception, page
+        for kind in ("markdown", "caption", "info", "warning", "error", "success"):
+            for element in getattr(at, kind):
+                raw = element.value
+                assert "![" not in raw and "](http" not in raw and "](javascript" not in raw, (page, kind, raw)
+    at.switch_page(nav.FLAGGED).run()
+    shown_texts = [shown(m) for m in at.markdown]
+    assert any(HOSTILE_ID in t or HOSTILE_GROUP in t for t in shown_texts), shown_texts  # shown, as text

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO_ROOT, run_cli_inprocess
+from test_app import shown
 from cpa_core.attackers.base import AttackerBase
 from cpa_core.attackers.registry import register, unregister
 from cpa_core.attackers.spec import AttackerSpec
@@ -111,8 +112,8 @@ def test_the_dashboard_form_runs_it(overlap, sample_paths):
     at.radio(key="w.threat.attacker").set_value("overlap").run()
     assert "Word overlap" in at.radio(key="w.threat.attacker").options
     at.number_input(key="w.threat.param.overlap.min_word_length").set_value(4).run()
-    assert not at.exception and not at.error, [e.value for e in at.error]
-    assert any("counts the words each registry profile shares" in i.value for i in at.info)
+    assert not at.exception and not at.error, [shown(e) for e in at.error]
+    assert any("counts the words each registry profile shares" in shown(i) for i in at.info)
     at.switch_page(nav.CALIBRATE).run()
     at.button(key="calibrate.run").click().run()
     assert not at.exception and not at.error
