@@ -13,6 +13,7 @@ unknown (unlabelled): it is certified, never used for calibration.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import io
 import json
@@ -160,6 +161,11 @@ def read_table(source: str | Path | bytes, name: str | None = None, fmt: str | N
         frame = _read_jsonl(name, _decode(name, data))
     else:
         text = _decode(name, data)
+        header = next(csv.reader(io.StringIO(text)), [])
+        repeated = [column for i, column in enumerate(header) if column in header[:i]]
+        if repeated:
+            raise DataError(name, f"column '{short(repeated[0])}' appears more than once in the header",
+                            expected="unique column names", found=f"{header.count(repeated[0])} columns of that name")
         try:
             frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_filter=False)
         except pd.errors.ParserError as error:
@@ -222,25 +228,36 @@ def _is_missing(value) -> bool:
     return value is pd.NA or value is pd.NaT
 
 
+MISSING_MARKERS = frozenset({"nan", "none", "null", "na", "n/a", "<na>", "nat"})
+"""Texts that mean "missing" (pandas and other tools write them): never an id."""
+ID_SHOWN = 40
+"""Ids quoted in messages are cut to this many characters (a long "id" may be document text)."""
+
+
 def _as_id(value) -> str | None:
-    """An identifier as text; integers are accepted (17 -> '17'), other types are not."""
+    """An identifier: a non-empty text that is not a missing-value marker. Ids are compared as text, so a
+    number (from JSONL or Parquet) is not one: 7 and "007" would silently differ."""
     if isinstance(value, str):
         value = value.strip()
-        return value or None
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
+        return value if value and value.lower() not in MISSING_MARKERS else None
     return None
+
+
+def short(text) -> str:
+    """A value quoted in a message, cut to :data:`ID_SHOWN` characters."""
+    text = str(text)
+    return text if len(text) <= ID_SHOWN else text[:ID_SHOWN] + "…"
 
 
 def _describe(value) -> str:
     if _is_missing(value):
         return "an empty cell"
     if isinstance(value, str):
-        return "an empty string" if not value.strip() else "text"
+        if not value.strip():
+            return "an empty string"
+        return f"the missing-value marker '{value.strip()}'" if value.strip().lower() in MISSING_MARKERS else "text"
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        return f"the number {value}"
     return f"a value of type {type(value).__name__}"
 
 
@@ -259,9 +276,10 @@ def _validate_ids(checker: _Checker, frame: pd.DataFrame, column: str, unique: b
             ids.append(None)
             continue
         if ident is None:
-            checker.reject(row, column, "invalid identifier", "a non-empty text or integer id", _describe(value))
+            checker.reject(row, column, "invalid identifier",
+                           "a non-empty text id (ids are compared as text: write numbers as text)", _describe(value))
         elif unique and ident in first_row:
-            checker.reject(row, column, f"duplicate id '{ident}'", "unique ids",
+            checker.reject(row, column, f"duplicate id '{short(ident)}'", "unique ids",
                            f"the same id in row {first_row[ident]}")
             ident = None
         elif unique:
@@ -352,11 +370,27 @@ def registry_share(documents: Documents, registry: Registry) -> float:
     return float(np.mean([i in known for i in labelled])) if labelled else 1.0
 
 
+def _canonical(ident: str) -> str:
+    """An id without case, spaces and leading zeros: two ids equal here but different as text mean the same."""
+    text = "".join(ident.split()).lower()
+    return text.lstrip("0") or "0"
+
+
 def check_release(documents: Documents, registry: Registry) -> float:
     """The share of the documents' subjects in the registry; an error when it is none of them."""
     share = registry_share(documents, registry)
+    known = set(registry.ids.tolist())
+    absent = {i for i in documents.frame["identity_id"] if i is not None and i not in known}
+    canonical = {_canonical(i): i for i in known}
+    near = [(i, canonical[_canonical(i)]) for i in sorted(absent) if _canonical(i) in canonical]
+    if near:
+        ours, theirs = near[0]
+        raise DataError(documents.file, f"{len(near)} identity ids differ from registry ids only in leading zeros, "
+                        "case or spaces, so they would never match", column="identity_id",
+                        expected=f"the ids exactly as {registry.file} writes them",
+                        found=f"'{short(ours)}' here and '{short(theirs)}' in the registry")
     if share == 0:
-        examples = [str(ident)[:40] for ident in documents.frame["identity_id"].dropna().head(3)]
+        examples = [short(ident) for ident in documents.frame["identity_id"].dropna().head(3)]
         raise DataError(documents.file, "no document's identity is in the registry", column="identity_id",
                         expected=f"identity ids that appear in the column '{REGISTRY_ID}' of {registry.file}",
                         found=f"{len(documents):,} documents whose ids (e.g. {', '.join(map(repr, examples))}) are "

@@ -74,12 +74,21 @@ def test_loading_from_bytes_uses_the_given_name(tmp_path):
     check(info.value, "upload.csv", "row 1", "column 'text'")
 
 
-def test_jsonl_integer_ids_become_text(tmp_path):
-    lines = [{"doc_id": 17, "text": "alpha", "identity_id": 3}, {"doc_id": 18, "text": "beta", "identity_id": 4}]
+def test_numeric_ids_are_errors_not_silent_mismatches(tmp_path):
+    """Ids are compared as text: a JSONL 7 would never match "007" in a CSV registry, so it is refused."""
+    lines = [{"doc_id": "D1", "text": "alpha", "identity_id": 7}]
     path = write_bytes(tmp_path, "d.jsonl", "\n".join(json.dumps(r) for r in lines).encode())
-    loaded = load_documents(path)
-    assert loaded.frame["doc_id"].tolist() == ["17", "18"]
-    assert loaded.frame["identity_id"].tolist() == ["3", "4"]
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    check(info.value, "row 1", "column 'identity_id'", "ids are compared as text", "the number 7")
+    csv_path = write_bytes(tmp_path, "d.csv", (DOCS_HEADER + "D1,alpha,NaN\n").encode())
+    with pytest.raises(DataError) as info:
+        load_documents(csv_path)
+    check(info.value, "column 'identity_id'", "the missing-value marker 'NaN'")
+    twice = write_bytes(tmp_path, "t.csv", b"doc_id,text,doc_id,identity_id\nD1,alpha,D2,P1\n")
+    with pytest.raises(DataError) as info:
+        load_documents(twice)
+    check(info.value, "column 'doc_id' appears more than once", "unique column names")
 
 
 def test_ndjson_and_pq_suffixes_and_explicit_format(tmp_path):
@@ -281,16 +290,16 @@ def test_missing_values_in_csv(tmp_path, row, column, found):
     path = write_bytes(tmp_path, "d.csv", (DOCS_HEADER + "D0,fine,P0\n" + row + "\n").encode())
     with pytest.raises(DataError) as info:
         load_documents(path)
-    expected = "expected non-empty text" if column == "text" else "expected a non-empty text or integer id"
+    expected = "expected non-empty text" if column == "text" else "expected a non-empty text id"
     check(info.value, str(path), "row 2", f"column '{column}'", expected, found)
 
 
 @pytest.mark.parametrize("record,column,found", [
     ({"doc_id": "D1", "text": float("nan"), "identity_id": "P1"}, "text", "an empty cell"),
     ({"doc_id": "D1", "text": None, "identity_id": "P1"}, "text", "an empty cell"),
-    ({"doc_id": "D1", "text": 42, "identity_id": "P1"}, "text", "a value of type int"),
+    ({"doc_id": "D1", "text": 42, "identity_id": "P1"}, "text", "the number 42"),
     ({"doc_id": "D1", "text": ["a", "list"], "identity_id": "P1"}, "text", "a value of type list"),
-    ({"doc_id": 1.5, "text": "alpha", "identity_id": "P1"}, "doc_id", "a value of type float"),
+    ({"doc_id": 1.5, "text": "alpha", "identity_id": "P1"}, "doc_id", "the number 1.5"),
     ({"doc_id": True, "text": "alpha", "identity_id": "P1"}, "doc_id", "a value of type bool"),
     ({"doc_id": "D1", "text": "alpha", "identity_id": {"id": 1}}, "identity_id", "a value of type dict"),
 ])

@@ -87,9 +87,13 @@ def test_few_subjects_in_the_registry_are_said_and_none_is_an_error(tmp_path):
     docs = load_documents(b"doc_id,text,identity_id\nd1,some text,007\nd2,other text,008\n", name="docs.csv")
     reg = load_registry(b"identity_id,city\n7,Leeds\n8,York\n", name="registry.csv")
     with pytest.raises(DataError) as info:
-        check_release(docs, reg)
+        check_release(docs, reg)  # ids that mean the same but differ as text: said, never silently unmatched
     message = str(info.value)
-    assert "docs.csv" in message and "no document's identity is in the registry" in message and "'007'" in message
+    assert "docs.csv" in message and "only in leading zeros" in message and "'007' here and '7'" in message
+    other = load_registry(b"identity_id,city\nZ1,Leeds\nZ2,York\n", name="registry.csv")
+    with pytest.raises(DataError) as info:
+        check_release(docs, other)
+    assert "no document's identity is in the registry" in str(info.value) and "'007'" in str(info.value)
 
 
 def test_the_command_line_says_it_on_the_sample_data(sample_paths, tmp_path):

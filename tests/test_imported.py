@@ -103,11 +103,11 @@ def test_candidates_outside_the_registry_are_allowed(registry):
     assert split.score.to_method(split.truth_scores).tolist() == pytest.approx([0.7, 1.0])
 
 
-def test_integer_ids_match_text_ids(registry):
+def test_numeric_ids_are_refused(registry):
     lines = [{"doc_id": 7, "candidate_id": "a", "score": 0.9}, {"doc_id": 7, "candidate_id": "b", "score": 0.1}]
-    attacker = load_candidate_scores("\n".join(json.dumps(r) for r in lines).encode(), name="s.jsonl")
-    table = attack(attacker, registry, ["7"])
-    assert ids(table, 0) == ["a", "b"]
+    with pytest.raises(DataError) as info:
+        load_candidate_scores("\n".join(json.dumps(r) for r in lines).encode(), name="s.jsonl")
+    assert "row 1" in str(info.value) and "the number 7" in str(info.value)
 
 
 @pytest.mark.parametrize("suffix", ["csv", "jsonl", "parquet"])

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..candidates import CandidateTable, Progress, softmax_rows
-from ..data import Registry, _apply_mapping, _as_id, _is_missing, read_table
+from ..data import Registry, _apply_mapping, _as_id, _describe, _is_missing, read_table, short
 from ..errors import ConfigError, DataError
 from ..knowledge import KnowledgeLevel
 from .base import AttackerBase
@@ -137,7 +137,7 @@ def read_candidate_scores(source: str | Path | bytes, *, name: str | None = None
         for column, ident in (("doc_id", doc), ("candidate_id", cand)):
             if _is_missing(ident) or _as_id(ident) is None:
                 raise DataError(name, "invalid identifier", column=column, row=row,
-                                expected="a non-empty text or integer id", found=repr(ident))
+                                expected="a non-empty text id", found=_describe(ident))
         doc, cand = _as_id(doc), _as_id(cand)
         try:
             number = float(value) if not isinstance(value, bool) else float("nan")
@@ -147,7 +147,8 @@ def read_candidate_scores(source: str | Path | bytes, *, name: str | None = None
             raise DataError(name, "invalid score", column="score", row=row, expected="a finite number",
                             found=repr(value))
         if (doc, cand) in seen:
-            raise DataError(name, f"candidate '{cand}' listed twice for document '{doc}'", row=row, column="candidate_id",
+            raise DataError(name, f"candidate '{short(cand)}' listed twice for document '{short(doc)}'", row=row,
+                            column="candidate_id",
                             expected="one row per (doc_id, candidate_id)", found=f"the same pair in row {seen[doc, cand]}")
         seen[doc, cand] = row
         for key, item in (("doc_id", doc), ("candidate_id", cand), ("score", number), ("row", row), ("given", value)):
