@@ -439,7 +439,8 @@ class LLMClient:
             try:
                 pending = set(futures)
                 while pending:
-                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    # a short timeout keeps this thread responsive to an interrupt while calls hang
+                    finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
                     errors = [f.exception() for f in finished if not f.cancelled()]
                     errors = [e for e in errors if e is not None and not isinstance(e, _Stopped)]
                     if errors:
@@ -452,10 +453,15 @@ class LLMClient:
                         done += waiting[key]
                         if progress is not None:
                             progress(done, len(requests), step)
-            except BaseException:
-                # Stop the queue; calls in flight finish and are cached, so a re-run resumes from here.
+            except BaseException as stop:
+                # Stop the queue; every answer received is already cached, so a re-run resumes from here. On an
+                # error, the calls in flight finish (and are cached); on an interrupt (Ctrl-C) they are abandoned
+                # at once: the HTTP connections are closed instead of waiting up to the timeout.
                 self._stop.set()
-                pool.shutdown(wait=True, cancel_futures=True)
+                interrupted = isinstance(stop, KeyboardInterrupt)
+                if interrupted:
+                    self._client.close()
+                pool.shutdown(wait=not interrupted, cancel_futures=True)
                 answered = sum(1 for f in futures if f.done() and not f.cancelled() and f.exception() is None)
                 log.info("%s: stopped after %d of %d calls; the answers received are cached", step, answered,
                          len(todo))
