@@ -479,7 +479,6 @@ def test_llm_attacker_shows_estimated_calls_before_running(sample_paths, tmp_pat
     assert not at.exception
     assert any("sends document text" in shown(w) for w in at.warning)
     metric = next(m for m in at.metric if m.label == "Estimated LLM calls")
-    n_cal, n_test = at.session_state["cpa.threat"].n_cal, at.session_state["cpa.threat"].n_test
     assert metric.value == f"{len(at.session_state['cpa.data'].documents) * 5:,}"  # m = 5 samples per document
 
 

@@ -123,7 +123,6 @@ def release_coverage(probabilities, truth, groups, n_release, n_unlabelled, conf
     """Draw ``releases`` releases of ``n_release`` documents from a labelled pool; hold back the labels of
     ``n_unlabelled`` of each; certify the release; count coverage of the labelled documents' leave-one-out
     sets and of the unlabelled documents' sets against their held-back identities."""
-    from dataclasses import replace
 
     rng = np.random.default_rng(seed)
     covered = {"labelled": [], "unlabelled": []}
