@@ -102,6 +102,7 @@ def browser(app_url):
                      "--disable-background-networking", "--disable-component-update", "--disable-sync",
                      "--no-first-run", "--window-size=1500,1200", f"--user-data-dir={profile}"):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # every request the page makes
     driver = webdriver.Chrome(service=Service(_chromedriver()), options=options)
     driver.set_page_load_timeout(WAIT_S)
     try:
@@ -281,3 +282,99 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")) >= 2, "the report's charts")
     assert "Re-identification risk certificate" in driver.title or driver.find_element(By.TAG_NAME, "h1").text
     driver.save_screenshot(str(SCREENSHOTS / "8-html-report.png"))
+
+
+class _Listener:
+    """An HTTP server on loopback that records every request it receives (a beacon must never be fetched)."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        seen = self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (the standard library's name)
+                seen.append(self.path)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _requested_urls(driver) -> list[str]:
+    import json
+
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+def test_hostile_content_is_shown_as_text_and_fetches_nothing(browser, app_url, sample_paths, tmp_path):
+    """A release whose ids, groups and texts carry markdown images, HTML with handlers, scripts and javascript:
+    links: walking every page fetches nothing (a loopback listener sees no request), raises no alert, and no
+    request of the page leaves 127.0.0.1."""
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    listener = _Listener()
+    try:
+        frame = pd.read_csv(sample_paths["documents"], dtype=str, keep_default_na=False)
+        frame.loc[0, "doc_id"] = f"![b]({listener.url}/markdown-image.png)"
+        frame.loc[1, "doc_id"] = f"<img src={listener.url}/img.png onerror=alert(1)>"
+        frame.loc[frame["group"] == "ner_masking", "group"] = f"![g]({listener.url}/group-image.png)"
+        frame.loc[2, "text"] = (f"[click](javascript:alert(1)) ![t]({listener.url}/text.png) "
+                                f"<script>fetch('{listener.url}/script')</script> " + frame.loc[2, "text"])
+        path = tmp_path / "hostile.csv"
+        frame.to_csv(path, index=False)
+
+        driver = browser
+        driver.get(app_url)
+        _wait(driver, _text_present("Conformal Privacy Auditing"), "the home page")
+        _wait(driver, _settled, "the home page to settle")
+        driver.get_log("performance")  # start counting from here
+        _go(driver, "Data", "Upload your own documents")
+        driver.find_element(By.XPATH, "//summary[.//p[contains(text(), 'Upload your own documents')]]").click()
+        _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, 'input[type="file"]'), "the upload fields")
+        driver.find_elements(By.CSS_SELECTOR, 'input[type="file"]')[0].send_keys(str(path))
+        _wait(driver, _text_present("columns: doc"), "the uploaded columns")
+        _wait(driver, _settled, "the upload to settle")
+        driver.find_element(By.XPATH, "//button[.//p[text()='Load these files']]").click()
+        _wait(driver, _text_present("New data loaded"), "the hostile release loaded")
+        _go(driver, "Calibrate", "Run the attack and calibrate")
+        driver.find_element(By.XPATH, "//button[.//p[text()='Run the attack and calibrate']]").click()
+        _wait(driver, _text_present("Threshold and coverage per confidence level"), "the calibration results", 180)
+        _wait(driver, _settled, "the calibration to settle")
+        for title, expect in (("Explore", "Documents at risk"), ("Flagged documents", "Drill-down"),
+                              ("Report", "Redaction worklist"), ("Data", "Auditing")):
+            _go(driver, title, expect)
+            _no_errors(driver)
+            try:
+                driver.switch_to.alert
+                raise AssertionError(f"an alert opened on {title}")
+            except NoAlertPresentException:
+                pass
+        _go(driver, "Flagged documents", "Drill-down")
+        assert "group-image.png" in driver.find_element(By.TAG_NAME, "body").text  # the group shown as text
+        _screenshot(driver, "9-hostile-content")
+        time.sleep(1.0)
+        assert listener.requests == [], listener.requests
+        outside = [u for u in _requested_urls(driver)
+                   if u.split("://", 1)[0] in ("http", "https", "ws", "wss")
+                   and u.split("://", 1)[1].split("/", 1)[0].split(":")[0] not in ("127.0.0.1", "localhost")]
+        assert outside == [], outside
+    finally:
+        listener.close()
