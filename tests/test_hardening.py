@@ -77,3 +77,18 @@ def test_records_and_worklists_are_private(sample_paths, tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name
     lines = (out / "documents.jsonl").read_text(encoding="utf-8")
     assert "NaN" not in lines and "Infinity" not in lines  # strict JSON
+
+
+def test_an_id_quoted_in_a_message_is_cut_short(tmp_path):
+    """A duplicated "id" that is really a passage of text never reaches the message whole."""
+    from cpa_core.data import ID_SHOWN, load_documents
+    from cpa_core.errors import DataError
+
+    passage = "Mrs Smith was admitted on 3 May with chest pain and a history of " * 8
+    path = tmp_path / "d.csv"
+    path.write_text(f'doc_id,text,identity_id\n"{passage}",a,P1\n"{passage}",b,P2\n', encoding="utf-8")
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    message = str(info.value)
+    assert "duplicate id" in message and passage.strip() not in message
+    assert passage[:ID_SHOWN] + "…" in message and passage[:ID_SHOWN + 1] not in message
