@@ -11,6 +11,7 @@ certified set size and the share of whole-pool sets at 90 % and 95 %, and the te
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections import defaultdict
@@ -63,8 +64,10 @@ def main() -> None:
         sys.exit(f"TextWash study 1 not found in {STUDY}")
     documents, registry = textwash_release()
     level = KnowledgeLevel("profile", ("profile",))
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     lines = [f"### Set size against the temperature (TextWash study 1 slice, {len(documents)} documents, "
-             f"{len(registry)} people; TF-IDF over the profile; release protocol; APS) — {date.today()}",
+             f"{len(registry)} people; TF-IDF over the profile; release protocol; APS) — {date.today()}, "
+             f"{os.cpu_count()} cores, load average {load}",
              "", "| temperature | median \\|C\\| (90 %) | mean \\|C\\| (90 %) | whole pool (90 %) | median \\|C\\| (95 %) "
              "| mean \\|C\\| (95 %) | whole pool (95 %) | top-1 |", "|---|---|---|---|---|---|---|---|"]
     for temperature in TEMPERATURES:
