@@ -123,7 +123,7 @@ def warm_up(base_url: str, cache_dir: str, data) -> None:
     """One LLM request and one TF-IDF attack, not measured: the server's first request and the imports."""
     from cpa_core.llm import LLMRequest
     project, doc_ids, texts, registry = data
-    TfidfAttacker().attack(doc_ids[:2], texts[:2], registry, project.level("K1"))
+    TfidfAttacker(temperature=1.0).attack(doc_ids[:2], texts[:2], registry, project.level("K1"))
     settings = LLMSettings(base_url=base_url, model=MODEL_ALIAS, api_key_env=KEY_ENV, max_tokens=2, cache_dir=cache_dir)
     with LLMClient(settings) as client:
         client.complete([LLMRequest(messages=({"role": "user", "content": "Say OK."},), seed=1)])

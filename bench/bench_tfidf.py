@@ -104,7 +104,7 @@ def worker_audit(data: str, top_k: str, n_cal: str, n_test: str) -> dict:
     from cpa_core import AttackerConfig, AuditConfig, TfidfAttacker, run_audit
 
     documents, registry, level = _load(Path(data))
-    attacker = TfidfAttacker(top_k=int(top_k))
+    attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0)  # a fixed T: auto would add its own passes
     config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), n_cal=int(n_cal), n_test=int(n_test),
                          top_k=int(top_k), protocol="split")
     with StepMemory() as memory:
@@ -149,7 +149,7 @@ def worker_attack(data: str, registry_file: str, top_k: str) -> dict:
     from cpa_core import TfidfAttacker
 
     documents, registry, level = _load(Path(data), registry_file)
-    attacker = TfidfAttacker(top_k=int(top_k))
+    attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0)  # a fixed T: auto would add its own passes
     frame = documents.frame
     doc_ids, texts = frame["doc_id"].tolist(), frame["text"].tolist()
     with StepMemory() as memory:
