@@ -41,8 +41,7 @@ from cpa_core.knowledge import profile_texts  # noqa: E402
 from cpa_core.metrics import confidence_curve  # noqa: E402
 from cpa_core.policy import ReleasePolicy, worklist  # noqa: E402
 from cpa_core.synthetic import generate_sample_data  # noqa: E402
-from cpa_ui.analysis import (calibration_notes, candidate_table, flagged_table, group_table, kpis,  # noqa: E402
-                             row_of)
+from cpa_ui.analysis import candidate_table, flagged_table, group_table, kpis, row_of  # noqa: E402
 from cpa_ui.attackers import declare, default_threat  # noqa: E402
 from cpa_ui.figures import (fig_candidate_weights, fig_confidence_curve, fig_group_breakdown,  # noqa: E402
                             fig_set_size_histogram)
@@ -74,7 +73,7 @@ def build(folder: Path):
     data = DataSet(documents, registry, project, "upload", "bench", "group")
     threat = default_threat(data)
     from dataclasses import replace
-    config, attacker = declare(data, replace(threat, knowledge="K2", n_cal=N_CAL, n_test=N_TEST))
+    config, attacker = declare(data, replace(threat, knowledge="K2", protocol="split", n_cal=N_CAL, n_test=N_TEST))
     start = time.perf_counter()
     result = run_audit(documents, registry, attacker, config)
     attack_s = time.perf_counter() - start
@@ -107,9 +106,9 @@ def main() -> int:
     def alpha_change():
         confidence = round(float(next(levels)), 4)
         cert = result.certificate(confidence)
-        kpis(result, confidence, policy)
-        calibration_notes(result, confidence)
-        groups = group_table(result, confidence, policy)
+        summary = result.summary([confidence], policy)
+        summary.level(confidence)
+        groups = group_table(summary, confidence)
         for fig in (fig_set_size_histogram(cert.set_sizes, flag_below), fig_confidence_curve(curve, confidence),
                     fig_group_breakdown(groups, confidence)):
             serialise(fig)
@@ -119,9 +118,9 @@ def main() -> int:
     def k_change_explore():
         k_policy = ReleasePolicy(5 + next(ks) % 40)
         cert = result.certificate(0.9)
-        kpis(result, 0.9, k_policy)
-        calibration_notes(result, 0.9)
-        groups = group_table(result, 0.9, k_policy)
+        summary = result.summary([0.9], k_policy)
+        summary.level(0.9)
+        groups = group_table(summary, 0.9)
         for fig in (fig_set_size_histogram(cert.set_sizes, k_policy.flag_below), fig_confidence_curve(curve, 0.9),
                     fig_group_breakdown(groups, 0.9)):
             serialise(fig)
@@ -140,11 +139,11 @@ def main() -> int:
 
     pieces = {}
     cert = result.certificate(0.9)
-    groups = group_table(result, 0.9, policy)
+    groups = group_table(result.summary([0.9], policy), 0.9)
     for name, work in {
         "certificate (new confidence)": lambda: result.certificate(round(float(next(levels)), 4)),
         "KPIs (metrics + flag count)": lambda: kpis(result, 0.9, policy),
-        "per-group table": lambda: group_table(result, 0.9, policy),
+        "per-group table": lambda: group_table(result.summary([0.9], policy), 0.9),
         "histogram figure + serialise": lambda: serialise(fig_set_size_histogram(cert.set_sizes, flag_below)),
         "coverage-curve figure + serialise": lambda: serialise(fig_confidence_curve(curve, 0.9)),
         "per-group figure + serialise": lambda: serialise(fig_group_breakdown(groups, 0.9)),

@@ -47,9 +47,10 @@ def _percent(share: float) -> str:
     return f"{100 * share:.1f} %"
 
 
-def certificate_warnings(result: "AuditResult", confidence, policy: ReleasePolicy) -> list[str]:
-    """Every reason the certificate at ``confidence`` certifies nothing (or little), with what to change."""
+def certificate_warnings(result: "AuditResult", cert: "Certificate", policy: ReleasePolicy) -> list[str]:
+    """Every reason the result's certificate ``cert`` certifies nothing (or little), with what to change."""
     config = result.config
+    confidence = cert.confidence
     alpha = alpha_from_confidence(confidence)
     level = confidence_label(confidence)
     calibration = result.calibration_for(confidence)
@@ -72,7 +73,6 @@ def certificate_warnings(result: "AuditResult", confidence, policy: ReleasePolic
                 "is infinite and every set is the whole pool. Certify with miss_policy = 'exclude' (a guarantee "
                 "conditional on the identity being in the pool, unconditional coverage at least (1 - rho)(1 - alpha)), "
                 "a larger top-K shortlist, or a registry that holds more of the documents' subjects")
-    cert = result.certificate(confidence)
     test = result.test_split
     if test.groups is not None and config.group_column:
         calibrated = {str(key) for key in calibration.n_}

@@ -161,7 +161,7 @@ def summarize(result: "AuditResult", confidences: Iterable | None = None,
         entry["n_cal"] = sum(calibration.n_.values())
         entry["n_cal_needed"] = minimum_calibration_size(alpha_from_confidence(level))
         entry["whole_pool_rate"] = float(whole_pool(cert).mean()) if len(split) else None
-        entry["warnings"] = certificate_warnings(result, level, policy)
+        entry["warnings"] = certificate_warnings(result, cert, policy)
         if split.groups is not None:
             keys, codes = split.group_codes
             entry["groups"] = {}

@@ -14,6 +14,7 @@ import pandas as pd
 
 from cpa_core.audit import AuditResult, Certificate
 from cpa_core.data import Documents, Registry
+from cpa_core.metrics import AuditSummary
 from cpa_core.policy import ReleasePolicy
 
 GROUP_COLUMNS = ["group", "n_test", "n_cal", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
@@ -29,15 +30,15 @@ def kpis(result: AuditResult, confidence: float, policy: ReleasePolicy) -> dict:
     return result.summary([confidence], policy).level(confidence)
 
 
-def group_table(result: AuditResult, confidence: float, policy: ReleasePolicy) -> pd.DataFrame:
-    """Per-group figures at ``confidence`` (empty when the test documents have no groups)."""
-    frame = result.summary([confidence], policy).groups_frame(confidence)
+def group_table(summary: AuditSummary, confidence: float) -> pd.DataFrame:
+    """Per-group figures of a summary at ``confidence`` (empty when the documents have no groups)."""
+    frame = summary.groups_frame(confidence)
     return frame[GROUP_COLUMNS] if len(frame) else pd.DataFrame(columns=GROUP_COLUMNS)
 
 
-def calibration_table(result: AuditResult, confidences: Sequence[float], policy: ReleasePolicy) -> pd.DataFrame:
-    """q̂, coverage (conditional and unconditional), miss rate and calibration-size check per level."""
-    return result.summary(confidences, policy).overall_frame()[CALIBRATION_COLUMNS]
+def calibration_table(summary: AuditSummary) -> pd.DataFrame:
+    """q̂, coverage (conditional and unconditional), miss rate and calibration-size check per level of a summary."""
+    return summary.overall_frame()[CALIBRATION_COLUMNS]
 
 
 def compare_table(labels: Sequence[str], results: Sequence[AuditResult], confidence: float,

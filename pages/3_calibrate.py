@@ -6,7 +6,7 @@ import streamlit as st
 
 from cpa_core.errors import CPAError
 from cpa_ui import nav
-from cpa_ui.analysis import calibration_table, group_table, kpis
+from cpa_ui.analysis import calibration_table, group_table
 from cpa_ui.cache import audit_run
 from cpa_ui.components import declared, require_data, show_error, show_warnings, table_columns
 from cpa_ui.help import HELP
@@ -60,8 +60,9 @@ if state.notice:
 
 result = run.result
 levels = sorted(set(result.config.confidences) | {state.confidence})
-table = calibration_table(result, levels, state.policy)
-metrics = kpis(result, state.confidence, state.policy)
+summary = result.summary(levels, state.policy)  # every figure of this page, computed once
+table = calibration_table(summary)
+metrics = summary.level(state.confidence)
 columns = st.columns(4)
 columns[0].metric("Calibration documents", f"{metrics['n_cal']:,}", help=HELP["n_cal"])
 columns[1].metric("Certified documents" if result.config.protocol == "release" else "Test documents",
@@ -69,7 +70,7 @@ columns[1].metric("Certified documents" if result.config.protocol == "release" e
 columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics["candidate_miss_rate"]), help=HELP["miss_rate"])
 columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics["top1"]), help=HELP["top1"])
 
-show_warnings(w for level in levels for w in kpis(result, level, state.policy)["warnings"])
+show_warnings(w for level in levels for w in summary.level(level)["warnings"])
 for name, value in result.inputs.get("learned", {}).items():
     if name.endswith("temperature"):
         st.info(f"Temperature 'auto': T = {value:.3g}, chosen before the attack as "
@@ -85,7 +86,7 @@ st.caption("Read coverage against the confidence level: with exchangeable data i
 
 if result.config.group_column:
     st.subheader("Per-group thresholds")
-    groups = group_table(result, state.confidence, state.policy)[
+    groups = group_table(summary, state.confidence)[
         ["group", "n_cal", "n_test", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate"]]
     st.dataframe(groups, hide_index=True, width="stretch", column_config=table_columns(groups))
     st.caption(f"At {fmt_confidence(state.confidence)} confidence. Each group's threshold uses only its own "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from cpa_ui import nav
-from cpa_ui.analysis import group_table, kpis, without_empty
+from cpa_ui.analysis import group_table, without_empty
 from cpa_ui.cache import curve
 from cpa_ui.components import (confidence_control, kpi_row, policy_controls, require_run, show_warnings, stale_notice,
                                table_columns)
@@ -23,7 +23,8 @@ stale_notice(run)
 confidence = confidence_control("explore")
 policy = policy_controls("explore")
 cert = result.certificate(confidence)
-metrics = kpis(result, confidence, policy)
+summary = result.summary([confidence], policy)  # the KPIs and the group table, computed once
+metrics = summary.level(confidence)
 kpi_row(metrics, confidence, result.config.protocol)
 show_warnings(metrics["warnings"])
 
@@ -40,7 +41,7 @@ with right:
                "price: higher confidence, larger sets. Coverage levels off below the diagonal at the share of "
                "documents whose identity is in the pool (1 − ρ).")
 
-groups = group_table(result, confidence, policy)
+groups = group_table(summary, confidence)
 if not groups.empty:
     st.subheader("Per group")
     st.plotly_chart(fig_group_breakdown(groups, confidence), key="explore.groups")
