@@ -82,7 +82,10 @@ class AttackerConfig:
     ``name`` is its registry name, ``params`` its declared parameters (validated against its spec,
     defaults filled), ``details`` what the built attacker reports of itself for the manifest (model
     fingerprint, prompt hashes, LLM settings without key), ``required_score`` the nonconformity score its
-    weights need (``None``: any) and ``weight_kind`` what its weights are.
+    weights need (``None``: any) and ``weight_kind`` what its weights are. ``tables`` holds every
+    ``[attacker.<name>]`` table the attack was built from (its own, and ``clues`` when its queries carry LLM
+    clues) and ``llm`` the ``[llm]`` settings it calls (no key), so that a configuration file can declare it
+    again (:mod:`cpa_core.bundle`).
     """
 
     name: str
@@ -90,11 +93,18 @@ class AttackerConfig:
     details: Mapping[str, Any] = field(default_factory=dict)
     required_score: str | None = None
     weight_kind: str = "probability"
+    tables: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    llm: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, attacker: Attacker, params: Mapping[str, Any] | None = None) -> "AttackerConfig":
-        """The configuration of a built attacker (``params``: its declared parameters, if any)."""
-        return cls(attacker.name, dict(params or {}), attacker.params(), attacker.required_score, attacker.weight_kind)
+    def of(cls, attacker: Attacker, params: Mapping[str, Any] | None = None,
+           tables: Mapping[str, Mapping[str, Any]] | None = None) -> "AttackerConfig":
+        """The configuration of a built attacker (``params``: its declared parameters, if any; ``tables``: the
+        attacker tables it was built from, default its own)."""
+        clients = attacker.clients()
+        return cls(attacker.name, dict(params or {}), attacker.params(), attacker.required_score, attacker.weight_kind,
+                   dict(tables) if tables is not None else {attacker.name: dict(params or {})},
+                   {k: v for k, v in clients[0].params().items() if v is not None} if clients else {})
 
     def to_dict(self) -> dict:
         return {"attacker": self.name, **dict(self.details)}
@@ -102,7 +112,13 @@ class AttackerConfig:
 
 @dataclass(frozen=True)
 class AuditConfig:
-    """The declared threat configuration and protocol of one audit."""
+    """The declared configuration of one audit: the threat model (knowledge level, attacker and its
+    parameters), the protocol, the score, the confidence levels, the release policy and the data it
+    certifies (``data``: per input, ``documents``, ``registry`` and ``scores``, its SHA-256 and how it was read).
+
+    A certificate is valid for exactly this configuration; :attr:`config_id` hashes all of it, so two
+    audits with the same id certify the same release under the same declared threat.
+    """
 
     knowledge: KnowledgeLevel
     attacker: AttackerConfig
@@ -118,6 +134,7 @@ class AuditConfig:
     flag_below: int = 11
     leakage_threshold: float | None = None
     flag_confidence: float | None = None
+    data: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self):
         by_name = {param.name: param for param in AUDIT_PARAMS}
@@ -153,11 +170,35 @@ class AuditConfig:
         """
         return self.flag_confidence if self.flag_confidence is not None else min(self.confidences, key=exact_fraction)
 
+    def with_policy(self, confidence, policy: ReleasePolicy) -> "AuditConfig":
+        """The configuration flagging at ``confidence`` under ``policy`` (the level added to the certified ones).
+
+        What a curator settles on after calibration (a confidence level and a release policy on the pages)
+        becomes the declared configuration of what is exported: no certificate changes, only which level
+        flags and which rule; a command-line run declaring the same gives the same id.
+        """
+        levels = {confidence_label(c): c for c in (*self.confidences, confidence)}
+        return replace(self, confidences=tuple(sorted(levels.values(), key=exact_fraction)),
+                       flag_confidence=confidence, flag_below=policy.flag_below,
+                       leakage_threshold=policy.leakage_threshold)
+
+    def with_data(self, data: Mapping[str, Mapping[str, Any]]) -> "AuditConfig":
+        """The configuration bound to these inputs; refuses inputs that differ from those declared."""
+        for role, declared in self.data.items():
+            found = data.get(role, {})
+            if declared.get("sha256") and declared["sha256"] != found.get("sha256"):
+                raise ConfigError(f"the {role} file {found.get('file') or ''} has SHA-256 "
+                                  f"{str(found.get('sha256'))[:16]}…, but the configuration was declared for "
+                                  f"{declared['sha256'][:16]}…: these are not the files it certifies")
+        return replace(self, data={role: {k: v for k, v in info.items() if k != "file"}
+                                   for role, info in data.items()})
+
     def to_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["knowledge"] = self.knowledge.to_dict()
         out["attacker"] = self.attacker.to_dict()
         out["confidences"] = [confidence_label(c) for c in self.confidences]
+        out["data"] = {role: dict(info) for role, info in self.data.items()}
         return out
 
     @property
@@ -342,6 +383,29 @@ class AuditResult:
         return replace(self, inputs={**self.inputs, **inputs})
 
 
+def input_facts(documents: Documents | None, registry: Registry, scores: "CandidateScores | None" = None) -> dict:
+    """What the declared configuration records of each input: file, SHA-256, the rows kept (a release may be a
+    subset of a file: invalid rows dropped, one group) and how it was read (a column mapping, a non-UTF-8
+    encoding)."""
+    out = {}
+    for role, table in (("documents", documents), ("registry", registry)):
+        if table is None:
+            continue
+        info = {"file": table.file, "sha256": table.sha256, "rows": len(table)}
+        if table.report.rejected:
+            info["dropped_rows"] = len(table.report.rejected)
+        columns = {ours: theirs for ours, theirs in (getattr(table, "columns", None) or {}).items() if ours != theirs}
+        if columns:
+            info["columns"] = columns
+        encoding = getattr(table, "encoding", None)
+        if encoding and encoding.replace("-", "").replace("_", "").lower() not in ("utf8", "utf8sig"):
+            info["encoding"] = encoding
+        out[role] = info
+    if scores is not None:
+        out["scores"] = {"file": scores.file, "sha256": scores.sha256, "rows": len(scores.frame)}
+    return out
+
+
 def score_table(table: CandidateTable, truth_ids, groups, config: AuditConfig) -> ScoredSplit:
     if config.top_k is not None:
         table = table.truncate(config.top_k)
@@ -396,6 +460,7 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
         A precomputed attack (e.g. shared by several audits on matched splits); the attacker is
         not called when it is given.
     """
+    config = config.with_data({**config.data, **input_facts(documents, registry)})  # refuses other files
     groups, cal, test = _split(documents, config)
     if table is None:  # each document attacked once, whether it calibrates, is audited or both
         selected = np.union1d(cal, test)

@@ -231,7 +231,7 @@ def _load(args, documents_file: str | None = None):
     project = replace(project, llm={**project.llm, **_checked_options(args, LLM_PARAMS)})
     config, chosen = declare_audit(project, registry, knowledge=args.opt_knowledge, fields=fields, attacker=attacker,
                                    scores=scores, overrides=overrides,
-                                   attacker_params=_attacker_params(args, attacker))
+                                   attacker_params=_attacker_params(args, attacker), documents=documents)
     return project, documents, registry, config, chosen
 
 
@@ -317,9 +317,9 @@ def _stress(args, project, documents, registry, config, attacker) -> int:
             return 2
         result_a = run_audit(documents, registry, attacker, config, bar)
         documents_b = _load(args, args.test_documents)[1] if args.test_documents else documents
-        config_b = config
+        config_b = replace(config, data={})  # bound to release B when it runs: another release, another id
         if args.test_knowledge:
-            config_b = replace(config, knowledge=project.level(args.test_knowledge))
+            config_b = replace(config_b, knowledge=project.level(args.test_knowledge))
             config_b.knowledge.check_against(registry)
         table = stress.drift(result_a, run_audit(documents_b, registry, attacker, config_b, bar))
     elif args.test == "budget":

@@ -35,7 +35,7 @@ from .attackers.imported import CandidateScores
 from .attackers.llm_clues import CLUE_PARAMS
 from .attackers.registry import attacker_specs, get_spec
 from .attackers.spec import BuildContext
-from .audit import AUDIT_PARAMS, DEFAULT_CONFIDENCES, AttackerConfig, AuditConfig
+from .audit import AUDIT_PARAMS, DEFAULT_CONFIDENCES, AttackerConfig, AuditConfig, input_facts
 from .data import Documents, Registry, load_documents, load_registry
 from .errors import ConfigError
 from .knowledge import QUERY_MODES, KnowledgeLevel, full_knowledge
@@ -48,7 +48,13 @@ LEVEL_PARAMS = (
     Param("description", "text", "", "Description", "What the level means."),
 )
 COLUMN_TABLES = ("documents", "registry", "scores")
-SECTIONS = ("knowledge", "attacker", "audit", "columns", "llm")
+INPUT_PARAMS = (
+    Param("sha256", "text", None, "SHA-256", "The file's checksum: another file is refused.", optional=True),
+    Param("encoding", "text", None, "Encoding", "The text encoding of a CSV or JSONL file (default UTF-8).",
+          optional=True),
+)
+"""An ``[inputs.<documents|registry|scores>]`` table: the file the configuration certifies."""
+SECTIONS = ("knowledge", "attacker", "audit", "columns", "inputs", "llm")
 CLUES_SECTION = "clues"  # [attacker.clues]: the clue extraction of direct_plus_clues levels
 
 
@@ -67,6 +73,7 @@ class ProjectConfig:
     audit: dict = field(default_factory=dict)
     columns: dict[str, dict[str, str]] = field(default_factory=dict)
     llm: dict = field(default_factory=dict)
+    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def level(self, name: str) -> KnowledgeLevel:
         if name not in self.levels:
@@ -132,8 +139,13 @@ def parse_config(text: str, file: str = "<config>") -> ProjectConfig:
             raise ConfigError(f"{file}: unknown key '{name}' in [columns]; expected one of {', '.join(sorted(COLUMN_TABLES))}")
         text_params = tuple(Param(key, "text", None, key, "") for key in _table(file, f"columns.{name}", mapping))
         columns[name] = _checked(file, text_params, mapping, f"columns.{name}")
+    inputs = {}
+    for name, table in raw.get("inputs", {}).items():
+        if name not in COLUMN_TABLES:
+            raise ConfigError(f"{file}: unknown key '{name}' in [inputs]; expected one of {', '.join(sorted(COLUMN_TABLES))}")
+        inputs[name] = _checked(file, INPUT_PARAMS, _table(file, f"inputs.{name}", table), f"inputs.{name}")
     llm = _checked(file, LLM_PARAMS, raw.get("llm", {}), "llm")
-    return ProjectConfig(file, levels, attackers, audit, columns, llm)
+    return ProjectConfig(file, levels, attackers, audit, columns, llm, inputs)
 
 
 def load_config(path: str | Path) -> ProjectConfig:
@@ -160,13 +172,15 @@ def make_llm_client(llm: Mapping[str, Any], http_client=None):
 def declare_audit(project: ProjectConfig, registry: Registry, *, knowledge: str | None = None, fields=None,
                   attacker: str | None = None, scores: CandidateScores | None = None,
                   overrides: Mapping[str, Any] | None = None, attacker_params: Mapping[str, Any] | None = None,
-                  llm_client=None) -> tuple[AuditConfig, Attacker]:
+                  llm_client=None, documents: Documents | None = None) -> tuple[AuditConfig, Attacker]:
     """The audit configuration and attacker declared by a file plus explicit overrides.
 
     Overrides of ``[audit]`` (``overrides``) and of the chosen attacker's table (``attacker_params``),
     e.g. from the command line or the dashboard, win over the file; ``None`` values are ignored; both go
     through the file's checks. ``fields`` declares a custom knowledge level; ``scores`` is the table of the
-    ``imported`` attacker; ``llm_client`` replaces the client built from ``[llm]``.
+    ``imported`` attacker; ``llm_client`` replaces the client built from ``[llm]``. With ``documents`` the
+    configuration is bound to the release (its id covers the files' checksums); files other than those an
+    ``[inputs]`` table declares are refused.
     """
     declared = {k: v for k, v in (overrides or {}).items() if v is not None}
     settings = {**project.audit, **check_table(AUDIT_PARAMS, declared, "[audit]")}
@@ -190,15 +204,21 @@ def declare_audit(project: ProjectConfig, registry: Registry, *, knowledge: str 
     context = BuildContext(registry, level, settings.get("top_k"), {**project.attackers, spec.name: section}, scores,
                            (lambda: llm_client) if llm_client is not None else (lambda: make_llm_client(project.llm)))
     chosen = spec.build(dict(params), context)
+    tables = {spec.name: dict(params)}
+    if CLUES_SECTION in project.attackers and level.query_mode == "direct_plus_clues" and spec.uses_clues:
+        tables[CLUES_SECTION] = dict(project.attackers[CLUES_SECTION])
     score = settings.get("score", "aps")
     if chosen.required_score and "score" not in declared:  # e.g. Profile-CPA scores candidates itself
         score = chosen.required_score
     config = AuditConfig(
-        knowledge=level, attacker=AttackerConfig.of(chosen, params),
+        knowledge=level, attacker=AttackerConfig.of(chosen, params, tables),
         score=score, confidences=tuple(settings.get("confidence", DEFAULT_CONFIDENCES)),
         protocol=settings.get("protocol", "release"),
         n_cal=settings.get("n_cal"), n_test=settings.get("n_test"), seed=settings.get("seed", 0),
         group_column=settings.get("group_column"), top_k=settings.get("top_k"),
         miss_policy=settings.get("miss_policy", "infinite"), flag_below=settings.get("flag_below", 11),
-        leakage_threshold=settings.get("leakage_threshold"), flag_confidence=settings.get("flag_confidence"))
+        leakage_threshold=settings.get("leakage_threshold"), flag_confidence=settings.get("flag_confidence"),
+        data={role: {"sha256": table["sha256"]} for role, table in project.inputs.items() if table.get("sha256")})
+    if documents is not None:
+        config = config.with_data(input_facts(documents, registry, scores))
     return config, chosen

@@ -160,8 +160,9 @@ class LLMSettings:
         return self.base_url.rstrip("/")
 
     def params(self) -> dict:
-        """Every setting, for the manifest: the URL without credentials, the key variable's name, no key."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every setting that defines the calls, for the manifest and the configuration id: the URL without
+        credentials, the key variable's name, no key, and not this machine's cache folder."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cache_dir"}
         out["base_url"] = redact_url(self.base_url)
         return out
 

@@ -83,7 +83,7 @@ def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None 
     return declare_audit(project, data.registry, knowledge=None if custom else threat.knowledge,
                          fields=list(threat.custom_fields) if custom else None, attacker=spec.name,
                          scores=scores if spec.needs_scores else None, overrides=audit,
-                         attacker_params=dict(threat.attacker_params))
+                         attacker_params=dict(threat.attacker_params), documents=data.documents)
 
 
 def usable_levels(data: DataSet) -> list[str]:

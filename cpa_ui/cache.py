@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -108,6 +109,8 @@ def audit_run(data: DataSet, config: AuditConfig, attacker: Attacker, documents:
     documents = documents if documents is not None else data.documents
     data_key = data.fingerprint if documents is data.documents else fingerprint(data.fingerprint, documents.file,
                                                                                len(documents))
+    if documents is not data.documents:  # another release (e.g. one group): bound to it when it runs
+        config = replace(config, data={})
     key = f"{data_key}:{config.config_id}"
     start = time.perf_counter()
     result = audit(key, documents, data.registry, attacker, config)

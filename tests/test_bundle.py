@@ -1,0 +1,132 @@
+"""The declared configuration written as a file declares the same configuration again; the id covers the
+release and the release policy; a bundle's command reproduces the audit's figures."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tomllib
+import zipfile
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cpa_core.audit import run_audit
+from cpa_core.bundle import audit_bundle, declared_toml, reproduce_command
+from cpa_core.config import load_config, parse_config, declare_audit
+from cpa_core.data import load_documents, load_registry
+from cpa_core.errors import ConfigError
+from cpa_core.policy import ReleasePolicy
+
+from conftest import SAMPLE_DIR, run_cli
+
+
+@pytest.fixture(scope="module")
+def sample():
+    project = load_config(SAMPLE_DIR / "audit.toml")
+    documents = project.load_documents(SAMPLE_DIR / "documents.csv", name="sample_data/documents.csv")
+    registry = project.load_registry(SAMPLE_DIR / "registry.csv", name="sample_data/registry.csv")
+    return project, documents, registry
+
+
+DECLARATIONS = [
+    {},
+    {"knowledge": "K1", "overrides": {"top_k": 50, "miss_policy": "exclude", "flag_below": 4}},
+    {"fields": ["city", "occupation"], "overrides": {"protocol": "split", "n_cal": 300, "n_test": 200, "seed": 3,
+                                                     "score": "rank", "leakage_threshold": 0.2}},
+    {"overrides": {"confidence": [0.8, 0.935], "flag_confidence": 0.935, "group_column": None},
+     "attacker_params": {"temperature": 0.07, "ngram_max": 2}},
+]
+
+
+@pytest.mark.parametrize("declaration", DECLARATIONS, ids=["defaults", "k1-topk-exclude", "custom-split-rank",
+                                                           "levels-temperature"])
+def test_declared_file_declares_the_same_configuration(sample, declaration):
+    project, documents, registry = sample
+    config, _ = declare_audit(project, registry, documents=documents, **declaration)
+    text = declared_toml(config)
+    again, _ = declare_audit(parse_config(text, "audit.toml"), registry, documents=documents)
+    assert again.config_id == config.config_id
+    assert again.to_dict() == config.to_dict()
+    assert tomllib.loads(text)["inputs"]["documents"]["sha256"] == documents.sha256
+
+
+def test_the_id_covers_the_release_and_the_policy(sample):
+    project, documents, registry = sample
+    config, _ = declare_audit(project, registry, documents=documents)
+    subset = replace(documents, frame=documents.frame.iloc[:500])
+    assert declare_audit(project, registry, documents=subset)[0].config_id != config.config_id
+    other = replace(documents, sha256="0" * 64)
+    assert declare_audit(project, registry, documents=other)[0].config_id != config.config_id
+    for changed in ({"flag_below": 3}, {"leakage_threshold": 0.3}, {"confidence": [0.9]}, {"seed": 8}):
+        assert declare_audit(project, registry, documents=documents, overrides=changed)[0].config_id != config.config_id
+
+
+def test_a_policy_chosen_after_calibration_declares_what_the_command_line_would(sample):
+    project, documents, registry = sample
+    config, _ = declare_audit(project, registry, documents=documents)
+    viewed = config.with_policy(0.935, ReleasePolicy(3, 0.4))
+    cli, _ = declare_audit(project, registry, documents=documents, overrides={
+        "confidence": [0.9, 0.935, 0.95, 0.99], "flag_confidence": 0.935, "flag_below": 3, "leakage_threshold": 0.4})
+    assert viewed.config_id == cli.config_id
+    assert config.with_policy(0.95, config.policy).confidences == config.confidences  # an audited level: not added
+
+
+def test_files_other_than_the_declared_ones_are_refused(sample, tmp_path):
+    project, documents, registry = sample
+    config, _ = declare_audit(project, registry, documents=documents)
+    pinned = parse_config(declared_toml(config), "audit.toml")
+    frame = documents.frame.copy()
+    frame.loc[0, "text"] = frame.loc[0, "text"] + " changed"
+    path = tmp_path / "documents.csv"
+    frame.to_csv(path, index=False)
+    changed = load_documents(path, group_column="group")
+    with pytest.raises(ConfigError, match="not the files it certifies"):
+        declare_audit(pinned, registry, documents=changed)
+
+
+def test_run_audit_binds_the_result_to_its_release(sample):
+    project, documents, registry = sample
+    small = replace(documents, frame=documents.frame.iloc[:120].reset_index(drop=True))
+    config, attacker = declare_audit(project, registry, documents=small, overrides={"confidence": [0.9]})
+    result = run_audit(small, registry, attacker, config)
+    assert result.config.config_id == config.config_id
+    assert result.config.data["documents"] == {"sha256": documents.sha256, "rows": 120}
+    with pytest.raises(ConfigError, match="not the files it certifies"):
+        run_audit(replace(small, sha256="f" * 64), registry, attacker, config)
+
+
+def test_reproduce_command_quotes_its_files():
+    from cpa_core.audit import AuditConfig
+    from tables import LEVEL, toy_attacker
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), data={"documents": {"sha256": "a", "dropped_rows": 2}})
+    command = reproduce_command(config, {"documents": "my docs.csv", "registry": "reg.csv"})
+    assert command == "cpa audit --documents 'my docs.csv' --registry reg.csv --config audit.toml --drop-invalid " \
+                      "--out out/reproduced"
+
+
+@pytest.mark.integration
+def test_bundle_reproduces_the_audit(sample, tmp_path):
+    project, documents, registry = sample
+    config, attacker = declare_audit(project, registry, documents=documents, knowledge="K1")
+    config = config.with_policy(0.93, ReleasePolicy(5))
+    result = run_audit(documents, registry, attacker, config)
+    expected = result.summary().to_dict()
+    with zipfile.ZipFile(io.BytesIO(audit_bundle(result))) as archive:
+        archive.extractall(tmp_path)
+    for name in ("documents.csv", "registry.csv"):
+        shutil.copy(SAMPLE_DIR / name, tmp_path / name)
+    script = (tmp_path / "reproduce.sh").read_text().splitlines()
+    assert script[3] == "sha256sum -c SHA256SUMS"
+    command = script[4].split()
+    assert command[:2] == ["cpa", "audit"]
+    run = run_cli(*command[1:], cwd=tmp_path)
+    assert run.returncode == 0, run.describe()
+    reproduced = json.loads((tmp_path / "out" / "reproduced" / "summary.json").read_text())
+    assert reproduced == json.loads(json.dumps(expected)) == json.loads(
+        (tmp_path / "expected-summary.json").read_text())
+    manifest = json.loads((tmp_path / "out" / "reproduced" / "manifest.json").read_text())
+    assert manifest["config_id"] == config.config_id
