@@ -198,6 +198,7 @@ class AuditConfig:
         out["knowledge"] = self.knowledge.to_dict()
         out["attacker"] = self.attacker.to_dict()
         out["confidences"] = [confidence_label(c) for c in self.confidences]
+        out["flag_confidence"] = confidence_label(self.policy_confidence)  # the default, declared or not: one id
         out["data"] = {role: dict(info) for role, info in self.data.items()}
         return out
 
@@ -377,6 +378,11 @@ class AuditResult:
     def write(self, out_dir, explain: "TermExplainer | None" = None) -> dict:
         """Write the audit's folder (summary, records, worklist, manifest); returns the paths by file name."""
         return write_audit(self, out_dir, explain)
+
+    def with_policy(self, confidence, policy: ReleasePolicy) -> "AuditResult":
+        """The same audit declared to flag at ``confidence`` under ``policy`` (:meth:`AuditConfig.with_policy`):
+        what is exported after a curator settled on them; no set changes."""
+        return replace(self, config=self.config.with_policy(confidence, policy))
 
     def with_inputs(self, **inputs) -> "AuditResult":
         """The result with more facts about its inputs (e.g. LLM counters) for the manifest."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from .conformal import confidence_label
 from .errors import ConfigError
 from .scores import get_score
+from .bundle import CONFIG_FILE, declared_toml, input_files, reproduce_command
 from .policy import worklist, worklist_csv, worklist_json
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ def split_records(split: "ScoredSplit", certificates: list["Certificate"], split
 
 
 def manifest(result: "AuditResult") -> dict:
+    """The audit's manifest: its declared configuration (and the command and file that declare it again),
+    the inputs, the split, the warnings and the versions."""
     config = result.config
     split_ids = {name: hashlib.sha256("\n".join(map(str, s.table.doc_ids)).encode()).hexdigest()
                  for name, s in (("calibration", result.calibration_split), ("test", result.test_split))}
@@ -97,6 +100,7 @@ def manifest(result: "AuditResult") -> dict:
         "config_id": config.config_id,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": config.to_dict(),
+        "reproduce": {"config_file": CONFIG_FILE, "command": reproduce_command(config, input_files(result))},
         "inputs": result.inputs,
         "knowledge_fields": list(config.knowledge.fields),
         "attacker": config.attacker.to_dict(),
@@ -163,12 +167,13 @@ def _write_private(path: Path, text: str) -> None:
 
 def write_audit(result: "AuditResult", out_dir: str | Path, explain: "TermExplainer | None" = None) -> dict[str, Path]:
     """Write summary.json, the records (documents.jsonl; calibration.jsonl and test.jsonl under the split
-    protocol), worklist.csv/json and manifest.json."""
+    protocol), worklist.csv/json, manifest.json and audit.toml (the declared configuration: with the input
+    files, ``cpa audit --config audit.toml`` runs this audit again)."""
     out = prepare_out_dir(out_dir)
     config = result.config
     splits = record_splits(result)
     paths = {name: out / name for name in ("summary.json", *(f"{s}.jsonl" for s in splits), "worklist.csv",
-                                           "worklist.json", "manifest.json")}
+                                           "worklist.json", "manifest.json", CONFIG_FILE)}
     _write_private(paths["summary.json"], json.dumps(result.summary().to_dict(), indent=2))
     for name in splits:
         _write_private(paths[f"{name}.jsonl"], "".join(jsonl_lines(records(result, name))))
@@ -176,4 +181,5 @@ def write_audit(result: "AuditResult", out_dir: str | Path, explain: "TermExplai
     _write_private(paths["worklist.csv"], worklist_csv(work))
     _write_private(paths["worklist.json"], worklist_json(work))
     _write_private(paths["manifest.json"], json.dumps(manifest(result), indent=2, default=str))
+    _write_private(paths[CONFIG_FILE], declared_toml(config))
     return paths

@@ -18,7 +18,8 @@ def written(tmp_path_factory):
 def test_the_folder_holds_every_file(written):
     _, paths, out = written
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["summary.json", "calibration.jsonl", "test.jsonl", "worklist.csv", "worklist.json", "manifest.json"])
+        ["summary.json", "calibration.jsonl", "test.jsonl", "worklist.csv", "worklist.json", "manifest.json",
+         "audit.toml"])
     assert set(paths) == {p.name for p in out.iterdir()}
 
 
