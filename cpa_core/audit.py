@@ -400,12 +400,10 @@ def input_facts(documents: Documents | None, registry: Registry, scores: "Candid
         info = {"file": table.file, "sha256": table.sha256, "rows": len(table)}
         if table.report.rejected:
             info["dropped_rows"] = len(table.report.rejected)
-        columns = {ours: theirs for ours, theirs in (getattr(table, "columns", None) or {}).items() if ours != theirs}
-        if columns:
-            info["columns"] = columns
-        encoding = getattr(table, "encoding", None)
-        if encoding and encoding.replace("-", "").replace("_", "").lower() not in ("utf8", "utf8sig"):
-            info["encoding"] = encoding
+        if table.columns:
+            info["columns"] = dict(table.columns)
+        if table.encoding != "utf-8":
+            info["encoding"] = table.encoding
         out[role] = info
     if scores is not None:
         out["scores"] = {"file": scores.file, "sha256": scores.sha256, "rows": len(scores.frame)}

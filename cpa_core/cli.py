@@ -19,11 +19,13 @@ from .attackers.registry import attacker_specs
 from .audit import estimate_llm_calls, run_audit
 from .config import AUDIT_PARAMS, ProjectConfig, declare_audit, load_config
 from .conformal import confidence_label
-from .data import check_release
+from .data import EncodingError, check_release, encoding_name
 from .errors import ConfigError, CPAError
 from .llm import LLM_PARAMS
 from .params import Param
 from .records import prepare_out_dir
+from .history_cli import (add_audit_history_options, add_history_command, check_audit_history, cmd_history,
+                          record_cli_audit)
 from .progress import ProgressBar
 
 EPILOG = """examples:
@@ -51,6 +53,13 @@ def _ints(text: str) -> list[int]:
     if not values or min(values) < 0:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers of at least 0, found '{text}'")
     return values
+
+
+def _encoding(text: str) -> str:
+    try:
+        return encoding_name(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _dest(param: Param) -> str:
@@ -94,6 +103,12 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
                       help="released documents (CSV, JSONL or Parquet) with doc_id, text, identity_id [, group]")
     data.add_argument("--registry", required=True, metavar="FILE",
                       help="profile registry (CSV, JSONL or Parquet) with identity_id and profile fields")
+    data.add_argument("--documents-encoding", metavar="ENC", type=_encoding,
+                      help="text encoding of a CSV or JSONL documents file (also --test-documents): utf-8 (default, "
+                           "with or without a byte-order mark; or [inputs.documents] encoding), latin-1, cp1252 or "
+                           "another Python codec; Parquet is always UTF-8")
+    data.add_argument("--registry-encoding", metavar="ENC", type=_encoding,
+                      help="text encoding of a CSV or JSONL registry file (as --documents-encoding)")
     data.add_argument("--config", metavar="FILE", help="audit configuration (TOML): knowledge levels, defaults")
     data.add_argument("--drop-invalid", action="store_true",
                       help="drop invalid rows (reported on stderr) instead of stopping at the first one")
@@ -134,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "worklist.csv, worklist.json and manifest.json to --out.")
     _add_audit_options(audit)
     audit.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    add_audit_history_options(audit)
     stress = commands.add_parser("stress", help="stress tests of a configuration (tables as CSV)")
     tests = stress.add_subparsers(dest="test", required=True, metavar="TEST")
     specs = {
@@ -159,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--seeds", type=_ints, default=[0, 1, 2, 3, 4], help="comma-separated seeds")
         if name == "budget":
             sub.add_argument("--ms", type=_ints, default=[1, 3, 5, 10], help="comma-separated sampling budgets m")
+    add_history_command(commands)
     sample = commands.add_parser("sample-data", help="regenerate the synthetic demo data")
     sample.add_argument("--out", default="sample_data", metavar="DIR", help="output folder (default sample_data)")
     sample.add_argument("--seed", type=int, default=20261122, help="generator seed")
@@ -213,18 +230,29 @@ def _attacker_params(args, attacker: str) -> dict:
     return out
 
 
+def _decoded(option: str, load, source, **kwargs):
+    """``load(source, **kwargs)``; a file that does not decode is said with the option that declares its encoding."""
+    try:
+        return load(source, **kwargs)
+    except EncodingError as error:
+        raise error.with_hint(f"declare the file's encoding with {option}, e.g. latin-1 or cp1252") from None
+
+
 def _load(args, documents_file: str | None = None):
     project = load_config(args.config) if args.config else ProjectConfig()
     on_invalid = "drop" if args.drop_invalid else "error"
     overrides = _checked_options(args, AUDIT_PARAMS)
-    documents = project.load_documents(documents_file or args.documents, group_column=args.opt_group_column,
-                                       on_invalid=on_invalid)
-    registry = project.load_registry(args.registry, on_invalid=on_invalid)
+    documents = _decoded("--documents-encoding", project.load_documents, documents_file or args.documents,
+                         group_column=args.opt_group_column, on_invalid=on_invalid, encoding=args.documents_encoding)
+    registry = _decoded("--registry-encoding", project.load_registry, args.registry, on_invalid=on_invalid,
+                        encoding=args.registry_encoding)
     check_release(documents, registry)
     for report in (documents.report, registry.report):
         if report.rejected:
             _say(f"{report.file}: dropped {len(report.rejected)} of {report.n_read} rows "
                  f"(first: row {report.rejected[0].row}, {report.rejected[0].column}: {report.rejected[0].reason})")
+        for note in report.notes:
+            _say(f"{report.file}: {note}")
     scores = read_candidate_scores(args.scores, columns=project.columns.get("scores")) if args.scores else None
     attacker = args.attacker or ("imported" if scores is not None else project.audit.get("attacker", "tfidf"))
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
@@ -270,6 +298,7 @@ def _write_attribute_sets(result, attacker, out: str) -> None:
 def cmd_audit(args) -> int:
     if not args.dry_run:
         prepare_out_dir(args.out)  # before any work: an unusable folder is said at once
+        check_audit_history(args)  # and so is an unusable audit history
     _, documents, registry, config, attacker = _load(args)
     try:
         return _audit(args, documents, registry, config, attacker)
@@ -297,6 +326,7 @@ def _audit(args, documents, registry, config, attacker) -> int:
     flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
     _say(f"{len(flagged)} documents flagged ({config.policy.rule} at confidence "
          f"{confidence_label(config.policy_confidence)}); results in {args.out}")
+    record_cli_audit(args, result)
     return 0
 
 
@@ -355,7 +385,7 @@ def cmd_sample_data(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"audit": cmd_audit, "stress": cmd_stress, "sample-data": cmd_sample_data}
+    handlers = {"audit": cmd_audit, "stress": cmd_stress, "history": cmd_history, "sample-data": cmd_sample_data}
     try:
         return handlers[args.command](args)
     except CPAError as error:

@@ -86,15 +86,23 @@ class ProjectConfig:
     def group_column(self) -> str | None:
         return self.audit.get("group_column") or None
 
-    def load_documents(self, source, *, name: str | None = None, group_column: str | None = None,
-                       on_invalid: str = "error") -> Documents:
-        """Documents read with the declared column mapping and group column (``group_column`` overrides it)."""
-        return load_documents(source, name=name, columns=self.columns.get("documents"),
-                              group_column=group_column or self.group_column, on_invalid=on_invalid)
+    def encoding(self, role: str) -> str:
+        """The declared encoding of an input (``[inputs.<role>] encoding``), else UTF-8."""
+        return self.inputs.get(role, {}).get("encoding") or "utf-8"
 
-    def load_registry(self, source, *, name: str | None = None, on_invalid: str = "error") -> Registry:
-        """A registry read with the declared column mapping."""
-        return load_registry(source, name=name, columns=self.columns.get("registry"), on_invalid=on_invalid)
+    def load_documents(self, source, *, name: str | None = None, group_column: str | None = None,
+                       on_invalid: str = "error", encoding: str | None = None) -> Documents:
+        """Documents read with the declared column mapping, group column and encoding (``group_column`` and
+        ``encoding`` override them)."""
+        return load_documents(source, name=name, columns=self.columns.get("documents"),
+                              group_column=group_column or self.group_column, on_invalid=on_invalid,
+                              encoding=encoding or self.encoding("documents"))
+
+    def load_registry(self, source, *, name: str | None = None, on_invalid: str = "error",
+                      encoding: str | None = None) -> Registry:
+        """A registry read with the declared column mapping and encoding (``encoding`` overrides it)."""
+        return load_registry(source, name=name, columns=self.columns.get("registry"), on_invalid=on_invalid,
+                             encoding=encoding or self.encoding("registry"))
 
 
 def _table(file: str, section: str, value) -> dict:
@@ -185,7 +193,9 @@ def declare_audit(project: ProjectConfig, registry: Registry, *, knowledge: str 
     declared = {k: v for k, v in (overrides or {}).items() if v is not None}
     settings = {**project.audit, **check_table(AUDIT_PARAMS, declared, "[audit]")}
     query_mode = settings.get("query_mode")
-    if fields:
+    if fields and tuple(fields) == tuple(registry.fields):  # every field: the undeclared default, one id
+        level = full_knowledge(registry)
+    elif fields:
         level = KnowledgeLevel("custom", tuple(fields), query_mode or "direct", "custom field list")
     elif knowledge or settings.get("knowledge"):
         level = project.level(knowledge or settings["knowledge"])

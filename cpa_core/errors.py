@@ -4,6 +4,7 @@
 
     CPAError                 root: the CLI and the dashboard catch it and show its one-line message
     ├── ConfigError          the declared configuration is invalid or inconsistent with the data
+    │   └── HistoryError     the audit history (or a snapshot in it) cannot be used as asked
     ├── DataError            an input file cannot be used as given (names file, row, column, expected, found)
     └── LLMError             an LLM call failed for good (names the endpoint, the status and what to check)
         └── LLMBudgetError   a run would exceed the configured call budget (raised before any call)
@@ -22,6 +23,14 @@ class CPAError(Exception):
 
 class ConfigError(CPAError):
     """The declared configuration is invalid or inconsistent with the data."""
+
+
+class HistoryError(ConfigError):
+    """The audit history or one of its snapshots cannot be used as asked.
+
+    The message names the file, what was expected and what was found (an unknown audit id, a file that is
+    not an audit history, a folder, an unwritable location, a snapshot that changed since it was written).
+    """
 
 
 class DataError(CPAError):

@@ -41,6 +41,19 @@ def threshold_text(q_hat: float) -> str:
     return f"{q_hat:.6g}" if math.isfinite(q_hat) else "infinite"
 
 
+def clopper_pearson(successes: int, n: int, level: float = 0.95) -> tuple[float, float] | None:
+    """The exact (Clopper–Pearson) two-sided ``level`` confidence interval of a binomial proportion
+    ``successes / n``; ``None`` when ``n = 0``."""
+    if n == 0:
+        return None
+    from scipy.special import betaincinv  # the beta quantile (scipy.stats.beta.ppf), without scipy.stats' import
+
+    tail = (1 - level) / 2
+    low = 0.0 if successes == 0 else float(betaincinv(successes, n - successes + 1, tail))
+    high = 1.0 if successes == n else float(betaincinv(successes + 1, n - successes, 1 - tail))
+    return low, high
+
+
 def ranking_metrics(truth_ranks: np.ndarray) -> dict:
     """Top-k accuracy, MRR and mean rank of the truth (ranks: 1 = top, 0 = outside the pool)."""
     n = truth_ranks.shape[0]
@@ -55,6 +68,9 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
                         policy: ReleasePolicy | None = None) -> dict:
     """Coverage, set sizes, leakage and miss rate of the documents selected by ``mask``.
 
+    ``coverage_low``/``coverage_high`` bound the coverage with a 95 % Clopper–Pearson interval over the
+    labelled documents, ``coverage_conditional_low``/``_high`` the conditional coverage over those whose
+    identity is in the pool. ``pool_size`` is the median size of the documents' non-empty candidate pools.
     With a release ``policy``, also ``n_flagged`` and ``flagged_share``.
     """
     split = cert.split
@@ -66,12 +82,20 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
     alpha = 1 - float(cert.confidence)
     miss = float(np.mean(~in_pool)) if n_labelled else None
     q = np.unique(cert.q_hat[mask])
+    interval = clopper_pearson(int(covered.sum()), n_labelled) or (None, None)
+    interval_in_pool = clopper_pearson(int(covered[in_pool].sum()), int(in_pool.sum())) or (None, None)
+    pools = split.table.pool_sizes[mask]
+    pools = pools[pools > 0]
     out = {
         "confidence": float(cert.confidence),
         "n_test": n,
         "n_labelled": n_labelled,
         "coverage": float(np.mean(covered)) if n_labelled else None,
         "coverage_conditional": float(np.mean(covered[in_pool])) if in_pool.any() else None,
+        "coverage_low": interval[0],
+        "coverage_high": interval[1],
+        "coverage_conditional_low": interval_in_pool[0],
+        "coverage_conditional_high": interval_in_pool[1],
         "candidate_miss_rate": miss,
         "open_world_bound": (1 - miss) * (1 - alpha) if n_labelled else None,
         "median_set_size": float(np.median(sizes)) if n else None,
@@ -82,6 +106,7 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
         "p90_set_size": float(np.percentile(sizes, 90)) if n else None,
         "mean_leakage": float(np.mean(1.0 / np.maximum(1, sizes))) if n else None,
         "empty_rate": float(np.mean(sizes == 0)) if n else None,
+        "pool_size": int(np.median(pools)) if pools.size else None,
         "q_hat": _finite(split.score.to_method(q[0])) if q.shape[0] == 1 else None,
         "threshold": threshold_text(split.score.to_method(q[0])) if q.shape[0] == 1 else "per-group",
     }
@@ -99,7 +124,8 @@ class AuditSummary:
 
     ``levels`` maps a confidence label to its entry: the test split's metrics (with ``n_cal``, the
     calibration size that level needs for a finite threshold ``n_cal_needed``, ``alpha``, the share of
-    (nearly) whole-pool sets ``whole_pool_rate`` and every reason the certificate certifies nothing as
+    (nearly) whole-pool sets ``whole_pool_rate``, the share of the documents' subjects found in the registry
+    ``share_in_registry`` (``None`` when unknown) and every reason the certificate certifies nothing as
     ``warnings``, see :mod:`cpa_core.diagnostics`). Thresholds are on the METHOD's scale (an APS mass, a rank, ...). and, with groups, ``groups`` mapping each group to its own metrics, ``n_cal``
     and ``q_hat`` (the group's threshold under per-group calibration, else the pooled one).
     """
@@ -161,6 +187,7 @@ def summarize(result: "AuditResult", confidences: Iterable | None = None,
         entry["n_cal"] = sum(calibration.n_.values())
         entry["n_cal_needed"] = minimum_calibration_size(alpha_from_confidence(level))
         entry["whole_pool_rate"] = float(whole_pool(cert).mean()) if len(split) else None
+        entry["share_in_registry"] = result.inputs.get("documents", {}).get("share_in_registry")
         entry["warnings"] = certificate_warnings(result, cert, policy)
         if split.groups is not None:
             keys, codes = split.group_codes

@@ -56,7 +56,7 @@ def _certified_by(cert: "Certificate", row: int) -> str:
     return "leave-one-out: the other labelled documents" if cert.left_out[row] else "all labelled documents"
 
 
-def split_records(split: "ScoredSplit", certificates: list["Certificate"], split_name: str,
+def split_records(split: "ScoredSplit", certificates: list["Certificate"], split_name: str, config_id: str,
                   n_candidates: int = RECORD_CANDIDATES) -> Iterator[dict]:
     table = split.table
     for row in range(len(split)):
@@ -64,6 +64,7 @@ def split_records(split: "ScoredSplit", certificates: list["Certificate"], split
         index = table.candidates[row, :pool]
         record = {
             "doc_id": table.doc_ids[row],
+            "config_id": config_id,
             "split": split_name,
             "group": None if split.groups is None else split.groups[row],
             "query": None if table.queries is None else table.queries[row],
@@ -131,7 +132,7 @@ def records(result: "AuditResult", split_name: str, confidences: Iterable | None
         split, certify = result.calibration_split, result.calibration_certificate
     else:
         split, certify = result.test_split, result.certificate
-    return split_records(split, [certify(level) for level in levels], split_name)
+    return split_records(split, [certify(level) for level in levels], split_name, result.config.config_id)
 
 
 def jsonl_lines(items: Iterable[dict]) -> Iterator[str]:

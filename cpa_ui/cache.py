@@ -20,10 +20,10 @@ from cpa_core.attackers.base import Attacker, TermExplainer
 from cpa_core.attackers.imported import CandidateScores, read_candidate_scores
 from cpa_core.audit import AuditConfig, AuditResult, estimate_llm_calls, run_audit
 from cpa_core.config import ProjectConfig, load_config, parse_config
-from cpa_core.data import Documents, Registry, load_documents, load_registry, read_table
+from cpa_core.data import Documents, Registry, encoding_notes, load_documents, load_registry, read_table
 from cpa_core.errors import ConfigError
 from cpa_core.metrics import confidence_curve
-from cpa_core.policy import ReleasePolicy, worklist
+from cpa_core.policy import worklist
 
 from .state import AuditRun, DataSet
 
@@ -49,21 +49,23 @@ def load_sample() -> DataSet:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def table_columns(data: bytes, name: str) -> tuple[list[str], int]:
-    """Column names and row count of an uploaded table (raises ``DataError`` if it is not one)."""
-    frame, _ = read_table(data, name)
-    return list(frame.columns), len(frame)
+def table_columns(data: bytes, name: str, encoding: str = "utf-8") -> tuple[list[str], int, tuple[str, ...]]:
+    """Column names, row count and encoding notes of an uploaded table (raises ``DataError`` if it is not one)."""
+    frame, _ = read_table(data, name, encoding=encoding)
+    return list(frame.columns), len(frame), encoding_notes(data, encoding, name)
 
 
 @st.cache_data(show_spinner="Validating the documents…", max_entries=8)
 def documents_from_upload(data: bytes, name: str, columns: tuple[tuple[str, str], ...], group_column: str | None,
-                          on_invalid: str) -> Documents:
-    return load_documents(data, name=name, columns=dict(columns), group_column=group_column, on_invalid=on_invalid)
+                          on_invalid: str, encoding: str = "utf-8") -> Documents:
+    return load_documents(data, name=name, columns=dict(columns), group_column=group_column, on_invalid=on_invalid,
+                          encoding=encoding)
 
 
 @st.cache_data(show_spinner="Validating the registry…", max_entries=8)
-def registry_from_upload(data: bytes, name: str, columns: tuple[tuple[str, str], ...], on_invalid: str) -> Registry:
-    return load_registry(data, name=name, columns=dict(columns), on_invalid=on_invalid)
+def registry_from_upload(data: bytes, name: str, columns: tuple[tuple[str, str], ...], on_invalid: str,
+                         encoding: str = "utf-8") -> Registry:
+    return load_registry(data, name=name, columns=dict(columns), on_invalid=on_invalid, encoding=encoding)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -130,11 +132,12 @@ def explainer(key: str, _data: DataSet, _run: AuditRun) -> TermExplainer | None:
 
 
 @st.cache_data(show_spinner="Finding the terms that drive each match…", max_entries=16)
-def explained_worklist(key: str, confidence: float, flag_below: int, leakage_threshold: float | None,
-                       _data: DataSet, _run: AuditRun) -> pd.DataFrame:
-    """The redaction worklist with driving terms (``key``: the run's key)."""
-    return worklist(_run.result.certificate(confidence), ReleasePolicy(flag_below, leakage_threshold),
-                    _run.result.config.config_id, explain=explainer(key, _data, _run))
+def explained_worklist(key: str, config_id: str, _result: AuditResult, _data: DataSet, _run: AuditRun) -> pd.DataFrame:
+    """The redaction worklist with driving terms of ``_result``, the run declared with a flagging level and a
+    release policy (``key``: the run's key; ``config_id``: the declared configuration's)."""
+    config = _result.config
+    return worklist(_result.certificate(config.policy_confidence), config.policy, config_id,
+                    explain=explainer(key, _data, _run))
 
 
 def llm_calls(data: DataSet, config: AuditConfig, attacker: Attacker) -> int:

@@ -26,6 +26,13 @@ HELP: dict[str, str] = {
     "coverage": "Empirical coverage on the held-out test split: the share of test documents whose true identity is "
                 "in its certified set (unconditional: documents whose identity is missing from the pool count as "
                 "misses). It should be close to, and on average at least, the confidence level.",
+    "coverage_ci": "Exact (Clopper–Pearson) 95 % confidence interval of the coverage over the labelled test "
+                   "documents: the range of true coverages consistent with the observed share. Coverage below the "
+                   "target by more than this interval suggests calibration and audited documents are not "
+                   "exchangeable.",
+    "verdict": "Release: no document is flagged and every validity check passed. Redact: some documents are flagged "
+               "and every check passed: redact or withhold them. Inconclusive: a validity check failed, so the "
+               "certificate may certify nothing and a count of flagged documents is no evidence of safety.",
     "coverage_conditional": "Coverage among the test documents whose true identity is in the candidate pool. "
                             "The guarantee is about this quantity when missing identities are excluded from "
                             "calibration.",
@@ -85,6 +92,7 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "threshold": ("q̂", TEXT, "q_hat"),
     "whole_pool_rate": ("whole-pool sets", PERCENT, "whole_pool_rate"),
     "coverage": ("coverage", PERCENT, "coverage"),
+    "coverage_ci": ("coverage 95 % CI", TEXT, "coverage_ci"),
     "coverage_conditional": ("coverage (in pool)", PERCENT, "coverage_conditional"),
     "candidate_miss_rate": ("miss rate ρ", PERCENT, "miss_rate"),
     "open_world_bound": ("open-world bound", PERCENT, "open_world_bound"),

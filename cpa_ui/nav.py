@@ -18,6 +18,7 @@ EXPLORE = "pages/4_explore.py"
 FLAGGED = "pages/5_flagged_documents.py"
 COMPARE = "pages/6_compare.py"
 REPORT = "pages/7_report_and_export.py"
+HISTORY = "pages/8_history.py"
 
 WORKFLOW = (
     PageSpec(DATA, "1 · Data", ":material/upload_file:"),
@@ -27,4 +28,5 @@ WORKFLOW = (
     PageSpec(FLAGGED, "5 · Flagged documents", ":material/flag:"),
     PageSpec(COMPARE, "6 · Compare", ":material/compare_arrows:"),
     PageSpec(REPORT, "7 · Report & export", ":material/description:"),
+    PageSpec(HISTORY, "8 · History", ":material/history:"),
 )

@@ -1,8 +1,11 @@
-"""The self-contained HTML certificate report for a privacy officer (no Streamlit).
+"""The self-contained certificate report for a privacy officer (no Streamlit), on screen and on paper.
 
-One HTML file: styles and plotly.js are inlined once, every figure is drawn from data embedded in the
-page, nothing is fetched from the network. Every value from the data (file names, ids, group labels,
-terms) is escaped. Document text never appears in the report.
+One HTML file: styles are inlined, every figure is drawn from data embedded in the page, nothing is fetched
+from the network. It opens with the release verdict (:func:`cpa_core.verdict.release_verdict`) and a sign-off
+block. On screen the figures are plotly charts (plotly.js inlined once); the print version
+(``for_print=True``, the source of the PDF, see :mod:`cpa_ui.pdf`) draws them as static inline SVG and
+carries no script. Every value from the data (file names, ids, group labels, terms) is escaped. Document text
+never appears in the report.
 """
 
 from __future__ import annotations
@@ -13,36 +16,86 @@ import math
 from datetime import datetime, timezone
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from cpa_core.audit import AuditResult
-
+from cpa_core.diagnostics import NEARLY_WHOLE
 from cpa_core.policy import ReleasePolicy
+from cpa_core.verdict import Verdict, release_verdict
 
-from .analysis import CALIBRATION_COLUMNS, GROUP_COLUMNS, without_empty
-from .figures import REPORT_TEMPLATE, fig_confidence_curve, fig_group_breakdown, fig_set_size_histogram
+from .analysis import GROUP_COLUMNS, without_empty
+from .figures import (FLAGGED_COLOR, REPORT_TEMPLATE, SAFE_COLOR, TARGET_COLOR, fig_confidence_curve,
+                      fig_group_breakdown, fig_set_size_histogram, set_size_bins)
 from .help import COLUMNS, HELP, PERCENT
 from .text import configuration_summary, fmt_confidence, fmt_number, fmt_percent
 
+REPORT_CALIBRATION_COLUMNS = ["confidence", "alpha", "coverage", "coverage_ci", "coverage_conditional",
+                              "candidate_miss_rate", "open_world_bound", "threshold", "median_set_size",
+                              "whole_pool_rate", "n_cal", "n_cal_needed"]
+"""The report's table per confidence level: coverage (with its interval under the split protocol) first; the
+open-world bound only under the 'exclude' miss policy, the only one it describes."""
+
+STATUS_COLORS = {"release": "#1e7e34", "redact": "#b9770e", "inconclusive": "#c0392b"}
+CHECK_RESULTS = {True: ("passed", "pass"), False: ("FAILED", "fail"), None: ("not a test", "info")}
+
 STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1f2933; max-width: 1100px;
-       margin: 2rem auto; padding: 0 1.5rem; line-height: 1.5; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: #1f2933;
+       max-width: 1100px; margin: 2rem auto; padding: 0 1.5rem; line-height: 1.5; }
 h1 { font-size: 1.8rem; margin-bottom: 0.2rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #d9e2ec; }
 .subtitle { color: #52606d; margin-top: 0; }
-table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.88rem; }
+table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.88em; }
 .wide { overflow-x: auto; }
 th, td { border: 1px solid #d9e2ec; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
 th { background: #f0f4f8; }
 .kpis { display: grid; grid-template-columns: repeat(5, 1fr); gap: 0.8rem; margin: 1rem 0; }
 .kpi { border: 1px solid #d9e2ec; border-radius: 0.5rem; padding: 0.7rem; }
 .kpi .value { font-size: 1.6rem; font-weight: 600; } .kpi .label { font-weight: 600; }
-.kpi .help { font-size: 0.8rem; color: #52606d; }
+.kpi .help { font-size: 0.8em; color: #52606d; }
 .note { background: #fff8e1; border-left: 4px solid #f0b429; padding: 0.6rem 0.9rem; margin: 0.8rem 0; }
 .plain { background: #f0f4f8; border-left: 4px solid #2e86c1; padding: 0.6rem 0.9rem; }
 code { background: #f0f4f8; padding: 0 0.2rem; }
+.verdict { border: 2px solid; border-radius: 0.5rem; padding: 0.4rem 1.2rem 0.8rem; margin: 1.2rem 0; }
+.verdict .status { display: inline-block; color: #fff; font-weight: 700;
+                   letter-spacing: 0.03em; padding: 0.25rem 0.8rem; border-radius: 0.3rem; margin-top: 0.8rem; }
+.verdict .headline { font-size: 1.15rem; font-weight: 600; }
+.verdict h3 { margin-bottom: 0.2rem; }
+td.pass { color: #1e7e34; font-weight: 600; } td.fail { color: #c0392b; font-weight: 700; }
+td.info { color: #52606d; }
+.signoff td.line { min-width: 14rem; height: 2.2rem; }
+.hash td, td.hash { font-family: "DejaVu Sans Mono", monospace; font-size: 0.9em; overflow-wrap: anywhere; }
+table.checks td:nth-child(2) { white-space: nowrap; }
+.figure-note { color: #52606d; font-size: 0.85em; }
+svg text { font-family: "DejaVu Sans", sans-serif; }
+@page { size: A4; margin: 16mm 14mm 18mm 14mm;
+        @bottom-right { content: "page " counter(page) " of " counter(pages); font-size: 8pt; color: #52606d;
+                        font-family: "DejaVu Sans", sans-serif; } }
+@media print {
+  body { max-width: none; margin: 0; padding: 0; font-size: 9.5pt; line-height: 1.35; }
+  h1 { font-size: 18pt; } h2 { font-size: 13pt; margin-top: 1.2rem; break-after: avoid; page-break-after: avoid; }
+  h3 { break-after: avoid; page-break-after: avoid; }
+  table { font-size: 8pt; width: 100%; } th, td { padding: 0.15rem 0.35rem; overflow-wrap: break-word; }
+  thead { display: table-header-group; } tr { break-inside: avoid; page-break-inside: avoid; }
+  .wide { overflow: visible; }
+  .keep, .kpis, .kpi, .note, figure, svg { break-inside: avoid; page-break-inside: avoid; }
+  .kpis { gap: 0.4rem; } .kpi { padding: 0.4rem; } .kpi .value { font-size: 13pt; }
+  .verdict { padding: 0.2rem 0.8rem 0.5rem; }
+  .signoff { break-inside: avoid; page-break-inside: avoid; }
+}
 """
+
+GUARANTEE = {
+    "infinite": "Under the conservative miss policy (calibration documents whose subject is missing from the pool "
+                "count as infinitely nonconforming), coverage is unconditional: P(truth ∈ C) ≥ 1 − α = {level} over "
+                "all documents, including those whose subject is not in the candidate pool.",
+    "exclude": "Under the 'exclude' miss policy (calibration documents whose subject is missing from the pool are "
+               "left out), the guarantee is conditional on the subject being in the pool: P(truth ∈ C | truth in "
+               "pool) ≥ 1 − α = {level}; unconditionally, coverage is at least (1 − ρ)(1 − α) = {bound}, where "
+               "ρ = {rho} is the candidate-miss rate.",
+}
+"""The guarantee sentence of each miss policy; the report quotes only the audit's."""
 
 
 def _e(value) -> str:
@@ -77,9 +130,9 @@ def _table(frame: pd.DataFrame, max_rows: int | None = None) -> str:
             f"{more}")
 
 
-def _pairs(pairs: Iterable[tuple[str, object]]) -> str:
-    return "<table><tbody>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in pairs) + \
-        "</tbody></table>"
+def _pairs(pairs: Iterable[tuple[str, object]], cls: str = "") -> str:
+    return f"<table class='keep {cls}'><tbody>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>"
+                                                          for k, v in pairs) + "</tbody></table>"
 
 
 def _figure(fig: go.Figure, div_id: str) -> str:
@@ -92,8 +145,153 @@ def _percent(value) -> str:
     return fmt_percent(value) if value is not None and not (isinstance(value, float) and math.isnan(value)) else "–"
 
 
+def fmt_interval(low, high) -> str:
+    """``0.89, 0.931`` -> ``"89.0–93.1 %"``; ``"–"`` when unknown."""
+    if low is None or high is None:
+        return "–"
+    return f"{100 * low:.1f}–{100 * high:.1f} %"
+
+
+def fmt_coverage(value, low, high) -> str:
+    """``"91.2 % (95 % CI 89.0–93.1 %)"``: a coverage with its Clopper–Pearson interval."""
+    if value is None:
+        return "–"
+    return f"{fmt_percent(value)} (95 % CI {fmt_interval(low, high)})" if low is not None else fmt_percent(value)
+
+
+# --- static figures for print (no script runs in a PDF engine) ------------------------------------------------
+
+def _svg(width: int, height: int, body: str, label: str) -> str:
+    return (f'<svg role="img" aria-label="{_e(label)}" width="{width}" '
+            f'height="{height}" viewBox="0 0 {width} {height}" style="max-width:100%">{body}</svg>')
+
+
+def _svg_text(x: float, y: float, text: str, size: int = 10, anchor: str = "middle", color: str = "#1f2933",
+              weight: str = "normal") -> str:
+    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" fill="{color}" '
+            f'font-weight="{weight}">{_e(text)}</text>')
+
+
+def svg_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str) -> str:
+    """The set-size histogram (the bins of :func:`cpa_ui.figures.set_size_bins`) as a static SVG bar chart:
+    flagged bins (|C| < k) in red, a dashed line at k."""
+    bins = set_size_bins(set_sizes, flag_below)
+    width, height, left, right, top, bottom = 680, 250, 52, 12, 30, 52
+    plot_w, plot_h = width - left - right, height - top - bottom
+    n = max(len(bins), 1)
+    peak = max(int(bins["count"].max()) if len(bins) else 0, 1)
+    step = plot_w / n
+    parts = [_svg_text(left, 16, title, 12, "start", weight="bold"),
+             f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#52606d"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#52606d"/>',
+             _svg_text(left - 6, top + plot_h + 4, "0", 9, "end"), _svg_text(left - 6, top + 8, f"{peak:,}", 9, "end")]
+    label_every = max(1, math.ceil(n / 12))
+    for i, row in enumerate(bins.itertuples(index=False)):
+        bar = plot_h * row.count / peak
+        color = FLAGGED_COLOR if row.upper < flag_below else SAFE_COLOR
+        x = left + i * step
+        parts.append(f'<rect x="{x + 0.5:.1f}" y="{top + plot_h - bar:.1f}" width="{max(step - 1, 0.5):.1f}" '
+                     f'height="{bar:.1f}" fill="{color}"/>')
+        if i % label_every == 0 or i == n - 1:
+            parts.append(_svg_text(x + step / 2, top + plot_h + 14, row.label, 9))
+    flagged = int((bins["upper"] < flag_below).sum())
+    line_x = left + flagged * step
+    parts.append(f'<line x1="{line_x:.1f}" y1="{top}" x2="{line_x:.1f}" y2="{top + plot_h}" stroke="{FLAGGED_COLOR}" '
+                 'stroke-dasharray="4 3"/>')
+    parts.append(_svg_text(line_x + 4, top + 10, f"k = {flag_below}", 9, "start", FLAGGED_COLOR))
+    parts.append(_svg_text(left + plot_w / 2, height - 14, "certified set size |C| (red: flagged, |C| < k)", 10))
+    parts.append(_svg_text(14, top + plot_h / 2, "documents", 10).replace(
+        "<text ", f'<text transform="rotate(-90 14 {top + plot_h / 2:.1f})" ', 1))
+    return _svg(width, height, "".join(parts), title)
+
+
+def svg_confidence_curve(curve: pd.DataFrame, confidence: float, title: str) -> str:
+    """Coverage against the target as the confidence level varies (:func:`cpa_core.metrics.confidence_curve`),
+    as a static SVG line chart with the report's level marked."""
+    width, height, left, right, top, bottom = 680, 250, 52, 180, 30, 44
+    plot_w, plot_h = width - left - right, height - top - bottom
+    levels = curve["confidence"].astype(float).to_numpy()
+    series = [("target (= confidence)", levels, TARGET_COLOR, "2 3"),
+              ("coverage", curve["coverage"].astype(float).to_numpy(), SAFE_COLOR, "")]
+    if curve["coverage_conditional"].notna().any():
+        series.append(("coverage (identity in pool)", curve["coverage_conditional"].astype(float).to_numpy(),
+                       SAFE_COLOR, "6 3"))
+    x0, x1 = float(levels.min()), float(levels.max())
+    y0 = math.floor(10 * min(x0, *(np.nanmin(y) for _, y, _, _ in series))) / 10
+    sx = lambda v: left + plot_w * (v - x0) / max(x1 - x0, 1e-9)  # noqa: E731
+    sy = lambda v: top + plot_h * (1 - (v - y0) / max(1 - y0, 1e-9))  # noqa: E731
+    parts = [_svg_text(left, 16, title, 12, "start", weight="bold"),
+             f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#d9e2ec"/>']
+    for tick in np.arange(math.ceil(10 * y0) / 10, 1.0001, 0.1):
+        parts.append(_svg_text(left - 6, sy(tick) + 3, f"{100 * tick:.0f} %", 9, "end"))
+    for tick in np.arange(math.ceil(20 * x0) / 20, x1 + 1e-9, 0.1):
+        parts.append(_svg_text(sx(tick), top + plot_h + 14, f"{100 * tick:.0f} %", 9))
+    for i, (name, values, color, dash) in enumerate(series):
+        points = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(levels, values) if not math.isnan(y))
+        dashing = f' stroke-dasharray="{dash}"' if dash else ""
+        parts.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="1.8"{dashing}/>')
+        legend_y = top + 12 + 16 * i
+        parts.append(f'<line x1="{left + plot_w + 10}" y1="{legend_y - 3}" x2="{left + plot_w + 30}" '
+                     f'y2="{legend_y - 3}" stroke="{color}" stroke-width="1.8"{dashing}/>')
+        parts.append(_svg_text(left + plot_w + 34, legend_y, name, 9, "start"))
+    marker = sx(float(confidence))
+    parts.append(f'<line x1="{marker:.1f}" y1="{top}" x2="{marker:.1f}" y2="{top + plot_h}" stroke="{FLAGGED_COLOR}" '
+                 'stroke-dasharray="4 3"/>')
+    parts.append(_svg_text(marker + 3, top + plot_h - 4, fmt_confidence(confidence), 9, "start", FLAGGED_COLOR))
+    parts.append(_svg_text(left + plot_w / 2, height - 8, "confidence level 1 − α", 10))
+    return _svg(width, height, "".join(parts), title)
+
+
+# --- the blocks of the report ---------------------------------------------------------------------------------
+
+def verdict_block(verdict: Verdict) -> str:
+    """The verdict: status, headline, the validity checks, what the curator should do, and the warnings."""
+    rows = "".join(f"<tr><td>{_e(check.name)}</td><td class='{CHECK_RESULTS[check.passed][1]}'>"
+                   f"{CHECK_RESULTS[check.passed][0]}</td><td>{_e(check.reason)}</td></tr>" for check in verdict.checks)
+    actions = "".join(f"<li>{_e(action)}</li>" for action in verdict.actions)
+    warnings = "".join(f"<div class='note'>{_e(w)}</div>" for w in verdict.warnings)
+    return f"""<section class="verdict" id="verdict" style="border-color: {STATUS_COLORS[verdict.status]}">
+<div class="status" style="background: {STATUS_COLORS[verdict.status]}">Verdict: {_e(verdict.title)}</div>
+<p class="headline">{_e(verdict.headline)}</p>
+<h3>Validity checks</h3>
+<table class="keep checks"><thead><tr><th>check</th><th>result</th><th>reason</th></tr></thead>
+<tbody>{rows}</tbody></table>
+<h3>What the curator should do</h3>
+<ol>{actions}</ol>
+{warnings}
+<p class="figure-note">{_e(HELP['verdict'])}</p>
+</section>"""
+
+
+def signoff_block(verdict: Verdict, *, inputs: dict, protocol: str, miss_policy: str, generated: str,
+                  tool_version: str) -> str:
+    """The block a privacy officer fills in and signs, with what exactly is signed for."""
+    files = [(f"{name} file", f"{info.get('file')} ({info.get('rows', 0):,} rows)")
+             for name, info in ((n, inputs[n]) for n in ("documents", "registry") if n in inputs)]
+    hashes = "".join(f"<tr><th>{_e(name)} SHA-256</th><td class='hash'>{_e(inputs[name].get('sha256'))}</td></tr>"
+                     for name in ("documents", "registry") if name in inputs)
+    facts = [("configuration id", verdict.config_id), ("verdict", verdict.title),
+             ("confidence level", fmt_confidence(verdict.confidence)), ("release rule", f"flag {verdict.rule}"),
+             ("protocol", protocol), ("miss policy", miss_policy), *files]
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
+    lines = "".join(f"<tr><th>{label}</th><td class='line'></td></tr>"
+                    for label in ("Reviewed by", "Role", "Date", "Signature"))
+    decisions = ("Release as audited", "Release after redacting or withholding the flagged documents",
+                 "Do not release: audit again")
+    return f"""<section class="signoff" id="signoff">
+<h2>Sign-off</h2>
+<p>This certificate covers exactly the configuration, data and release rule below; any change needs a new audit.</p>
+<table class="keep"><tbody>{rows}{hashes}
+<tr><th>generated at</th><td>{_e(generated)}</td></tr>
+<tr><th>tool version</th><td>cpa-core {_e(tool_version)}</td></tr></tbody></table>
+<p><b>Decision</b> (tick one): {' &nbsp; '.join(f'☐ {_e(d)}' for d in decisions)}</p>
+<table class="keep"><tbody>{lines}</tbody></table>
+</section>"""
+
+
 def certificate_report(result: AuditResult, *, confidence: float, policy: ReleasePolicy, curve: pd.DataFrame,
-                       worklist: pd.DataFrame, manifest: dict, generated_at: datetime | None = None) -> str:
+                       worklist: pd.DataFrame, manifest: dict, generated_at: datetime | None = None,
+                       for_print: bool = False) -> str:
     """The report of one audit at one confidence level and release policy, as one HTML document.
 
     Parameters
@@ -101,27 +299,48 @@ def certificate_report(result: AuditResult, *, confidence: float, policy: Releas
     curve : :func:`cpa_core.metrics.confidence_curve` of ``result``
     worklist : :func:`cpa_core.policy.worklist` at ``confidence`` under ``policy``
     manifest : :func:`cpa_core.records.manifest` of ``result``
+    for_print : static SVG figures and no script, for :func:`cpa_ui.pdf.report_pdf`
     """
     config = result.config
     cert = result.certificate(confidence)
     levels = sorted(set(config.confidences) | {confidence})
     summary_of_levels = result.summary(levels, policy)
     metrics = summary_of_levels.level(confidence)
+    verdict = release_verdict(summary_of_levels, confidence)
+    split_protocol = config.protocol == "split"
     inputs = result.inputs
     groups = sorted({str(g) for g in result.test_split.groups}) if result.test_split.groups is not None else []
     generated = (generated_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
     rule_text = policy.rule
     rule = _e(rule_text)
+    level = _e(fmt_confidence(confidence))
     summary = configuration_summary(config, n_documents=inputs.get("documents", {}).get("rows", 0),
                                     n_profiles=inputs.get("registry", {}).get("rows", 0),
                                     groups=groups if config.group_column else ())
+    versions = manifest.get("versions", {})
+    documents = "held-out test documents" if split_protocol else "documents"
+    n_test = metrics["n_test"]
+    n_empty = round((metrics["empty_rate"] or 0) * n_test)
+    n_whole = round((metrics["whole_pool_rate"] or 0) * n_test)
 
+    coverage = fmt_coverage(metrics["coverage"], metrics["coverage_low"], metrics["coverage_high"])
+    coverage_in_pool = fmt_coverage(metrics["coverage_conditional"], metrics["coverage_conditional_low"],
+                                    metrics["coverage_conditional_high"])
+    if split_protocol:
+        coverage_sentence = (f"Empirical coverage on the test split is {_e(coverage)} ({_e(coverage_in_pool)} among "
+                             "documents whose subject is in the candidate pool)")
+    else:
+        coverage_sentence = (f"{_e(_percent(metrics['coverage']))} of the labelled documents are covered by their "
+                             "leave-one-out set: about ⌈n(1 − α)⌉/n by construction under the release protocol, a "
+                             "property of the method, not a validation of it")
     kpi_cards = [
-        ("Documents at risk", f"{metrics['n_flagged']:,} of {metrics['n_test']:,}", HELP["at_risk"]),
+        ("Documents at risk", f"{metrics['n_flagged']:,} of {n_test:,}", HELP["at_risk"]),
         ("Smallest set", fmt_number(metrics["min_set_size"]), HELP["min_set"]),
         ("Median set", fmt_number(metrics["median_set_size"]), HELP["median_set"]),
         ("Mean leakage proxy", fmt_number(metrics["mean_leakage"]), HELP["mean_leakage"]),
-        ("Coverage (test)", _percent(metrics["coverage"]), HELP["coverage"]),
+        (f"Coverage ({'test' if split_protocol else 'release'})", _percent(metrics["coverage"]),
+         (f"95 % CI {fmt_interval(metrics['coverage_low'], metrics['coverage_high'])}. " if split_protocol else
+          "By construction under the release protocol. ") + HELP["coverage"]),
     ]
     cards = "".join(f"<div class='kpi'><div class='label'>{_e(label)}</div><div class='value'>{_e(value)}</div>"
                     f"<div class='help'>{_e(text)}</div></div>" for label, value, text in kpi_cards)
@@ -135,7 +354,7 @@ def certificate_report(result: AuditResult, *, confidence: float, policy: Releas
         ("attacker", json.dumps(config.attacker.to_dict(), sort_keys=True, default=str)),
         ("candidate pool", "whole registry" if config.top_k is None else f"top {config.top_k}"),
         ("nonconformity score", config.score),
-        ("calibration / test documents", f"{len(result.calibration_split):,} / {len(result.test_split):,}"),
+        ("calibration / audited documents", f"{len(result.calibration_split):,} / {len(result.test_split):,}"),
         ("split seed", config.seed),
         ("per-group calibration", f"yes, on '{config.group_column}'" if config.group_column else "no"),
         ("identities missing from the pool (calibration)", config.miss_policy),
@@ -145,21 +364,39 @@ def certificate_report(result: AuditResult, *, confidence: float, policy: Releas
         ("protocol", config.protocol),
         *((f"chosen from the labelled documents: {name}", value) for name, value in inputs.get("learned", {}).items()),
     ]
-    calibration = summary_of_levels.overall_frame()[CALIBRATION_COLUMNS]
-    calibration_html = _table(without_empty(calibration.drop(columns=["warnings"])))
+    calibration = summary_of_levels.overall_frame()
+    calibration["coverage_ci"] = [fmt_interval(low, high) for low, high in
+                                  zip(calibration["coverage_low"], calibration["coverage_high"])]
+    shown_columns = [c for c in REPORT_CALIBRATION_COLUMNS
+                     if (c != "coverage_ci" or split_protocol) and (c != "open_world_bound" or
+                                                                   config.miss_policy == "exclude")]
+    calibration_html = _table(without_empty(calibration[shown_columns]))
     per_group_note = ("<li>Thresholds were calibrated per group, so the guarantee holds within each group.</li>"
                       if config.group_column else "")
-    notes = [w for level in levels for w in summary_of_levels.level(level)["warnings"]]
-    notes_html = "".join(f"<div class='note'>{_e(n)}</div>" for n in dict.fromkeys(notes))
+    guarantee = GUARANTEE[config.miss_policy].format(level=fmt_confidence(confidence),
+                                                     bound=_percent(metrics["open_world_bound"]),
+                                                     rho=_percent(metrics["candidate_miss_rate"]))
+    other_notes = [w for other in levels if other != confidence for w in summary_of_levels.level(other)["warnings"]]
+    other_notes = [w for w in dict.fromkeys(other_notes) if w not in verdict.warnings]
+    notes_html = ("<p>Warnings at the other certified levels:</p>" + "".join(
+        f"<div class='note'>{_e(n)}</div>" for n in other_notes)) if other_notes else ""
 
-    figures = [_figure(fig_set_size_histogram(cert.set_sizes, policy.flag_below,
-                                              title=f"Certified set sizes at {fmt_confidence(confidence)}"),
-                       "fig-histogram"),
-               _figure(fig_confidence_curve(curve, confidence), "fig-curve")]
+    histogram_title = f"Certified set sizes at {fmt_confidence(confidence)}"
     group_html = ""
+    if for_print:
+        figures = [f"<figure>{svg_set_size_histogram(cert.set_sizes, policy.flag_below, histogram_title)}</figure>",
+                   f"<figure>{svg_confidence_curve(curve, confidence, 'Coverage versus confidence')}</figure>",
+                   "<p class='figure-note'>Printed version: the charts are drawn from the same figures as the "
+                   "interactive report; the median set size per level is in the table below"
+                   + ("; the per-group chart is replaced by the per-group table." if groups else ".") + "</p>"]
+    else:
+        figures = [_figure(fig_set_size_histogram(cert.set_sizes, policy.flag_below, title=histogram_title),
+                           "fig-histogram"),
+                   _figure(fig_confidence_curve(curve, confidence), "fig-curve")]
     if groups:
         per_group = summary_of_levels.groups_frame(confidence)[GROUP_COLUMNS]
-        figures.append(_figure(fig_group_breakdown(per_group, confidence), "fig-groups"))
+        if not for_print:
+            figures.append(_figure(fig_group_breakdown(per_group, confidence), "fig-groups"))
         group_html = "<h3>Per group</h3>" + _table(without_empty(per_group, ("n_cal",)))
         if not config.group_column:
             group_html += ("<p>The thresholds were calibrated on all groups together: the guarantee holds on "
@@ -167,41 +404,55 @@ def certificate_report(result: AuditResult, *, confidence: float, policy: Releas
 
     flagged = worklist.drop(columns=[c for c in ("config_id", "confidence") if c in worklist.columns])
     flagged_html = _table(flagged, max_rows=500) if len(flagged) else \
-        "<p>No test document is flagged under this policy.</p>"
+        f"<p>No {'test ' if split_protocol else ''}document is flagged under this policy.</p>"
 
-    versions = manifest.get("versions", {})
     split = manifest.get("split", {})
     files = {name: inputs[name] for name in ("documents", "registry") if name in inputs}
     checksums = [(f"{name} file", f"{info.get('file')} ({info.get('rows'):,} rows)") for name, info in files.items()]
     checksums += [(f"{name} SHA-256", info.get("sha256")) for name, info in files.items()]
     checksums += [(f"{name} document ids SHA-256", digest) for name, digest in split.get("doc_ids_sha256", {}).items()]
     version_rows = [(name, version) for name, version in versions.items()]
+    if split_protocol:
+        audited = (f"{len(result.calibration_split):,} documents with known subjects calibrated the threshold and "
+                   f"{len(result.test_split):,} other documents tested it.")
+    else:
+        audited = (f"Release protocol: all {len(result.test_split):,} documents were certified; the "
+                   f"{len(result.calibration_split):,} documents with known subjects calibrated the thresholds, each "
+                   "labelled document's own set leaving its score out.")
+    script = "" if for_print else f'<script type="text/javascript">{get_plotlyjs()}</script>'
+    signoff = signoff_block(verdict, inputs=inputs, protocol=config.protocol, miss_policy=config.miss_policy,
+                            generated=generated, tool_version=versions.get("cpa-core", "unknown"))
 
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>CPA certificate report {_e(config.config_id)}</title>
 <style>{STYLE}</style>
-<script type="text/javascript">{get_plotlyjs()}</script>
+{script}
 </head><body>
 <h1>Re-identification risk certificate</h1>
 <p class="subtitle">Conformal Privacy Auditing · configuration {_e(config.config_id)} · generated {_e(generated)}</p>
+{verdict_block(verdict)}
+{signoff}
 
 <h2>Summary</h2>
-<p>At <b>{_e(fmt_confidence(confidence))}</b> confidence, <b>{metrics['n_flagged']:,}</b> of {metrics['n_test']:,}
-held-out test documents have a certified ambiguity set smaller than the release threshold (flagged when {rule}).
-Empirical coverage on the test split is {_e(_percent(metrics['coverage']))}
-({_e(_percent(metrics['coverage_conditional']))} among documents whose subject is in the registry); the
-candidate-miss rate is {_e(_percent(metrics['candidate_miss_rate']))}.</p>
+<p>At <b>{level}</b> confidence, <b>{metrics['n_flagged']:,}</b> of {n_test:,}
+{documents} have a certified ambiguity set smaller than the release threshold (flagged when {rule}).
+{coverage_sentence}; the candidate-miss rate is {_e(_percent(metrics['candidate_miss_rate']))}.</p>
 <div class="kpis">{cards}</div>
 {notes_html}
+
+<h2>Empty and whole-pool sets</h2>
+<p><b>{n_empty:,}</b> of {n_test:,} {documents} have an <b>empty set</b> at {level} confidence. |C| = 0: the
+attacker is more certain of its top candidate than the certificate needs — the highest risk; flagged.</p>
+<p><b>{n_whole:,}</b> of {n_test:,} {documents} have a <b>whole-pool set</b> (at least
+{fmt_percent(NEARLY_WHOLE, 0)} of their candidate pool): the method could not narrow anything down — not evidence
+of safety. A count of flagged documents built on such sets says nothing about the risk of these documents.</p>
 
 <h2>What was audited</h2>
 <p>{_e(inputs.get('documents', {}).get('file'))}: {inputs.get('documents', {}).get('rows', 0):,} released documents,
 attacked against the registry {_e(inputs.get('registry', {}).get('file'))} of
-{inputs.get('registry', {}).get('rows', 0):,} candidate profiles.
-{len(result.calibration_split):,} documents with known subjects calibrated the threshold and
-{len(result.test_split):,} other documents tested it.</p>
+{inputs.get('registry', {}).get('rows', 0):,} candidate profiles. {audited}</p>
 
 <h2>The declared threat configuration</h2>
 <p class="plain">{_e(summary)}</p>
@@ -210,8 +461,9 @@ attacked against the registry {_e(inputs.get('registry', {}).get('file'))} of
 <h2>The guarantee, in plain words</h2>
 <p>For each audited document, CPA gives a <b>certified ambiguity set</b> C: a list of registry profiles that
 contains the document's true subject with probability at least the confidence level
-({_e(fmt_confidence(confidence))} here). The probability is over the random draw of calibration and audited
+({level} here). The probability is over the random draw of calibration and audited
 documents; it is a statement about the audit as a whole, not a promise about one particular document.</p>
+<p class="plain" id="guarantee">{_e(guarantee)}</p>
 <p>It rests on a single assumption: the calibration documents and the audited documents are
 <b>exchangeable</b>, for example drawn at random from the same release, and the attacker is exactly the declared
 one (same knowledge, same model, same candidate pool, same release mechanism). It holds for any attacker and any
@@ -221,9 +473,8 @@ score, with no assumption that the attacker's weights are calibrated probabiliti
 configuration: its sets would be smaller and this certificate says nothing about it.</li>
 <li>Documents from another release mechanism, time period or population break exchangeability: coverage can fall
 below the target (see the drift stress test). Recalibrate for each configuration.</li>
-<li>Documents whose subject is absent from the registry (open world, rate
-{_e(_percent(metrics['candidate_miss_rate']))}) cannot be covered. Unconditional coverage is then at least
-(1 − ρ)(1 − α), and calibration treated them as <i>{_e(config.miss_policy)}</i>.</li>
+<li>Documents whose subject is absent from the candidate pool (rate ρ =
+{_e(_percent(metrics['candidate_miss_rate']))} here) can never be in their set.</li>
 {per_group_note}
 </ul>
 
@@ -245,7 +496,7 @@ being right.</li>
 {''.join(figures)}
 <h3>Threshold and coverage per confidence level</h3>
 {calibration_html}
-<p>{_e(HELP['q_hat'])} {_e(HELP['coverage'])}</p>
+<p>{_e(HELP['q_hat'])} {_e(HELP['coverage'])}{(' ' + _e(HELP['coverage_ci'])) if split_protocol else ''}</p>
 {group_html}
 
 <h2>Flagged documents (redaction worklist)</h2>
@@ -255,7 +506,7 @@ not included in this report.</p>
 {flagged_html}
 
 <h2>Data checksums and versions</h2>
-{_pairs(checksums)}
+{_pairs(checksums, 'hash')}
 {_pairs(version_rows)}
 <p>Manifest created {_e(manifest.get('created_at'))}. Per-document records (JSONL) re-derive every number above.</p>
 </body></html>

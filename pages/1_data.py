@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
-from cpa_core.data import DOCUMENT_COLUMNS, FORMATS, REGISTRY_ID, check_release, registry_share
+from cpa_core.data import (DOCUMENT_COLUMNS, DOCUMENT_SYNONYMS, ENCODINGS, FORMATS, REGISTRY_ID, REGISTRY_SYNONYMS,
+                           EncodingError, check_columns, check_release, encoding_preview, guess_columns,
+                           mapping_problems, registry_share)
 from cpa_core.config import ProjectConfig
 from cpa_core.errors import CPAError
 from cpa_ui.analysis import preview
@@ -19,6 +23,9 @@ UPLOAD_TYPES = sorted({suffix.lstrip(".") for suffix in FORMATS})
 ROW_POLICIES = {"error": "Stop at the first invalid row (nothing is replaced)",
                 "drop": "Drop invalid rows and list them in the validation report"}
 NO_GROUP = "(no groups)"
+ENCODING_HELP = ("How the file's text is encoded. UTF-8 is the usual one; files saved by Excel or older systems "
+                 "are often Windows-1252 or Latin-1. A file that does not decode is refused, never read with "
+                 "replaced characters.")
 
 st.title("Data")
 st.markdown("The released documents (with the true identity of each, for calibration and testing) and the "
@@ -40,6 +47,10 @@ def validation_report(report, what: str) -> None:
         st.caption(plain(note))
 
 
+def encoding_label(encoding: str) -> str:
+    return ENCODINGS.get(encoding, plain(encoding))
+
+
 def current_data(data: DataSet) -> None:
     source = "the bundled synthetic sample" if data.source == "sample" else "uploaded files"
     st.success(f"Auditing {len(data.documents):,} documents against {len(data.registry):,} profiles from {source}.",
@@ -50,7 +61,7 @@ def current_data(data: DataSet) -> None:
     documents_tab, registry_tab = st.tabs([f"Documents · {plain(data.documents.file)}",
                                            f"Registry · {plain(data.registry.file)}"])
     with documents_tab:
-        st.caption(f"SHA-256 {data.documents.sha256}")
+        st.caption(f"SHA-256 {data.documents.sha256}; read as {encoding_label(data.documents.encoding)}")
         validation_report(data.documents.report, "Rows")
         if data.documents.has_groups:
             counts = data.documents.frame["group"].value_counts().rename_axis("group").reset_index(name="documents")
@@ -63,37 +74,84 @@ def current_data(data: DataSet) -> None:
                                     "text_words": st.column_config.NumberColumn(
                                         "words", help="Length of the released text, in words.")})
     with registry_tab:
-        st.caption(f"SHA-256 {data.registry.sha256}; fields: {plain(', '.join(data.registry.fields))}")
+        st.caption(f"SHA-256 {data.registry.sha256}; read as {encoding_label(data.registry.encoding)}; "
+                   f"fields: {plain(', '.join(data.registry.fields))}")
         validation_report(data.registry.report, "Rows")
         st.markdown("**Preview**")
         st.dataframe(data.registry.frame.head(50), hide_index=True, width="stretch", height=260)
 
 
-def column_choice(label: str, ours: str, theirs: list[str], key: str, optional: bool = False) -> str | None:
+def column_choice(label: str, default: str | None, theirs: list[str], key: str, optional: bool = False) -> str | None:
     options = ([NO_GROUP] if optional else []) + theirs
-    default = ours if ours in theirs else (NO_GROUP if optional else None)
+    default = default if default is not None else (NO_GROUP if optional else None)
     choice = st.selectbox(label, options, index=None if default is None else options.index(default), key=key,
                           placeholder="choose a column")
     return None if choice in (None, NO_GROUP) else choice
 
 
-def file_columns(uploaded, column) -> list[str] | None:
-    """The uploaded table's columns (``None``: nothing uploaded; ``[]``: not a readable table, said on the page)."""
+def file_columns(uploaded, column, kind: str, synonyms: dict,
+                 required: tuple[str, ...]) -> tuple[list[str] | None, str]:
+    """The uploaded table's columns (``None``: nothing uploaded; ``[]``: not usable as it is, said on the page)
+    and the encoding chosen for it."""
     if uploaded is None:
-        return None
-    try:
-        columns, rows = table_columns(uploaded.getvalue(), uploaded.name)
-    except CPAError as error:
-        show_error(error)
-        return []
-    column.caption(f"{rows:,} rows; columns: {plain(', '.join(columns))}")
-    return columns
+        return None, "utf-8"
+    data = uploaded.getvalue()
+    encoding = "utf-8"
+    if FORMATS.get(Path(uploaded.name).suffix.lower()) != "parquet":  # Parquet text is always UTF-8
+        encoding = column.selectbox("Encoding", list(ENCODINGS), format_func=ENCODINGS.get,
+                                    key=f"upload.{kind}.encoding", help=ENCODING_HELP)
+    with column:
+        try:
+            columns, rows, notes = table_columns(data, uploaded.name, encoding)
+            if len(columns) < len(required):  # no mapping can supply every required column: say which is missing
+                guess = guess_columns(columns, synonyms)
+                check_columns(uploaded.name, columns, {ours: guess[ours] for ours in required if guess[ours]}, required)
+        except EncodingError as error:
+            show_error(error.with_hint("choose the file's encoding in the Encoding box above"))
+            st.markdown("Words with accented or special characters as each encoding reads them; choose the "
+                        "encoding whose column looks right:")
+            st.dataframe(encoding_preview(data).fillna("(does not decode)").rename(columns=ENCODINGS),
+                         hide_index=True)
+            return [], encoding
+        except CPAError as error:
+            show_error(error)
+            return [], encoding
+        st.caption(f"{rows:,} rows; columns: {plain(', '.join(columns))}")
+        for note in notes:
+            st.warning(plain(note), icon=":material/warning:")
+    return columns, encoding
+
+
+def mapping_form(column, kind: str, columns: list[str], synonyms: dict, required: tuple[str, ...]):
+    """A file column for each of ours, guesses preselected: the mapping ``{ours: theirs or None}`` and whether it
+    can be loaded. Captions say what was guessed and what is missing."""
+    marker = f"upload.{kind}.mapped_columns"
+    if st.session_state.get(marker) != columns:  # another file: forget the choices made for the previous one
+        for key in [k for k in st.session_state if str(k).startswith(f"map.{kind}.")]:
+            del st.session_state[key]
+        st.session_state[marker] = columns
+    guess = guess_columns(columns, synonyms)
+    mapping = {}
+    with column:
+        for ours in synonyms:
+            optional = ours not in required
+            label = f"Column holding the {ours} (optional)" if optional else f"Column holding '{ours}'"
+            mapping[ours] = column_choice(label, guess[ours], columns, key=f"map.{kind}.{ours}", optional=optional)
+        guessed = [f"{ours} = {theirs}" for ours, theirs in mapping.items()
+                   if theirs is not None and theirs == guess[ours] and theirs != ours]
+        if guessed:
+            st.caption(f"{plain(', '.join(guessed))}: guessed from the column names; check")
+        problems = mapping_problems(mapping, required)
+        if problems:
+            st.caption(plain(f"Cannot load yet: {'; '.join(problems)}."))
+    return mapping, not problems
 
 
 def upload_form(data: DataSet | None) -> None:
     limit = st.get_option("server.maxUploadSize")
-    st.markdown(f"CSV (UTF-8), JSONL or Parquet, up to {limit} MB per file. A file replaces only its part: upload "
-                "just the documents to audit them against the current registry, or both.")
+    st.markdown(f"CSV or JSONL (UTF-8, Latin-1 or Windows-1252: choose under each file) or Parquet, up to {limit} "
+                "MB per file. A file replaces only its part: upload just the documents to audit them against the "
+                "current registry, or both.")
     left, right = st.columns(2)
     documents_file = left.file_uploader("Released documents", type=UPLOAD_TYPES, key="upload.documents",
                                         help="Columns: a document id, the released text, the true identity id, and "
@@ -103,26 +161,26 @@ def upload_form(data: DataSet | None) -> None:
     config_file = st.file_uploader("Audit configuration (optional TOML: knowledge levels and defaults)", type=["toml"],
                                    key="upload.config")
     mapping_documents, mapping_registry, group_column = {}, {}, None
-    documents_columns = file_columns(documents_file, left)
-    registry_columns = file_columns(registry_file, right)
+    documents_columns, documents_encoding = file_columns(documents_file, left, "documents", DOCUMENT_SYNONYMS,
+                                                          DOCUMENT_COLUMNS)
+    registry_columns, registry_encoding = file_columns(registry_file, right, "registry", REGISTRY_SYNONYMS,
+                                                        (REGISTRY_ID,))
     ready = documents_columns != [] and registry_columns != []
     if documents_columns:
-        with left:
-            for ours in DOCUMENT_COLUMNS:
-                mapping_documents[ours] = column_choice(f"Column holding '{ours}'", ours, documents_columns,
-                                                        key=f"map.documents.{ours}")
-            group_column = column_choice("Column holding the group (optional)", "group", documents_columns,
-                                         key="map.documents.group", optional=True)
+        mapping_documents, complete = mapping_form(left, "documents", documents_columns, DOCUMENT_SYNONYMS,
+                                                   DOCUMENT_COLUMNS)
+        group_column = mapping_documents.pop("group")
+        ready = ready and complete
     if registry_columns:
-        with right:
-            mapping_registry[REGISTRY_ID] = column_choice(f"Column holding '{REGISTRY_ID}'", REGISTRY_ID,
-                                                          registry_columns, key="map.registry.identity_id")
+        mapping_registry, complete = mapping_form(right, "registry", registry_columns, REGISTRY_SYNONYMS,
+                                                  (REGISTRY_ID,))
+        ready = ready and complete
     on_invalid = st.radio("Invalid rows (missing or duplicate ids, empty text)", list(ROW_POLICIES),
                           format_func=ROW_POLICIES.get, key="upload.on_invalid", horizontal=True)
     nothing = documents_file is None and registry_file is None and config_file is None
     if st.button("Load these files", type="primary", disabled=nothing or not ready, key="upload.load"):
         load_uploads(data, documents_file, registry_file, config_file, mapping_documents, mapping_registry,
-                     group_column, on_invalid)
+                     group_column, on_invalid, documents_encoding, registry_encoding)
 
 
 def _renames(mapping: dict[str, str | None]) -> tuple[tuple[str, str], ...]:
@@ -130,7 +188,7 @@ def _renames(mapping: dict[str, str | None]) -> tuple[tuple[str, str], ...]:
 
 
 def load_uploads(data, documents_file, registry_file, config_file, mapping_documents, mapping_registry,
-                 group_column, on_invalid) -> None:
+                 group_column, on_invalid, documents_encoding, registry_encoding) -> None:
     """Validate the uploads; on any problem say what is wrong and keep the data as it was."""
     if data is None and (documents_file is None or registry_file is None):
         st.error("Upload both the documents and the registry.", icon=":material/error:")
@@ -141,15 +199,17 @@ def load_uploads(data, documents_file, registry_file, config_file, mapping_docum
             data.project if data is not None and data.source == "upload" else ProjectConfig()
         if documents_file is not None:
             documents = documents_from_upload(documents_file.getvalue(), documents_file.name,
-                                              _renames(mapping_documents), group_column, on_invalid)
-            documents_key = (documents.sha256, _renames(mapping_documents), group_column, on_invalid)
+                                              _renames(mapping_documents), group_column, on_invalid,
+                                              documents_encoding)
+            documents_key = (documents.sha256, _renames(mapping_documents), group_column, on_invalid,
+                             documents.encoding)
         else:
             documents, documents_key = data.documents, data.fingerprint
             group_column = data.group_column
         if registry_file is not None:
             registry = registry_from_upload(registry_file.getvalue(), registry_file.name,
-                                            _renames(mapping_registry), on_invalid)
-            registry_key = (registry.sha256, _renames(mapping_registry), on_invalid)
+                                            _renames(mapping_registry), on_invalid, registry_encoding)
+            registry_key = (registry.sha256, _renames(mapping_registry), on_invalid, registry.encoding)
         else:
             registry, registry_key = data.registry, data.fingerprint
         check_release(documents, registry)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
+from cpa_core.bundle import declared_toml
 from cpa_core.errors import CPAError
 from cpa_ui import nav
 from cpa_ui.analysis import calibration_table, group_table
 from cpa_ui.cache import audit_run
 from cpa_ui.components import declared, require_data, show_error, show_warnings, table_columns
 from cpa_ui.help import HELP
+from cpa_ui.history import record_calibration
 from cpa_ui.state import state
 from cpa_ui.text import fmt_confidence, fmt_percent, plain
 
@@ -32,6 +34,11 @@ st.caption(f"Declared configuration {config.config_id}: knowledge {plain(config.
            + ("release protocol (every document certified)" if config.protocol == "release" else
               f"split protocol: n_cal {config.n_cal}, n_test {config.n_test}, seed {config.seed}")
            + (", calibrated per group" if config.group_column else "") + ".")
+with st.expander("Every declared setting (audit.toml)", icon=":material/settings:"):
+    st.caption("What this audit certifies, exactly: the same file with `cpa audit --config audit.toml` on the same "
+               "files declares the same configuration (the files are pinned by their SHA-256). The confidence level "
+               "and the release policy chosen on later pages are added to it in the exports.")
+    st.code(declared_toml(config), language="toml")
 
 label = "Run the attack and calibrate" if not current else "Run again"
 if st.button(label, type="primary" if not current else "secondary", icon=":material/play_arrow:",
@@ -46,6 +53,7 @@ if st.button(label, type="primary" if not current else "secondary", icon=":mater
     finally:
         placeholder.empty()
     state.run, current = run, True
+    record_calibration(run)  # a history failure is a warning: the run is kept
     state.notice = f"Calibrated in {run.seconds:.1f} s."
 
 if run is None:

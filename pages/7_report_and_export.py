@@ -1,4 +1,5 @@
-"""Step 7: the redaction worklist, the per-document records, the manifest and the HTML certificate report."""
+"""Step 7: the redaction worklist, the per-document records, the manifest, the certificate report and the
+files that reproduce the audit, all of one declared configuration."""
 
 from __future__ import annotations
 
@@ -6,35 +7,38 @@ import json
 
 import streamlit as st
 
+from cpa_core.bundle import audit_bundle, declared_toml
 from cpa_core.policy import worklist_csv, worklist_json
 from cpa_core.records import jsonl_lines, manifest, record_splits, records
 from cpa_ui.analysis import flagged_table
 from cpa_ui.cache import curve, explained_worklist
 from cpa_ui.components import require_data, require_run, stale_notice, table_columns
+from cpa_ui.pdf import report_pdf
 from cpa_ui.report import certificate_report
 from cpa_ui.state import state
 from cpa_ui.text import fmt_confidence, plain
 
 data = require_data()
 run = require_run()
-result = run.result
 confidence, policy = state.confidence, state.policy
+result = run.result.with_policy(confidence, policy)  # the declared configuration of every export below
+config_id = result.config.config_id
 st.title("Report & export")
 stale_notice(run)
-rule = policy.rule
-st.markdown(f"Exports of configuration **{result.config.config_id}** ({plain(run.label)}) at **{fmt_confidence(confidence)}** "
-            f"confidence, flagging documents with {rule} (set both on the Explore page). Files are generated on "
-            "this machine and downloaded by your browser; nothing is uploaded anywhere.")
-stem = f"cpa-{result.config.config_id}-{round(confidence * 1000):04d}"
+st.markdown(f"Every export declares configuration **{config_id}**: the audit calibrated as "
+            f"{run.result.config.config_id} ({plain(run.label)}), flagging at **{fmt_confidence(confidence)}** "
+            f"confidence the documents with {policy.rule} (both set on the Explore and Flagged pages, so they are part "
+            "of the declared configuration). Files are generated on this machine and downloaded by your browser; "
+            "nothing is uploaded anywhere.")
+stem = f"cpa-{config_id}"
 
-work = explained_worklist(run.key, confidence, policy.flag_below, policy.leakage_threshold, data, run)
-audit_manifest = {**manifest(result), "dashboard_view": {"confidence": confidence, **policy.to_dict()}}
+work = explained_worklist(run.key, config_id, result, data, run)
+audit_manifest = manifest(result)
 
 
 def records_jsonl() -> bytes:
-    levels = sorted(set(result.config.confidences) | {confidence})
     return "".join(line for name in record_splits(result)
-                   for line in jsonl_lines(records(result, name, levels))).encode("utf-8")
+                   for line in jsonl_lines(records(result, name))).encode("utf-8")
 
 
 def report_html() -> bytes:
@@ -42,11 +46,23 @@ def report_html() -> bytes:
                               worklist=work, manifest=audit_manifest).encode("utf-8")
 
 
+def report_pdf_bytes() -> bytes:
+    return report_pdf(certificate_report(result, confidence=confidence, policy=policy, curve=curve(run.key, result),
+                                         worklist=work, manifest=audit_manifest, for_print=True))
+
+
 st.subheader("For the privacy officer")
-st.download_button("Certificate report (HTML)", report_html, file_name=f"{stem}-report.html", mime="text/html",
-                   type="primary", icon=":material/description:", key="export.report",
-                   help="One self-contained HTML file: what was audited, the declared threat configuration, the "
-                        "guarantee and its assumptions, the plots, the flagged documents, checksums and versions.")
+left, right = st.columns(2)
+left.download_button("Certificate report (HTML)", report_html, file_name=f"{stem}-report.html", mime="text/html",
+                     type="primary", icon=":material/description:", key="export.report", width="stretch",
+                     help="One self-contained HTML file: the release verdict and its validity checks, a sign-off "
+                          "block, what was audited, the declared threat configuration, the guarantee and its "
+                          "assumptions, the plots, the flagged documents, checksums and versions.")
+right.download_button("Certificate report (PDF)", report_pdf_bytes, file_name=f"{stem}-report.pdf",
+                      mime="application/pdf", icon=":material/picture_as_pdf:", key="export.report_pdf",
+                      width="stretch",
+                      help="The same report on A4 pages, to print and sign: the verdict first, then the sign-off "
+                           "block; the charts are drawn as static images.")
 
 st.subheader("Redaction worklist")
 st.caption(f"{len(work):,} flagged test documents, smallest set first, with the terms that drive each match.")
@@ -71,5 +87,15 @@ right.download_button("Manifest (JSON)", json.dumps(audit_manifest, indent=2, de
                       file_name=f"{stem}-manifest.json", mime="application/json", icon=":material/verified:",
                       key="export.manifest", width="stretch",
                       help="The full declared configuration, input checksums, split sizes, seed and versions.")
+st.download_button("Reproduce this audit (audit.toml and command, ZIP)", lambda: audit_bundle(result),
+                   file_name=f"{stem}-reproduce.zip", mime="application/zip", icon=":material/replay:",
+                   key="export.bundle", width="stretch",
+                   help="The declared configuration as audit.toml (its input files pinned by SHA-256), the cpa audit "
+                        "command that runs it again on the same files, SHA256SUMS, and the figures the run must "
+                        "give. No document text.")
+st.caption("Run it on this machine's files with:")
+st.code(audit_manifest["reproduce"]["command"], language="bash")
+with st.expander("Declared configuration (audit.toml)"):
+    st.code(declared_toml(result.config), language="toml")
 with st.expander("Manifest preview"):
     st.json(audit_manifest, expanded=1)

@@ -120,6 +120,21 @@ class CliPool:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def audit_history(tmp_path_factory) -> Path:
+    """Every audit the tests run (in this process, in ``cpa`` processes, in the dashboard) is recorded in a
+    temporary audit history, never in the user's."""
+    path = tmp_path_factory.mktemp("history") / "history.sqlite"
+    previous = os.environ.get("CPA_HISTORY")
+    os.environ["CPA_HISTORY"] = str(path)
+    yield path
+    shutil.rmtree(path.parent, ignore_errors=True)  # its snapshots hold the attacked texts
+    if previous is None:
+        os.environ.pop("CPA_HISTORY", None)
+    else:
+        os.environ["CPA_HISTORY"] = previous
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT

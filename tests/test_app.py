@@ -198,13 +198,20 @@ def test_full_flow_sample_k2_calibrate_slide_flag_export(sample, downloads):
     work_json = json.loads(downloads[next(n for n in downloads if n.endswith("-worklist.json"))])
     assert len(work_json) == len(worklist) and work_json[0]["confidence"] == 0.6
     manifest = json.loads(downloads[next(n for n in downloads if n.endswith("-manifest.json"))])
-    assert manifest["dashboard_view"] == {"confidence": 0.6, "flag_below": 30, "leakage_threshold": None}
+    # the choices made after calibration are the declared configuration of every export, never a side view
+    assert "dashboard_view" not in manifest
+    declared = manifest["config"]
+    assert (declared["flag_below"], declared["leakage_threshold"], declared["flag_confidence"]) == (30, None, "0.6")
+    assert "0.6" in declared["confidences"]
+    assert set(worklist["config_id"]) == {manifest["config_id"]}
     assert manifest["inputs"]["documents"]["sha256"]
     records = downloads[next(n for n in downloads if n.endswith("-records.jsonl"))]().decode("utf-8").splitlines()
     assert len(records) == sample["n_test"]  # one record per released document
     assert {json.loads(line)["split"] for line in records} == {"documents"}
+    assert {json.loads(line)["config_id"] for line in records} == {manifest["config_id"]}
     report = downloads[next(n for n in downloads if n.endswith("-report.html"))]().decode("utf-8")
     assert report.startswith("<!DOCTYPE html>") and manifest["config_id"] in report
+    assert "|C| &lt; 30" in report and "|C| &lt; 11" not in report and "fewer than 11" not in report
 
 
 def test_leakage_threshold_adds_flags(calibrated):
@@ -572,6 +579,46 @@ def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path,
         assert shown["miss rate ρ"] == fmt_percent(level["candidate_miss_rate"])
         assert shown["median |C|"] == f"{int(level['median_set_size']):,}"
     assert f"<b>{entry['n_flagged']:,}</b> of {entry['n_test']:,}" in report
+
+
+def test_dashboard_exports_reproduce_through_the_command_line(sample_paths, tmp_path, downloads):
+    """One dashboard audit with a confidence and a k chosen after calibration: the report, the manifest, the
+    worklist and the exported bundle's command-line run show one configuration id and the same figures."""
+    import shutil
+    import zipfile
+
+    from conftest import run_cli
+
+    at = calibrate(new_app().run(), "K2")
+    at.switch_page(nav.EXPLORE).run()
+    at.slider(key="w.explore.confidence_percent").set_value(93.0).run()
+    at.switch_page(nav.FLAGGED).run()
+    at.slider(key="w.flagged.flag_below").set_value(25).run()
+    at.switch_page(nav.REPORT).run()
+    assert_clean(at)
+    manifest = json.loads(downloads[next(n for n in downloads if n.endswith("-manifest.json"))])
+    config_id = manifest["config_id"]
+    assert config_id != at.session_state["cpa.run"].result.config.config_id  # k and the level are declared
+    worklist = json.loads(downloads[next(n for n in downloads if n.endswith("-worklist.json"))])
+    assert worklist and {row["config_id"] for row in worklist} == {config_id}
+    report = downloads[next(n for n in downloads if n.endswith("-report.html"))]().decode("utf-8")
+    assert config_id in report and "|C| &lt; 25" in report and "|C| &lt; 11" not in report
+    bundle = downloads[next(n for n in downloads if n.endswith("-reproduce.zip"))]()
+    with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
+        archive.extractall(tmp_path)
+    for role in ("documents", "registry"):
+        shutil.copy(sample_paths[role], tmp_path / Path(sample_paths[role]).name)
+    command = (tmp_path / "reproduce.sh").read_text().splitlines()[-1].split()
+    done = run_cli(*command[1:], cwd=tmp_path)
+    assert done.returncode == 0, done.describe()
+    out = tmp_path / "out" / "reproduced"
+    cli_manifest = json.loads((out / "manifest.json").read_text())
+    assert cli_manifest["config_id"] == config_id and cli_manifest["config"] == manifest["config"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary == json.loads((tmp_path / "expected-summary.json").read_text())
+    assert summary["confidence"]["0.93"]["n_flagged"] == len(worklist)
+    assert [row["doc_id"] for row in json.loads((out / "worklist.json").read_text())] == \
+        [row["doc_id"] for row in worklist]
 
 
 # --- every attacker form ---------------------------------------------------------------------------------------

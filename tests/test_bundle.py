@@ -16,7 +16,7 @@ import pytest
 
 from cpa_core.audit import run_audit
 from cpa_core.bundle import audit_bundle, declared_toml, reproduce_command
-from cpa_core.config import load_config, parse_config, declare_audit
+from cpa_core.config import ProjectConfig, declare_audit, load_config, parse_config
 from cpa_core.data import load_documents, load_registry
 from cpa_core.errors import ConfigError
 from cpa_core.policy import ReleasePolicy
@@ -130,3 +130,39 @@ def test_bundle_reproduces_the_audit(sample, tmp_path):
         (tmp_path / "expected-summary.json").read_text())
     manifest = json.loads((tmp_path / "out" / "reproduced" / "manifest.json").read_text())
     assert manifest["config_id"] == config.config_id
+
+
+def test_the_dashboard_at_its_defaults_declares_what_the_command_line_does(sample):
+    """Uploaded files with no configuration file: the dashboard's default threat model is the command line's."""
+    from cpa_core.config import ProjectConfig
+    from cpa_ui.attackers import declare, default_threat
+    from cpa_ui.state import DataSet
+
+    _, documents, registry = sample
+    plain = replace(documents, frame=documents.frame.drop(columns=["group"]))
+    data = DataSet(plain, registry, ProjectConfig(), "upload", "fingerprint")
+    dashboard, _ = declare(data, default_threat(data))
+    command_line, _ = declare_audit(ProjectConfig(), registry, documents=plain)
+    assert dashboard.config_id == command_line.config_id
+
+
+def test_a_mapped_latin1_release_is_declared_with_its_reading(sample, tmp_path):
+    """The column mapping and the encoding of an upload are part of the declared configuration, and the file
+    reads the same files the same way."""
+    project, documents, registry = sample
+    frame = documents.frame.drop(columns=["group"]).rename(columns={"doc_id": "doc", "text": "note",
+                                                                    "identity_id": "subject"})
+    frame = frame[[text.isascii() for text in frame["note"]]].reset_index(drop=True)
+    frame.loc[0, "note"] = "Zoë Müller a visité Besançon"
+    path = tmp_path / "release.csv"
+    path.write_bytes(frame.to_csv(index=False).encode("latin-1"))
+    mapping = {"doc_id": "doc", "text": "note", "identity_id": "subject"}
+    upload = load_documents(path.read_bytes(), name="release.csv", columns=mapping, encoding="latin-1")
+    config, _ = declare_audit(ProjectConfig(), registry, documents=upload)
+    assert config.data["documents"]["columns"] == mapping and config.data["documents"]["encoding"] == "latin-1"
+    declared = parse_config(declared_toml(config), "audit.toml")
+    again = declared.load_documents(path)
+    assert again.frame.equals(upload.frame)
+    assert declare_audit(declared, registry, documents=again)[0].config_id == config.config_id
+    utf8 = load_documents(path.read_bytes().decode("latin-1").encode("utf-8"), name="release.csv", columns=mapping)
+    assert declare_audit(ProjectConfig(), registry, documents=utf8)[0].config_id != config.config_id

@@ -336,6 +336,18 @@ def test_stress_drift(runs):
     assert table["calibrated_on"].nunique() == 1 and (table["calibrated_on"] != table["tested_on"]).all()
 
 
+def test_stress_drift_to_other_documents_names_two_configurations(sample_paths, tmp_path):
+    """Another release is another configuration: its checksum enters the id."""
+    from conftest import run_cli_inprocess
+    other = tmp_path / "other.csv"
+    pd.read_csv(sample_paths["documents"]).iloc[::2].to_csv(other, index=False)
+    result = run_cli_inprocess("stress", "drift", *sample_args(sample_paths, tmp_path / "drift.csv", "--knowledge", "K1",
+                                                                "--confidence", "0.9", "--test-documents", other))
+    ok(result)
+    table = pd.read_csv(tmp_path / "drift.csv")
+    assert table["calibrated_on"].nunique() == 1 and (table["calibrated_on"] != table["tested_on"]).all()
+
+
 # ----------------------------------------------------------------------------------------- bad inputs
 
 def test_missing_file_in_a_process(runs):

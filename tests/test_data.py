@@ -3,12 +3,16 @@ error per kind of bad input, each naming the file, the row/column, what was expe
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from conftest import toy_frames, write_table
 from cpa_core.data import check_release, load_documents, load_registry, read_table, registry_share
@@ -430,3 +434,297 @@ def test_a_blank_identity_marks_an_unlabelled_document(tmp_path):
     assert loaded.frame["identity_id"].tolist() == ["P0", None, None] and len(loaded) == 3
     jsonl = write_bytes(tmp_path, "d.jsonl", b'{"doc_id": "D0", "text": "a", "identity_id": null}\n')
     assert load_documents(jsonl).frame["identity_id"].tolist() == [None]
+
+
+# -------------------------------------------------------------------------------------------- guessing columns
+
+from cpa_core.config import ProjectConfig  # noqa: E402
+from cpa_core.data import (DOCUMENT_SYNONYMS, ENCODINGS, REGISTRY_SYNONYMS, EncodingError, check_columns,  # noqa: E402
+                           encoding_name, encoding_notes, encoding_preview, guess_columns, mapping_problems)
+
+
+@pytest.mark.parametrize("header,expected", [
+    (["doc", "note", "subject"], {"doc_id": "doc", "text": "note", "identity_id": "subject", "group": None}),
+    (["id", "text", "person_id"], {"doc_id": "id", "text": "text", "identity_id": "person_id", "group": None}),
+    (["note_id", "note", "person", "mechanism"],
+     {"doc_id": "note_id", "text": "note", "identity_id": "person", "group": "mechanism"}),
+    (["Doc ID", "Released Text", "Patient-ID", "Split"],
+     {"doc_id": "Doc ID", "text": "Released Text", "identity_id": "Patient-ID", "group": "Split"}),
+    (["record_id", "body", "author_id", "source", "age"],
+     {"doc_id": "record_id", "text": "body", "identity_id": "author_id", "group": "source"}),
+    # a column of exactly our name wins over synonyms, which are then not ambiguous
+    (["id", "doc_id", "text", "identity_id", "group", "subject"],
+     {"doc_id": "doc_id", "text": "text", "identity_id": "identity_id", "group": "group"}),
+    (["TEXT", "body", "doc_id", "pid"], {"doc_id": "doc_id", "text": "TEXT", "identity_id": "pid", "group": None}),
+    # ambiguous: two candidates for one of our columns, so no guess for it (the others are still guessed)
+    (["id", "record_id", "body", "person", "subject"],
+     {"doc_id": None, "text": "body", "identity_id": None, "group": None}),
+    (["Text", "TEXT", "body", "doc", "pid"], {"doc_id": "doc", "text": None, "identity_id": "pid", "group": None}),
+    (["a", "b", "c"], {"doc_id": None, "text": None, "identity_id": None, "group": None}),
+    ([], {"doc_id": None, "text": None, "identity_id": None, "group": None}),
+])
+def test_document_columns_are_guessed_from_their_names(header, expected):
+    assert guess_columns(header, DOCUMENT_SYNONYMS) == expected
+
+
+@pytest.mark.parametrize("header,expected", [
+    (["subject", "age"], "subject"), (["person", "city"], "person"), (["id", "city"], "id"), (["pid"], "pid"),
+    (["Identity ID", "id"], "Identity ID"), (["city", "identity_id"], "identity_id"),
+    (["pid", "id", "city"], None), (["name", "city"], None),
+])
+def test_registry_id_column_is_guessed_from_its_name(header, expected):
+    assert guess_columns(header, REGISTRY_SYNONYMS) == {"identity_id": expected}
+
+
+def test_no_synonym_serves_two_columns():
+    from cpa_core.data import _normal
+
+    for synonyms in (DOCUMENT_SYNONYMS, REGISTRY_SYNONYMS):
+        seen = {}
+        for ours, names in synonyms.items():
+            assert _normal(ours) in {_normal(n) for n in names}
+            for name in names:
+                assert seen.setdefault(_normal(name), ours) == ours, (name, ours, seen[_normal(name)])
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(header=hst.lists(hst.sampled_from(sorted({n for names in DOCUMENT_SYNONYMS.values() for n in names})
+                                         + ["Doc ID", "TEXT", "Person", "x", "note "]), unique=True, max_size=8))
+def test_a_guess_never_uses_a_column_twice_nor_invents_one(header):
+    guess = guess_columns(header, DOCUMENT_SYNONYMS)
+    chosen = [c for c in guess.values() if c is not None]
+    assert len(chosen) == len(set(chosen)) and set(chosen) <= set(header)
+
+
+def test_mapping_problems_name_what_is_missing_or_doubled():
+    assert mapping_problems({"doc_id": "a", "text": "b", "identity_id": "c"}, ("doc_id", "text", "identity_id")) == []
+    assert mapping_problems({"doc_id": "a", "text": None, "identity_id": None}, ("doc_id", "text", "identity_id")) \
+        == ["no column chosen for 'text', 'identity_id'"]
+    assert mapping_problems({"doc_id": "a", "text": "b", "identity_id": "c", "group": "a"},
+                            ("doc_id", "text", "identity_id")) == [
+        "the column 'a' is chosen for both 'doc_id' and 'group'"]
+
+
+# ------------------------------------------------------------------------ missing-column messages: real columns
+
+def test_a_mapped_column_the_file_lacks_lists_the_real_columns_and_the_mapping(tmp_path):
+    docs = write_bytes(tmp_path, "documents.csv", b"doc,note,subject\nD1,first,A\n")
+    with pytest.raises(DataError) as info:
+        load_documents(docs, columns={"doc_id": "doc", "text": "body", "identity_id": "subject"})
+    check(info.value, str(docs), "column 'text' (mapped from 'body') is missing",
+          "the file has columns: 'doc', 'note', 'subject'",
+          "mapping used: doc_id = 'doc', text = 'body' (no such column), identity_id = 'subject'")
+    assert info.value.column == "body"
+
+
+def test_a_required_column_left_unmapped_lists_the_files_columns_not_the_renamed_ones(tmp_path):
+    docs = write_bytes(tmp_path, "documents.csv", b"note_id,note,person\nN1,first,A\n")
+    with pytest.raises(DataError) as info:
+        load_documents(docs, columns={"doc_id": "note_id", "text": "note"})
+    check(info.value, str(docs), "required column 'identity_id' is missing",
+          "found columns ['note_id', 'note', 'person']", "mapping used: doc_id = 'note_id', text = 'note'")
+    assert "'doc_id', 'text', 'person'" not in str(info.value)
+    registry = write_bytes(tmp_path, "people.csv", b"pid,town\nA,York\n")
+    with pytest.raises(DataError) as info:
+        load_registry(registry, columns={"identity_id": "person"})
+    check(info.value, str(registry), "column 'identity_id' (mapped from 'person') is missing",
+          "the file has columns: 'pid', 'town'", "identity_id = 'person' (no such column)")
+
+
+def test_a_column_mapped_twice_is_refused(tmp_path):
+    docs = write_bytes(tmp_path, "documents.csv", b"doc,note,subject\nD1,first,A\n")
+    with pytest.raises(DataError) as info:
+        load_documents(docs, columns={"doc_id": "doc", "text": "doc", "identity_id": "subject"})
+    check(info.value, str(docs), "column 'doc' is mapped to both 'doc_id' and 'text'", "'doc', 'note', 'subject'")
+    with pytest.raises(DataError) as info:
+        load_documents(docs, columns={"doc_id": "doc", "text": "note", "identity_id": "subject"}, group_column="note")
+    check(info.value, "column 'note' is mapped to both 'text' and 'group'")
+
+
+def test_the_listed_columns_are_cut_short(tmp_path):
+    header = ",".join(f"{'c' * 60}{i}" for i in range(100))
+    with pytest.raises(DataError) as info:
+        load_documents((header + "\n" + ",".join("x" * 100) + "\n").encode(), name="wide.csv")
+    message = str(info.value)
+    assert "c" * 61 not in message and "… (70 more)" in message
+
+
+def test_check_columns_is_what_the_loader_checks():
+    with pytest.raises(DataError) as info:
+        check_columns("d.csv", ["a", "b"], None, ("doc_id", "text", "identity_id"))
+    check(info.value, "d.csv", "required column 'doc_id' is missing", "found columns ['a', 'b']")
+    check_columns("d.csv", ["a", "b", "c"], {"doc_id": "a", "text": "b", "identity_id": "c"},
+                  ("doc_id", "text", "identity_id"))
+
+
+# ----------------------------------------------------------------------------------------------- encodings
+
+ACCENTED = ["Zoë Müller, Bézier", "crème brûlée à l'hôtel", "Ångström; Øre; ß"]
+
+
+def accented_csv(encoding: str, texts=ACCENTED) -> bytes:
+    frame = pd.DataFrame({"doc_id": [f"D{i}" for i in range(len(texts))], "text": texts,
+                          "identity_id": [f"P{i}" for i in range(len(texts))]})
+    return frame.to_csv(index=False, lineterminator="\n").encode(encoding)
+
+
+def test_a_latin1_csv_loads_like_its_utf8_twin_when_declared(tmp_path):
+    latin = write_bytes(tmp_path, "latin.csv", accented_csv("latin-1"))
+    utf8 = write_bytes(tmp_path, "utf8.csv", accented_csv("utf-8"))
+    loaded = load_documents(latin, encoding="latin-1")
+    assert loaded.frame.equals(load_documents(utf8).frame)
+    assert loaded.frame["text"].tolist() == ACCENTED
+    assert loaded.encoding == "latin-1" and load_documents(utf8).encoding == "utf-8"
+    assert loaded.sha256 == hashlib.sha256(latin.read_bytes()).hexdigest()  # of the raw bytes
+    assert loaded.report.notes == ()
+    assert load_documents(latin, encoding="ISO-8859-1").encoding == "latin-1"
+
+
+def test_a_latin1_csv_without_the_declaration_is_refused_with_its_position(tmp_path):
+    data = accented_csv("latin-1")
+    path = write_bytes(tmp_path, "latin.csv", data)
+    with pytest.raises(EncodingError) as info:
+        load_documents(path)
+    offset = data.index("ë".encode("latin-1"))
+    check(info.value, str(path), "row 1", "not valid UTF-8", "line 2", f"byte {offset}", "found byte 0xeb",
+          "declare it, e.g. latin-1 or cp1252")
+    assert (info.value.row, info.value.line, info.value.offset, info.value.encoding) == (1, 2, offset, "utf-8")
+    message = str(info.value)
+    assert "Zo" not in message and "\ufffd" not in message  # neither the text nor replaced characters
+    assert isinstance(info.value, DataError)
+
+
+def test_the_failing_row_counts_records_not_lines(tmp_path):
+    data = (DOCS_HEADER + 'D1,"a text\non two lines",P1\n\nD2,plain,P2\nD3,caf\u00e9,P3\n').encode("latin-1")
+    with pytest.raises(EncodingError) as info:
+        load_documents(data, name="d.csv")
+    check(info.value, "d.csv, row 3", "line 6")
+    with pytest.raises(EncodingError) as info:
+        load_documents("doc_id,t\u00e9xt,identity_id\nD1,a,P1\n".encode("latin-1"), name="d.csv")
+    check(info.value, "d.csv: text is not valid UTF-8 (in the header, line 1, byte 8)")
+    assert info.value.row is None
+
+
+def test_the_position_counts_the_byte_order_mark():
+    data = b"\xef\xbb\xbf" + (DOCS_HEADER + "D1,caf\u00e9,P1\n").encode("latin-1")
+    with pytest.raises(EncodingError) as info:
+        load_documents(data, name="bom.csv")
+    check(info.value, "bom.csv, row 1", f"byte {data.index(0xE9)}", "found byte 0xe9")
+
+
+def test_a_latin1_registry_and_jsonl(tmp_path):
+    registry = "identity_id,city\nP0,Zürich\nP1,Besançon\n".encode("latin-1")
+    assert load_registry(registry, name="r.csv", encoding="latin-1").frame["city"].tolist() == ["Zürich", "Besançon"]
+    with pytest.raises(EncodingError) as info:
+        load_registry(registry, name="r.csv")
+    check(info.value, "r.csv, row 1", "not valid UTF-8")
+    jsonl = '{"doc_id": "D1", "text": "Zoë", "identity_id": "P1"}\n'.encode("latin-1")
+    assert load_documents(jsonl, name="d.jsonl", encoding="latin-1").frame["text"].tolist() == ["Zoë"]
+    with pytest.raises(EncodingError) as info:
+        load_documents(jsonl, name="d.jsonl")
+    check(info.value, "d.jsonl: text is not valid UTF-8 (line 1")
+
+
+def test_windows_1252_and_the_notes_that_keep_a_wrong_declaration_visible(tmp_path):
+    texts = ["it\u2019s \u20ac5, Zoë"]  # a curly apostrophe and the euro sign exist in cp1252, not in latin-1
+    data = accented_csv("cp1252", texts)
+    assert load_documents(data, name="d.csv", encoding="cp1252").frame["text"].tolist() == texts
+    as_latin = load_documents(data, name="d.csv", encoding="latin-1")  # used as declared, but said
+    assert as_latin.frame["text"].tolist() != texts
+    assert any("probably Windows-1252 (cp1252)" in note for note in as_latin.report.notes)
+    utf8_as_latin = load_documents(accented_csv("utf-8"), name="d.csv", encoding="latin-1")
+    assert any("also valid UTF-8" in note for note in utf8_as_latin.report.notes)
+    with pytest.raises(EncodingError) as info:  # 0x81 is not a Windows-1252 character
+        load_documents(DOCS_HEADER.encode() + b"D1,a\x81b,P1\n", name="d.csv", encoding="cp1252")
+    check(info.value, "row 1", "not valid Windows-1252", "found byte 0x81")
+    assert encoding_notes(accented_csv("latin-1"), "latin-1", "d.csv") == ()
+
+
+def test_parquet_ignores_the_encoding(tmp_path):
+    frame = pd.DataFrame({"doc_id": ["D1"], "text": ["Zoë"], "identity_id": ["P1"]})
+    path = write_table(frame, tmp_path / "d.parquet")
+    loaded = load_documents(path, encoding="latin-1")
+    assert loaded.frame["text"].tolist() == ["Zoë"] and loaded.encoding == "utf-8"
+    assert any("does not apply to Parquet" in note for note in loaded.report.notes)
+
+
+@pytest.mark.parametrize("name,recorded", [("utf8", "utf-8"), ("UTF-8", "utf-8"), ("utf-8-sig", "utf-8"),
+                                           ("latin1", "latin-1"), ("l1", "latin-1"), ("windows-1252", "cp1252"),
+                                           ("cp1250", "cp1250")])
+def test_encoding_names_are_recorded_in_one_spelling(name, recorded):
+    assert encoding_name(name) == recorded
+
+
+@pytest.mark.parametrize("name", ["klingon", "base64", "rot13", ""])
+def test_an_unknown_or_non_text_encoding_is_refused(name):
+    with pytest.raises(ConfigError) as info:
+        load_documents((DOCS_HEADER + "D1,a,P1\n").encode(), name="d.csv", encoding=name)
+    assert "unknown encoding" in str(info.value) and "latin-1" in str(info.value)
+
+
+def test_the_preview_shows_the_accented_words_in_each_encoding():
+    preview = encoding_preview(accented_csv("latin-1"), n=3)
+    assert list(preview.columns) == list(ENCODINGS)
+    assert preview["latin-1"].tolist() == ["Zoë", "Müller", "Bézier"]
+    assert preview["utf-8"].isna().all()
+    assert encoding_preview(b"doc_id,text\nD1,plain\n").empty
+
+
+def test_the_project_configuration_passes_the_encoding(tmp_path):
+    project = ProjectConfig(columns={"documents": {"text": "note"}, "registry": {"identity_id": "pid"}})
+    documents = project.load_documents(b"doc_id,note,identity_id\nD1,Zo\xeb,P1\n", name="d.csv", encoding="latin-1")
+    registry = project.load_registry(b"pid,city\nP1,Z\xfcrich\n", name="r.csv", encoding="cp1252")
+    assert (documents.frame["text"].tolist(), documents.encoding) == (["Zoë"], "latin-1")
+    assert (registry.frame["city"].tolist(), registry.encoding) == (["Zürich"], "cp1252")
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(texts=hst.lists(hst.text(hst.characters(codec="latin-1"), min_size=1, max_size=40).filter(str.strip),
+                       min_size=1, max_size=5))
+def test_any_latin1_text_round_trips_through_a_latin1_csv(texts):
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)  # a bare "\r" is a line break
+    writer.writerow(["doc_id", "text", "identity_id"])
+    writer.writerows([f"D{i}", text, f"P{i}"] for i, text in enumerate(texts))
+    loaded = load_documents(buffer.getvalue().encode("latin-1"), name="d.csv", encoding="latin-1")
+    assert loaded.frame["text"].tolist() == texts
+
+
+# ------------------------------------------------------------------------------------------- command line
+
+@pytest.mark.integration
+def test_the_command_line_reads_a_latin1_release_when_told(tmp_path):
+    from conftest import run_cli_inprocess
+
+    documents, registry = toy_frames(n_people=8, docs_per_person=3)
+    documents["text"] = documents["text"] + " Zoë Müller, Bézier."
+    registry["city"] = registry["city"] + " Zürich"
+    (tmp_path / "documents.csv").write_bytes(documents.to_csv(index=False).encode("latin-1"))
+    (tmp_path / "registry.csv").write_bytes(registry.to_csv(index=False).encode("latin-1"))
+    common = ["audit", "--documents", tmp_path / "documents.csv", "--registry", tmp_path / "registry.csv"]
+    result = run_cli_inprocess(*common, "--documents-encoding", "latin-1", "--registry-encoding", "latin1",
+                               "--out", tmp_path / "out")
+    assert result.returncode == 0, result.describe()
+    refused = run_cli_inprocess(*common, "--registry-encoding", "latin-1", "--out", tmp_path / "out2")
+    assert refused.returncode == 2 and len(refused.stderr_lines) == 1, refused.describe()
+    line = refused.stderr_lines[0]
+    for part in (str(tmp_path / "documents.csv"), "row 1", "not valid UTF-8", "line 2", "--documents-encoding",
+                 "latin-1"):
+        assert part in line, line
+    assert "Zo" not in line
+    refused = run_cli_inprocess(*common, "--documents-encoding", "latin-1", "--out", tmp_path / "out3")
+    assert refused.returncode == 2 and "--registry-encoding" in refused.stderr_lines[0], refused.describe()
+    unknown = run_cli_inprocess(*common, "--documents-encoding", "klingon", "--out", tmp_path / "out4")
+    assert unknown.returncode == 2 and "unknown encoding 'klingon'" in unknown.stderr, unknown.describe()
+
+
+@pytest.mark.parametrize("body, row", [
+    ("d1,some text,p1\nd2,cut off\nd3,more text,p3\n", 2),         # missing separators
+    ("d1,some text,p1\nd2,a line\rbreak,p2\n", 2),                  # a bare carriage return in an unquoted field
+])
+def test_a_row_shorter_than_the_header_is_refused_with_its_number(body, row):
+    """A padded row would silently become a document without identity (unlabelled): refused instead."""
+    with pytest.raises(DataError, match=rf"row {row} has 2 of the header's 3 fields"):
+        load_documents(("doc_id,text,identity_id\n" + body).encode(), name="docs.csv")
+    quoted = 'doc_id,text,identity_id\nd1,"a line\rbreak",p1\n\nd2,text,p2\n'  # quoted breaks and blank lines are fine
+    assert list(load_documents(quoted.encode(), name="docs.csv").frame["identity_id"]) == ["p1", "p2"]

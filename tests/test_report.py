@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from html import escape
 from html.parser import HTMLParser
 
 import pandas as pd
@@ -17,7 +18,9 @@ from cpa_core.metrics import confidence_curve
 from cpa_core.policy import ReleasePolicy, worklist
 from cpa_core.records import manifest
 from cpa_core.synthetic import generate_sample_data
-from cpa_ui.report import certificate_report
+from cpa_core.verdict import Check, Verdict, release_verdict
+from cpa_ui.report import GUARANTEE, certificate_report, fmt_coverage, verdict_block
+from cpa_ui.text import fmt_percent
 
 HOSTILE_GROUP = '<img src=x onerror="alert(1)">'
 HOSTILE_FILE = "<b>notes</b>.csv"
@@ -33,29 +36,52 @@ class _Tags(HTMLParser):
         self.tags.append((tag, dict(attrs)))
 
 
+GENERATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+POLICY = ReleasePolicy(30, 0.2)
+
+
 @pytest.fixture(scope="module")
-def audit(tmp_path_factory):
-    """A small synthetic audit whose group labels and file name are hostile markup."""
+def inputs(tmp_path_factory):
+    """Small synthetic documents whose group labels and file name are hostile markup, and their registry."""
     folder = tmp_path_factory.mktemp("report-data")
     paths = generate_sample_data(folder, seed=5, n_people=80, n_documents=400)
     frame = pd.read_csv(paths["documents"], dtype=str, keep_default_na=False)
     frame.loc[frame["group"] == "ner_masking", "group"] = HOSTILE_GROUP
     documents = load_documents(frame.to_csv(index=False).encode("utf-8"), name=HOSTILE_FILE)
-    registry = load_registry(paths["registry"])
+    return documents, load_registry(paths["registry"])
+
+
+def build_report(inputs, miss_policy: str = "infinite") -> dict:
+    """A split-protocol audit of ``inputs`` and its report, on screen and for print."""
+    documents, registry = inputs
     project = ProjectConfig(levels={"K2": KnowledgeLevel("K2", ("age_band", "gender", "occupation", "city",
                                                                  "keywords", "events"), "direct", "medium")},
                             attackers={"tfidf": {"temperature": 0.04}})
     config, attacker = declare_audit(project, registry, knowledge="K2",
-                                     overrides={"protocol": "split", "n_cal": 150, "n_test": 200, "seed": 3, "group_column": "group",
-                                                "confidence": [0.8, 0.9]})
+                                     overrides={"protocol": "split", "n_cal": 150, "n_test": 200, "seed": 3,
+                                                "group_column": "group", "confidence": [0.8, 0.9],
+                                                "miss_policy": miss_policy})
     result = run_audit(documents, registry, attacker, config)
-    policy = ReleasePolicy(30, 0.2)
-    work = worklist(result.certificate(CONFIDENCE), policy, config.config_id,
+    work = worklist(result.certificate(CONFIDENCE), POLICY, config.config_id,
                     explain=lambda query, rows: ["golf", "<script>"])
-    html = certificate_report(result, confidence=CONFIDENCE, policy=policy, curve=confidence_curve(result),
-                              worklist=work, manifest=manifest(result),
-                              generated_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
-    return {"result": result, "html": html, "worklist": work, "documents": documents}
+    arguments = dict(confidence=CONFIDENCE, policy=POLICY, curve=confidence_curve(result), worklist=work,
+                     manifest=manifest(result), generated_at=GENERATED)
+    return {"result": result, "html": certificate_report(result, **arguments),
+            "print": certificate_report(result, **arguments, for_print=True), "worklist": work,
+            "documents": documents, "entry": result.summary([CONFIDENCE], POLICY).level(CONFIDENCE),
+            "verdict": release_verdict(result.summary([CONFIDENCE], POLICY), CONFIDENCE)}
+
+
+@pytest.fixture(scope="module")
+def audit(inputs):
+    """The audit under the conservative miss policy (the default)."""
+    return build_report(inputs)
+
+
+@pytest.fixture(scope="module")
+def audit_exclude(inputs):
+    """The same documents certified under the 'exclude' miss policy."""
+    return build_report(inputs, "exclude")
 
 
 def test_report_is_one_complete_html_document(audit):
@@ -130,3 +156,113 @@ def test_confidence_curve_of_the_report_matches_the_certificates(audit):
         assert row.coverage == metrics["coverage"] and row.median_set_size == metrics["median_set_size"]
     # thresholds grow with the confidence level, so sets are nested: coverage and sizes never decrease
     assert curve["coverage"].is_monotonic_increasing and curve["mean_set_size"].is_monotonic_increasing
+
+
+# --- the verdict, the sign-off and what a privacy officer must read in the main text -----------------------------
+
+def _flat(html: str) -> str:
+    """The page with every run of whitespace as one space (the source wraps its sentences)."""
+    return " ".join(html.split())
+
+
+def _between(html: str, start: str, end: str) -> str:
+    return html[html.index(start):html.index(end)]
+
+
+@pytest.mark.parametrize("version", ["html", "print"])
+def test_report_opens_with_the_verdict_and_the_sign_off(audit, version):
+    html, verdict = audit[version], audit["verdict"]
+    body = html[html.index("<body>"):]
+    # the title, then the verdict, then the sign-off, then everything else
+    assert body.index("<h1>") < body.index('id="verdict"') < body.index('id="signoff"') < body.index(
+        "<h2>Summary</h2>")
+    assert "<h2" not in body[:body.index('id="verdict"')]
+    block = _between(body, 'id="verdict"', 'id="signoff"')
+    assert f"Verdict: {escape(verdict.title)}" in block
+    assert f'<p class="headline">{escape(verdict.headline)}</p>' in block
+    assert f"{verdict.n_flagged:,} of 200 held-out test documents flagged at 80 % confidence" in verdict.headline
+    for check in verdict.checks:
+        result = {True: "passed", False: "FAILED", None: "not a test"}[check.passed]
+        assert f"<td>{escape(check.name)}</td><td class='" in block
+        assert f"'>{result}</td><td>{escape(check.reason)}</td>" in block
+    for action in verdict.actions:
+        assert f"<li>{escape(action)}</li>" in block
+
+
+def test_sign_off_names_what_is_signed(audit):
+    html, result = audit["html"], audit["result"]
+    block = _between(html, 'id="signoff"', "<h2>Summary</h2>")
+    for text in ("Reviewed by", "Role", "Date", "Signature", "Decision", result.config.config_id,
+                 result.inputs["documents"]["sha256"], result.inputs["registry"]["sha256"], "80 %",
+                 "flag |C| &lt; 30 or leakage &gt; 0.2", "2026-01-02T03:04:05+00:00",
+                 f"cpa-core {manifest(result)['versions']['cpa-core']}", escape(audit["verdict"].title)):
+        assert text in block, text
+
+
+def test_coverage_is_shown_with_its_interval(audit):
+    html, entry = _flat(audit["html"]), audit["entry"]
+    low, high = entry["coverage_low"], entry["coverage_high"]
+    assert low < entry["coverage"] < high
+    shown = f"{fmt_percent(entry['coverage'])} (95 % CI {100 * low:.1f}–{100 * high:.1f} %)"
+    assert shown == fmt_coverage(entry["coverage"], low, high)
+    assert f"Empirical coverage on the test split is {shown}" in html
+    assert f"<td>{100 * low:.1f}–{100 * high:.1f} %</td>" in html  # and in the table per level
+    assert "<th>coverage 95 % CI</th>" in html
+
+
+def test_only_the_guarantee_of_the_audit_miss_policy_is_stated(audit, audit_exclude):
+    infinite, exclude = _flat(audit["html"]), _flat(audit_exclude["html"])
+    assert ("coverage is unconditional: P(truth ∈ C) ≥ 1 − α = 80 % over all documents, including those whose "
+            "subject is not in the candidate pool.") in infinite
+    for other in ("(1 − ρ)(1 − α)", "conditional on the subject being in the pool", "open-world bound",
+                  GUARANTEE["exclude"][:60]):
+        assert other not in infinite, other
+    entry = audit_exclude["entry"]
+    assert ("the guarantee is conditional on the subject being in the pool: P(truth ∈ C | truth in pool) ≥ 1 − α = "
+            f"80 %; unconditionally, coverage is at least (1 − ρ)(1 − α) = {fmt_percent(entry['open_world_bound'])}, "
+            f"where ρ = {fmt_percent(entry['candidate_miss_rate'])} is the candidate-miss rate.") in exclude
+    for other in ("coverage is unconditional", "including those whose subject is not in the candidate pool",
+                  GUARANTEE["infinite"][:60]):
+        assert other not in exclude, other
+    assert exclude.count("(1 − ρ)(1 − α)") == 1
+
+
+def test_empty_and_whole_pool_sets_are_explained_in_the_text_with_their_counts(audit):
+    html, entry = _flat(audit["html"]), audit["entry"]
+    n = entry["n_test"]
+    n_empty, n_whole = round(entry["empty_rate"] * n), round(entry["whole_pool_rate"] * n)
+    section = _between(html, "<h2>Empty and whole-pool sets</h2>", "<h2>What was audited</h2>")
+    assert (f"<p><b>{n_empty:,}</b> of {n:,} held-out test documents have an <b>empty set</b> at 80 % confidence. "
+            "|C| = 0: the attacker is more certain of its top candidate than the certificate needs — the highest "
+            "risk; flagged.</p>") in section
+    assert (f"<p><b>{n_whole:,}</b> of {n:,} held-out test documents have a <b>whole-pool set</b> (at least 90 % of "
+            "their candidate pool): the method could not narrow anything down — not evidence of safety.") in section
+    assert html.index("<h2>Empty and whole-pool sets</h2>") < html.index("<h2>Results</h2>")
+
+
+def test_print_version_runs_no_script_and_draws_static_figures(audit):
+    html = audit["print"]
+    assert "<script" not in html and "Plotly" not in html and "js-plotly" not in html
+    assert "http://" not in html and "https://" not in html  # no URL at all: nothing a PDF engine could fetch
+    assert html.count("<svg ") == 2 and "@page" in html and "size: A4" in html and "@media print" in html
+    # the histogram's bars are the set sizes of the certificate: red left of k, blue from k on
+    from cpa_ui.figures import FLAGGED_COLOR, SAFE_COLOR, set_size_bins
+
+    bins = set_size_bins(audit["result"].certificate(CONFIDENCE).set_sizes, POLICY.flag_below)
+    histogram = _between(html, "<svg ", "</svg>")
+    assert histogram.count(f'fill="{FLAGGED_COLOR}"/>') == int((bins["upper"] < POLICY.flag_below).sum())
+    assert histogram.count(f'fill="{SAFE_COLOR}"/>') == int((bins["upper"] >= POLICY.flag_below).sum())
+    # data stays escaped in the print version too
+    assert HOSTILE_GROUP not in html and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
+    assert HOSTILE_FILE not in html
+
+
+def test_verdict_block_escapes_its_text():
+    hostile = '<script>alert("x")</script>'
+    verdict = Verdict("inconclusive", "Inconclusive", f"headline {hostile}",
+                      (Check("a threshold per group", False, f"group '{hostile}' has no calibration document"),),
+                      (f"Add calibration documents of group '{hostile}'",), (f"warning {hostile}",), "id",
+                      0.9, "|C| < 11", 0, 10)
+    block = verdict_block(verdict)
+    assert "<script>" not in block and block.count("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;") == 4
+    assert "<td class='fail'>FAILED</td>" in block

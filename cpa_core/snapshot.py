@@ -1,0 +1,191 @@
+"""A stored audit result, rebuilt later without attacking again.
+
+A snapshot holds what the attack produced (each split's :class:`~cpa_core.candidates.CandidateTable`, the
+true identities and groups) and the declared :class:`~cpa_core.audit.AuditConfig`; everything derived from
+them (scores, truth positions and ranks, the calibration) is recomputed by the functions :func:`run_audit`
+uses, so a rebuilt result certifies, and summarises, exactly as the original did.
+
+It is one ``.npz`` file read with ``allow_pickle=False``: the numeric arrays as they are, the ids, texts
+and configuration as one JSON member. Nothing in it is ever unpickled, and :func:`read_snapshot` checks its
+SHA-256 against the one recorded at write time before it parses anything.
+
+The file holds the query each document was attacked with, that is the released text (with LLM clues when
+the knowledge level adds them): it is written owner-only (mode 600), atomically (a crash leaves no
+half-written snapshot under its name), and must be handled like the release itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import asdict
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from .audit import AttackerConfig, AuditConfig, AuditResult, ScoredSplit, score_table
+from .candidates import CandidateTable
+from .conformal import calibrate
+from .errors import HistoryError
+from .knowledge import KnowledgeLevel
+
+FORMAT = 1
+META = "meta"  # the JSON member: format, configuration, inputs and each split's ids, texts and labels
+SPLITS = {"test": "test_split", "calibration": "calibration_split"}  # test first: calibration rows may be its rows
+ARRAYS = ("candidates", "weights", "pool_sizes", "tail_mass")  # CandidateTable's numeric fields
+
+
+def json_default(value):
+    """What ``json`` cannot write by itself (its ``default``): numpy scalars, exact fractions, sets, anything
+    else as its text."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Fraction):
+        return float(value)
+    if isinstance(value, (tuple, set, frozenset)):
+        return list(value)
+    return str(value)
+
+
+def _ids(values) -> list:
+    """Ids, labels or texts as JSON values (numpy scalars become Python ones; ``None`` stays)."""
+    return [None if v is None else v.item() if isinstance(v, np.generic) else v for v in np.asarray(values, dtype=object)]
+
+
+def _same_rows(part: CandidateTable, whole: CandidateTable) -> np.ndarray | None:
+    """The rows of ``whole`` that ``part`` consists of, when it does (under the release protocol the calibration
+    documents are audited documents too: their rows are stored once), else ``None``."""
+    position = {doc: row for row, doc in enumerate(whole.doc_ids.tolist())}
+    index = np.array([position.get(doc, -1) for doc in part.doc_ids.tolist()], dtype=np.int64)
+    if (index < 0).any() or part.weight_kind != whole.weight_kind or \
+            not np.array_equal(part.candidate_ids, whole.candidate_ids):
+        return None
+    rows = whole.rows(index)
+    same = all(np.array_equal(getattr(rows, field), getattr(part, field)) for field in ("candidates", "weights",
+                                                                                        "pool_sizes"))
+    same = same and rows.queries == part.queries and (rows.tail_mass is None) == (part.tail_mass is None) and \
+        (part.tail_mass is None or np.array_equal(rows.tail_mass, part.tail_mass))
+    return index if same else None
+
+
+def snapshot_bytes(result: AuditResult) -> bytes:
+    """The snapshot of ``result`` as the bytes of one ``.npz`` file."""
+    arrays: dict[str, np.ndarray] = {}
+    splits = {}
+    for name, attribute in SPLITS.items():
+        split: ScoredSplit = getattr(result, attribute)
+        table = split.table
+        labels = {"truth_ids": _ids(split.truth_ids), "groups": None if split.groups is None else _ids(split.groups)}
+        rows = None if name == "test" else _same_rows(table, result.test_split.table)
+        if rows is not None:
+            arrays[f"{name}.rows"] = rows
+            splits[name] = {"rows_of": "test", **labels}
+            continue
+        for field in ARRAYS:
+            value = getattr(table, field)
+            if value is not None:
+                arrays[f"{name}.{field}"] = np.asarray(value)
+        splits[name] = {"doc_ids": _ids(table.doc_ids), "candidate_ids": _ids(table.candidate_ids),
+                        "queries": None if table.queries is None else list(table.queries),
+                        "weight_kind": table.weight_kind, **labels}
+    meta = {"format": FORMAT, "config": asdict(result.config), "inputs": result.inputs, "splits": splits}
+    text = json.dumps(meta, default=json_default, ensure_ascii=False)
+    arrays[META] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def write_snapshot(result: AuditResult, folder: str | Path) -> tuple[Path, str]:
+    """Write the snapshot of ``result`` into ``folder`` (created owner-only) under a new unique name.
+
+    Returns
+    -------
+    (path, sha256) : the file written (mode 600) and the SHA-256 of its bytes
+    """
+    folder = Path(folder)
+    data = snapshot_bytes(result)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle, temporary = tempfile.mkstemp(prefix=".snapshot-", suffix=".part", dir=folder)  # mode 600
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+            final = folder / f"{Path(temporary).stem.removeprefix('.snapshot-')}.npz"
+            os.replace(temporary, final)  # the name appears only once the file is whole
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError as error:
+        raise HistoryError(f"audit snapshot folder {folder}: cannot be written ({error.strerror or error}); "
+                           "expected a writable folder next to the audit history") from None
+    return final, hashlib.sha256(data).hexdigest()
+
+
+def read_snapshot(path: str | Path, sha256: str) -> AuditResult:
+    """The audit result stored in the snapshot ``path``, after checking its bytes against ``sha256``.
+
+    Raises :class:`~cpa_core.errors.HistoryError` naming the file when it is missing, has changed since it
+    was written, or is not a snapshot of this format.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise HistoryError(f"audit snapshot {path}: not found; expected the file written when the audit was "
+                           "recorded (its summary is still in the history)") from None
+    except OSError as error:
+        raise HistoryError(f"audit snapshot {path}: cannot be read ({error.strerror or error})") from None
+    found = hashlib.sha256(data).hexdigest()
+    if found != sha256:
+        raise HistoryError(f"audit snapshot {path}: changed since it was recorded; expected SHA-256 {sha256[:12]}…, "
+                           f"found {found[:12]}… (its summary is still in the history)")
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as stored:
+            arrays = {name: stored[name] for name in stored.files}
+        meta = json.loads(arrays.pop(META).tobytes().decode("utf-8"))
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"format {meta.get('format')!r}")
+        return _result(meta, arrays)
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:
+        raise HistoryError(f"audit snapshot {path}: not a readable snapshot of format {FORMAT} ({error})") from None
+
+
+def _config(stored: dict) -> AuditConfig:
+    knowledge = stored.pop("knowledge")
+    attacker = stored.pop("attacker")
+    return AuditConfig(knowledge=KnowledgeLevel(**{**knowledge, "fields": tuple(knowledge["fields"])}),
+                       attacker=AttackerConfig(**attacker), **{**stored, "confidences": tuple(stored["confidences"])})
+
+
+def _table(name: str, stored: dict, arrays: dict) -> CandidateTable:
+    return CandidateTable(np.array(stored["doc_ids"], dtype=object), arrays[f"{name}.candidates"],
+                           arrays[f"{name}.weights"], arrays[f"{name}.pool_sizes"],
+                           np.array(stored["candidate_ids"], dtype=object),
+                           None if stored["queries"] is None else tuple(stored["queries"]), stored["weight_kind"],
+                           arrays.get(f"{name}.tail_mass"))
+
+
+def _split(name: str, stored: dict, arrays: dict, config: AuditConfig, tables: dict) -> ScoredSplit:
+    rows_of = stored.get("rows_of")
+    table = tables[rows_of].rows(arrays[f"{name}.rows"]) if rows_of else _table(name, stored, arrays)
+    tables[name] = table
+    groups = None if stored["groups"] is None else np.array(stored["groups"], dtype=object)
+    # the stored table is already cut to top_k: scoring it again is what run_audit did after the attack
+    return score_table(table, np.array(stored["truth_ids"], dtype=object), groups, config)
+
+
+def _result(meta: dict, arrays: dict) -> AuditResult:
+    config = _config(dict(meta["config"]))
+    tables: dict[str, CandidateTable] = {}
+    test_split, calibration_split = (_split(name, meta["splits"][name], arrays, config, tables) for name in SPLITS)
+    scores, strata = calibration_split.calibration_scores(config.miss_policy)
+    return AuditResult(config, calibration_split, test_split, calibrate(scores, config.confidences, strata),
+                       meta["inputs"])

@@ -1,0 +1,136 @@
+"""The dashboard's side of the audit history: record a calibration, reopen a recorded audit as the current
+run (no attack), and the History page's tables.
+
+Every figure comes from :mod:`cpa_core.history`; this module only checks that a recorded audit fits the
+loaded data, rebuilds what the pages need around its result, and labels the tables.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from cpa_core.attackers.base import Attacker, AttackerBase
+from cpa_core.attackers.registry import get_spec
+from cpa_core.attackers.spec import BuildContext
+from cpa_core.audit import AuditConfig
+from cpa_core.errors import CPAError, HistoryError
+from cpa_core.history import SHORT_SHA, HistoryEntry, load_result, record_audit
+
+from .cache import run_label
+from .state import AuditRun, DataSet
+from .text import plain
+
+HISTORY_COLUMNS = {  # column of list_audits -> (label, format, help)
+    "id": ("audit", "%d", "The audit's number in the history."),
+    "created_at": ("when (UTC)", None, "When the audit was recorded."),
+    "source": ("source", None, "Where it ran: the dashboard or the command line (cli)."),
+    "config_id": ("config id", None, "A short hash of the full declared configuration."),
+    "knowledge": ("knowledge", None, "The knowledge level the attacker was declared to have."),
+    "attacker": ("attacker", None, "The declared attacker."),
+    "documents_sha256": ("documents SHA-256", None, "The first characters of the documents file's checksum."),
+    "n_flagged": ("flagged", "%d", "Documents on the worklist, at the audit's flagging confidence."),
+    "median_set_size": ("median |C|", "%g", "Median certified set size at the audit's flagging confidence."),
+}
+COMPARISON_COLUMNS = {  # column of AuditComparison.to_frame() -> (label, format, help)
+    "confidence": ("confidence", "percent", "The confidence level of the certificates."),
+    "coverage_a": ("coverage A", "percent", "Coverage of audit A at this level."),
+    "coverage_b": ("coverage B", "percent", "Coverage of audit B at this level."),
+    "median_set_size_a": ("median |C| A", "%g", "Median certified set size of audit A."),
+    "median_set_size_b": ("median |C| B", "%g", "Median certified set size of audit B."),
+    "n_flagged_a": ("flagged A", "%d", "Documents audit A's release policy flags at this level."),
+    "n_flagged_b": ("flagged B", "%d", "Documents audit B's release policy flags at this level."),
+}
+
+
+def column_config(columns: dict[str, tuple[str, str | None, str]]) -> dict:
+    """``st.dataframe`` column settings: labels, number formats and help texts."""
+    return {name: st.column_config.TextColumn(label, help=text) if number_format is None else
+            st.column_config.NumberColumn(label, format=number_format, help=text)
+            for name, (label, number_format, text) in columns.items()}
+
+
+def history_table(audits: pd.DataFrame) -> pd.DataFrame:
+    """The History page's list: the latest audit first, the columns of :data:`HISTORY_COLUMNS`."""
+    return audits.iloc[::-1][list(HISTORY_COLUMNS)].reset_index(drop=True)
+
+
+def entry_label(entry: pd.Series) -> str:
+    """How an audit is named in the page's choices (a row of ``list_audits``)."""
+    return f"audit {entry['id']} · {entry['created_at']} · {entry['knowledge']} · {entry['attacker']} · {entry['source']}"
+
+
+def record_calibration(run: AuditRun) -> None:
+    """Record a dashboard calibration in the audit history; a failure is a warning, the run is kept."""
+    try:
+        audit_id = record_audit(run.result, source="dashboard")
+    except (CPAError, OSError) as error:
+        st.warning(plain(f"This calibration was not recorded in the audit history: {error}"), icon=":material/history:")
+        return
+    st.toast(f"Recorded in the audit history as audit {audit_id}.", icon=":material/history:")
+
+
+def data_mismatch(entry: HistoryEntry, data: DataSet | None) -> str | None:
+    """Why a recorded audit cannot be reopened on the loaded data (``None`` when it can).
+
+    The pages show the loaded documents' texts and the registry's profiles beside the certificates, so the
+    audit must have certified exactly these files (same checksum, same rows kept).
+    """
+    if data is None:
+        return "No data is loaded: load the documents and registry this audit certified on the Data page."
+    for role, table in (("documents", data.documents), ("registry", data.registry)):
+        recorded = entry.checksums.get(role) or {}
+        if recorded.get("sha256") != table.sha256 or recorded.get("rows") != len(table):
+            return (f"Audit {entry.id} certified the {role} file {recorded.get('file')} (SHA-256 "
+                    f"{str(recorded.get('sha256'))[:SHORT_SHA]}…, {recorded.get('rows')} rows), not the loaded one "
+                    f"({table.file}, SHA-256 {table.sha256[:SHORT_SHA]}…, {len(table)} rows): load that file on the "
+                    "Data page to reopen it.")
+    return None
+
+
+@dataclass
+class Unexplained(AttackerBase):
+    """Stands for a reopened audit's attacker when it is not rebuilt: it explains no match and never attacks."""
+
+    name: str
+
+    def params(self) -> dict:
+        return {"attacker": self.name}
+
+    def attack(self, doc_ids, texts, registry, level, progress=None):
+        raise HistoryError("a reopened audit is not attacked again; calibrate on the Calibrate page instead")
+
+
+def declared_attacker(config: AuditConfig, data: DataSet) -> Attacker:
+    """The audit's attacker rebuilt from its declared parameters, so that the pages can explain its matches.
+
+    An attacker that would send text to an LLM endpoint or needs an imported table of scores is not rebuilt
+    (reopening sends nothing anywhere): it explains nothing, as do attackers whose parameters no longer build.
+    """
+    try:
+        spec = get_spec(config.attacker.name)
+        if not (spec.sends_text or spec.needs_scores):
+            context = BuildContext(data.registry, config.knowledge, config.top_k)  # no LLM client: clues fail here
+            return spec.build(spec.resolve(dict(config.attacker.params)), context)
+    except CPAError:
+        pass
+    return Unexplained(config.attacker.name)
+
+
+def reopen(entry: HistoryEntry, data: DataSet | None) -> AuditRun:
+    """The recorded audit as the dashboard's current run, rebuilt from its snapshot without attacking.
+
+    Raises :class:`~cpa_core.errors.HistoryError` when the loaded data is not the audit's or its snapshot is
+    missing or changed.
+    """
+    mismatch = data_mismatch(entry, data)
+    if mismatch is not None:
+        raise HistoryError(mismatch)
+    start = time.perf_counter()
+    result = load_result(entry.id)
+    return AuditRun(result, f"{data.fingerprint}:{result.config.config_id}",
+                    f"{run_label(result.config)} · audit {entry.id}", data.fingerprint, time.perf_counter() - start,
+                    declared_attacker(result.config, data))

@@ -1,0 +1,105 @@
+"""Step 8: the audits of this machine (dashboard calibrations and command-line runs): reopen one without
+attacking again, compare any two."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from cpa_core.errors import CPAError
+from cpa_core.history import compare_audits, history_path, list_audits, load_audit
+from cpa_ui import nav
+from cpa_ui.components import show_error
+from cpa_ui.figures import fig_set_size_ecdf
+from cpa_ui.history import (COMPARISON_COLUMNS, HISTORY_COLUMNS, column_config, data_mismatch, entry_label,
+                            history_table, reopen)
+from cpa_ui.state import state, widget_key
+from cpa_ui.text import fmt_confidence, plain
+
+st.title("History")
+st.markdown("Every calibration run here and every `cpa audit` run on this machine is recorded in the audit history "
+            f"({plain(history_path())}): its configuration, input checksums, figures and worklist, and a snapshot of "
+            "the attack, so that a past audit can be reopened without attacking again. The history holds ids and "
+            "figures; the snapshots hold the attacked texts and are readable by their owner only.")
+try:
+    audits = list_audits()
+except CPAError as error:
+    show_error(error, "The audit history cannot be read: ")
+    st.stop()
+if audits.empty:
+    st.info("No audit recorded yet: run the calibration, or `cpa audit` on the command line.",
+            icon=":material/hourglass_empty:")
+    st.page_link(nav.CALIBRATE, label="Go to Calibrate", icon=":material/tune:")
+    st.stop()
+
+st.dataframe(history_table(audits), hide_index=True, width="stretch", height=240, key="history.table",
+             column_config=column_config(HISTORY_COLUMNS))
+labels = {int(row["id"]): entry_label(row) for _, row in audits.iterrows()}
+ids = list(labels)[::-1]  # the latest first
+
+
+def choice(name: str, label: str, default: int, container=st) -> int:
+    """A choice among the recorded audits that survives a history changed by another process."""
+    key = widget_key(name, default)
+    if st.session_state[key] not in labels:
+        st.session_state[key] = default
+    return container.selectbox(label, ids, format_func=labels.get, key=key)
+
+
+def entry(audit_id: int):
+    try:
+        return load_audit(audit_id)
+    except CPAError as error:
+        show_error(error, "The audit cannot be read: ")
+        st.stop()
+
+
+st.subheader("Reopen an audit")
+st.caption("The audit becomes the current one on every page, recomputed from its snapshot: nothing is attacked "
+           "again. It needs the documents and registry it certified to be loaded.")
+chosen = entry(choice("history.audit", "Audit to reopen", ids[0]))
+mismatch = data_mismatch(chosen, state.data)
+if mismatch is not None:
+    st.info(plain(mismatch), icon=":material/info:")
+if st.button("Reopen", key="history.reopen", type="primary", disabled=mismatch is not None,
+             icon=":material/history:"):
+    try:
+        state.run = reopen(chosen, state.data)
+    except CPAError as error:
+        show_error(error, "The audit could not be reopened: ")
+    else:
+        st.success(f"Audit {chosen.id} is the current audit ({plain(state.run.label)}).",
+                   icon=":material/check_circle:")
+        st.page_link(nav.EXPLORE, label="Explore its certificate", icon=":material/query_stats:")
+
+st.subheader("Compare two audits")
+if len(ids) < 2:
+    st.info("Comparing needs two recorded audits.", icon=":material/info:")
+    st.stop()
+left, right = st.columns(2)
+first = entry(choice("history.a", "A", ids[1], left))
+second = entry(choice("history.b", "B", ids[0], right))
+comparison = compare_audits(first, second)
+st.dataframe(comparison.to_frame(), hide_index=True, width="stretch", key="history.levels",
+             column_config=column_config(COMPARISON_COLUMNS))
+st.caption("Coverage, median set size and flagged documents per confidence level (empty where an audit did not "
+           "certify that level).")
+common = [level for level in first.levels if level in second.set_sizes]
+if common:
+    level = st.selectbox("Set sizes at", common, format_func=lambda label: fmt_confidence(float(label)),
+                         key=widget_key("history.level", first.flag_confidence if first.flag_confidence in common
+                                        else common[0]))
+    st.plotly_chart(fig_set_size_ecdf({f"A: audit {first.id}": first.set_sizes_at(level),
+                                       f"B: audit {second.id}": second.set_sizes_at(level)},
+                                      second.policy.flag_below,
+                                      title=f"Share of documents with a set of at most |C|, at "
+                                            f"{fmt_confidence(float(level))}"), key="history.ecdf")
+columns = st.columns(3)
+columns[0].metric("Newly flagged in B", f"{len(comparison.flagged_added):,}",
+                  help=f"On B's worklist (at {fmt_confidence(float(second.flag_confidence))}), not on A's.")
+columns[1].metric("No longer flagged in B", f"{len(comparison.flagged_removed):,}",
+                  help=f"On A's worklist (at {fmt_confidence(float(first.flag_confidence))}), not on B's.")
+columns[2].metric("Flagged in both", f"{len(comparison.flagged_kept):,}", help="On both worklists.")
+st.dataframe(comparison.flagged_frame(), hide_index=True, width="stretch", height=240, key="history.flagged",
+             column_config={"doc_id": st.column_config.TextColumn("document"),
+                            "change": st.column_config.TextColumn("change", help="added: flagged in B only; "
+                                                                  "removed: flagged in A only; kept: in both.")})

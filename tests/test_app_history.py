@@ -1,0 +1,141 @@
+"""The History page under Streamlit's AppTest: calibrations are recorded, a past audit is reopened as the current
+one without attacking again, two audits are compared, and bad cases are said on the page."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from cpa_core.history import list_audits, load_audit, record_audit
+from cpa_core.policy import worklist
+from cpa_ui import nav
+from test_app import PAGES, assert_clean, calibrate, metric, new_app, shown
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def history(tmp_path, monkeypatch):
+    """A history of this test's own (the dashboard reads ``$CPA_HISTORY`` at every call)."""
+    path = tmp_path / "history.sqlite"
+    monkeypatch.setenv("CPA_HISTORY", str(path))
+    return path
+
+
+def flagged_ids(result) -> set[str]:
+    config = result.config
+    return set(worklist(result.certificate(config.policy_confidence), config.policy, config.config_id)["doc_id"])
+
+
+def summary_of(result) -> str:
+    return json.dumps(result.summary().to_dict())
+
+
+def test_calibrate_twice_reopen_the_first_and_compare(history, sample_paths):
+    at = calibrate(new_app().run(), knowledge="K2")
+    first = at.session_state["cpa.run"]
+    at = calibrate(at, knowledge="K3")
+    second = at.session_state["cpa.run"]
+    assert list_audits(history)["knowledge"].tolist() == ["K2", "K3"]
+    assert list_audits(history)["source"].tolist() == ["dashboard", "dashboard"]
+
+    at.switch_page(nav.HISTORY).run()
+    assert_clean(at)
+    listed = at.dataframe[0].value
+    assert listed["id"].tolist() == [2, 1] and listed["knowledge"].tolist() == ["K3", "K2"]  # the latest first
+
+    at.selectbox(key="w.history.audit").set_value(1).run()
+    at.button(key="history.reopen").click().run()
+    assert_clean(at)
+    reopened = at.session_state["cpa.run"]
+    assert reopened is not second and "audit 1" in reopened.label
+    assert reopened.result.config.config_id == first.result.config.config_id
+    assert summary_of(reopened.result) == summary_of(first.result)
+    assert any("Audit 1 is the current audit" in shown(s) for s in at.success)
+    for page in PAGES:  # every page works on the reopened audit
+        at.switch_page(page).run()
+        assert not at.exception, (page, [shown(e) for e in at.exception])
+        assert not any("No calibrated audit yet" in shown(i) for i in at.info), page
+    at.switch_page(nav.FLAGGED).run()
+    assert "<mark>" in at.get("html")[0].proto.body  # the rebuilt TF-IDF attacker explains the matches
+    at.switch_page(nav.THREAT).run()
+    at.radio(key="w.threat.knowledge").set_value("K2").run()
+    at.switch_page(nav.CALIBRATE).run()  # declaring the reopened audit's configuration: it is the current result
+    assert not any("earlier configuration" in shown(w) for w in at.warning)
+    assert at.button(key="calibrate.run").label == "Run again"
+
+    at.switch_page(nav.HISTORY).run()
+    assert at.selectbox(key="w.history.a").value == 1 and at.selectbox(key="w.history.b").value == 2
+    levels = at.dataframe[1].value
+    for suffix, run in (("a", first), ("b", second)):
+        summary = run.result.summary()
+        for row in levels.itertuples():
+            assert getattr(row, f"coverage_{suffix}") == pytest.approx(summary.level(row.confidence)["coverage"])
+            assert getattr(row, f"n_flagged_{suffix}") == summary.level(row.confidence)["n_flagged"]
+    before, after = flagged_ids(first.result), flagged_ids(second.result)
+    assert metric(at, "Newly flagged in B") == f"{len(after - before):,}"
+    assert metric(at, "No longer flagged in B") == f"{len(before - after):,}"
+    assert metric(at, "Flagged in both") == f"{len(before & after):,}"
+    changes = at.dataframe[2].value
+    assert set(changes.loc[changes["change"] == "added", "doc_id"]) == after - before
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_an_audit_of_other_data_is_listed_but_not_reopened(history, sample_paths):
+    from test_history import small_audit
+
+    record_audit(small_audit(1), source="cli", path=history)
+    at = new_app().run()
+    at.switch_page(nav.HISTORY).run()
+    assert_clean(at)
+    assert any("not the loaded one" in shown(i) and "load that file on the Data page" in shown(i) for i in at.info)
+    assert at.button(key="history.reopen").disabled
+    assert any("Comparing needs two recorded audits" in shown(i) for i in at.info)
+
+
+def test_a_missing_snapshot_is_said_and_the_audit_stays_listed(history, sample_paths):
+    at = calibrate(new_app().run(), knowledge="K2")
+    os.unlink(load_audit(1, history).snapshot)
+    at.switch_page(nav.HISTORY).run()
+    at.button(key="history.reopen").click().run()
+    assert not at.exception
+    assert any("could not be reopened" in shown(e) and "not found" in shown(e) for e in at.error)
+    assert at.dataframe[0].value["id"].tolist() == [1]
+
+
+def test_an_unusable_history_is_a_warning_and_the_calibration_is_kept(tmp_path, monkeypatch, sample_paths):
+    monkeypatch.setenv("CPA_HISTORY", str(tmp_path))  # a folder
+    at = new_app().run()
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert not at.exception and not at.error
+    assert any("not recorded in the audit history" in shown(w) and "is a folder" in shown(w) for w in at.warning)
+    assert at.session_state["cpa.run"] is not None
+    at.switch_page(nav.HISTORY).run()
+    assert not at.exception
+    assert any("audit history cannot be read" in shown(e) for e in at.error)
+
+
+def test_a_reopened_attacker_is_rebuilt_only_when_nothing_is_sent(sample_paths):
+    """TF-IDF is rebuilt (it explains matches); an LLM attacker or an unknown one is not, and explains nothing."""
+    from dataclasses import replace
+
+    from cpa_core.attackers.tfidf import TfidfAttacker
+    from cpa_core.config import declare_audit, load_config
+    from cpa_core.errors import HistoryError
+    from cpa_ui.history import Unexplained, declared_attacker
+    from cpa_ui.state import DataSet
+
+    project = load_config(sample_paths["config"])
+    registry = project.load_registry(sample_paths["registry"])
+    data = DataSet(project.load_documents(sample_paths["documents"]), registry, project, "sample", "f")
+    config, _ = declare_audit(project, registry, knowledge="K2")
+    rebuilt = declared_attacker(config, data)
+    assert isinstance(rebuilt, TfidfAttacker) and rebuilt.explainer(registry, config.knowledge) is not None
+    for name in ("forced_choice", "no-longer-registered"):
+        stand_in = declared_attacker(replace(config, attacker=replace(config.attacker, name=name)), data)
+        assert isinstance(stand_in, Unexplained) and stand_in.explainer(registry, config.knowledge) is None
+        with pytest.raises(HistoryError, match="not attacked again"):
+            stand_in.attack([], [], registry, config.knowledge)

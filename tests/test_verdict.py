@@ -1,0 +1,192 @@
+"""The release verdict: never "release" on a vacuous certificate, and the coverage interval it reads."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import FrozenInstanceError, replace
+
+import numpy as np
+import pytest
+
+from cpa_core.audit import AuditConfig, run_audit
+from cpa_core.metrics import AuditSummary, clopper_pearson
+from cpa_core.policy import ReleasePolicy
+from cpa_core.verdict import STATUSES, release_verdict
+from tables import LEVEL, documents_and_registry, probability_matrix, sample_truth, table_from_matrix, toy_attacker
+
+
+# --- the coverage interval ---------------------------------------------------------------------------------------
+
+def test_clopper_pearson_by_hand():
+    # 0/10: the upper bound solves (1 - p)^10 = 0.025, so p = 1 - 0.025^(1/10) = 0.30850; 10/10 mirrors it
+    assert clopper_pearson(0, 10) == (0.0, pytest.approx(1 - 0.025 ** 0.1, abs=1e-12))
+    assert clopper_pearson(10, 10) == (pytest.approx(0.025 ** 0.1, abs=1e-12), 1.0)
+    low, high = clopper_pearson(5, 10)  # the textbook interval (0.1871, 0.8129), symmetric about 1/2
+    assert low == pytest.approx(0.187086, abs=1e-6) and high == pytest.approx(0.812914, abs=1e-6)
+    assert clopper_pearson(0, 0) is None
+    # a wider level gives a wider interval, and every interval holds its point estimate
+    assert clopper_pearson(5, 10, 0.99)[0] < low and clopper_pearson(5, 10, 0.99)[1] > high
+    for k in range(0, 21):
+        lo, hi = clopper_pearson(k, 20)
+        assert lo <= k / 20 <= hi
+
+
+def test_the_summary_carries_the_interval_of_its_coverage():
+    rng = np.random.default_rng(4)
+    probabilities = probability_matrix(600, 30, rng)
+    truth = [f"p{t}" for t in sample_truth(probabilities, rng)]
+    documents, registry = documents_and_registry(truth, m=30)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=300, n_test=300, confidences=(0.9,),
+                         protocol="split")
+    result = run_audit(documents, registry, None, config, table=table_from_matrix(probabilities))
+    entry = result.summary().level(0.9)
+    covered = int(result.certificate(0.9).covered.sum())
+    assert covered / 300 == entry["coverage"]
+    assert (entry["coverage_low"], entry["coverage_high"]) == clopper_pearson(covered, 300)
+    assert entry["coverage_low"] < entry["coverage"] < entry["coverage_high"]
+    assert entry["pool_size"] == 30 and entry["share_in_registry"] is not None
+    assert json.loads(json.dumps(result.summary().to_dict()))["confidence"]["0.9"]["coverage_high"] == \
+        entry["coverage_high"]
+
+
+# --- hand-built summaries ----------------------------------------------------------------------------------------
+
+def entry(**changes) -> dict:
+    """A healthy level: 200 test documents, coverage 91 % at 90 %, finite threshold, nothing flagged."""
+    low, high = clopper_pearson(182, 200)
+    base = {"confidence": 0.9, "alpha": 0.1, "n_test": 200, "n_labelled": 200, "coverage": 0.91,
+            "coverage_low": low, "coverage_high": high, "coverage_conditional": 0.93,
+            "coverage_conditional_low": 0.88, "coverage_conditional_high": 0.96, "candidate_miss_rate": 0.02,
+            "open_world_bound": 0.882, "median_set_size": 40.0, "min_set_size": 12, "empty_rate": 0.0,
+            "pool_size": 400, "q_hat": 0.42, "threshold": "0.42", "n_flagged": 0, "flagged_share": 0.0,
+            "n_cal": 300, "n_cal_needed": 9, "whole_pool_rate": 0.0, "share_in_registry": 0.98, "warnings": []}
+    base.update(changes)
+    return base
+
+
+def summary(level: dict | None = None, *, protocol="split", miss_policy="infinite", flag_below=11) -> AuditSummary:
+    level = level or entry()
+    return AuditSummary("cfg123", "aps", "K2", "tfidf", miss_policy, ReleasePolicy(flag_below),
+                        {str(level["confidence"]): level}, protocol)
+
+
+def check(verdict, name):
+    return next(c for c in verdict.checks if c.name == name)
+
+
+def test_nothing_flagged_and_every_check_passed_is_release():
+    verdict = release_verdict(summary(), 0.9)
+    assert verdict.status == "release" and verdict.status in STATUSES and not verdict.failed
+    assert verdict.headline.startswith("No document flagged: none of the 200 held-out test documents")
+    assert "(|C| < 11) at 90 % confidence" in verdict.headline
+    assert all(c.passed for c in verdict.checks)
+    assert "91.0 % (95 % CI 86.1–94.6 %) against the target 90 %" in check(verdict, "coverage").reason
+    # the split protocol certified the test documents only: the curator is told
+    assert any("release protocol" in action for action in verdict.actions)
+    assert any("cfg123" in action for action in verdict.actions)
+
+
+def test_flagged_documents_with_every_check_passed_is_redact():
+    verdict = release_verdict(summary(entry(n_flagged=12, empty_rate=0.02)), 0.9)
+    assert verdict.status == "redact" and verdict.n_flagged == 12
+    assert verdict.headline == ("12 of 200 held-out test documents flagged at 90 % confidence (|C| < 11): redact or "
+                                "withhold them before release.")
+    assert verdict.actions[0].startswith("Redact or withhold the 12 flagged documents")
+    assert any(action.startswith("4 of them have an empty set (|C| = 0)") for action in verdict.actions)
+    assert any("The other 188 held-out test documents" in action for action in verdict.actions)
+
+
+VACUOUS = {
+    "infinite threshold": (dict(threshold="infinite", q_hat=None, whole_pool_rate=1.0, coverage=1.0,
+                                coverage_low=0.98, coverage_high=1.0), "finite threshold"),
+    "calibration too small": (dict(n_cal=5, n_cal_needed=19, confidence=0.95), "calibration size"),
+    "mostly whole-pool sets": (dict(whole_pool_rate=0.6), "whole-pool sets"),
+    "k at least the pool size": (dict(pool_size=8), "k below the pool size"),
+    "few subjects in the registry": (dict(share_in_registry=0.3), "subjects in the registry"),
+    "coverage below its interval": (dict(coverage=0.8, coverage_low=0.74, coverage_high=0.85), "coverage"),
+    "a diagnostic warning": (dict(warnings=["confidence 0.9: 3 documents have empty sets because the attacker ranks "
+                                            "all their candidates equally"]), "no diagnostic warning"),
+}
+
+
+@pytest.mark.parametrize("case", list(VACUOUS))
+@pytest.mark.parametrize("n_flagged", [0, 7])
+def test_a_failed_check_is_inconclusive_never_release(case, n_flagged):
+    changes, failing = VACUOUS[case]
+    level = entry(n_flagged=n_flagged, **changes)
+    verdict = release_verdict(summary(level), level["confidence"])
+    assert verdict.status == "inconclusive", case
+    assert check(verdict, failing).passed is False
+    assert verdict.headline.startswith(f"Inconclusive: {n_flagged} of 200 held-out test documents flagged")
+    assert "no evidence of safety" in verdict.headline
+    assert verdict.actions[0].startswith("Do not release on the strength of this certificate")
+    assert check(verdict, failing).remedy in verdict.actions
+    assert any("flagged documents" in action for action in verdict.actions) == bool(n_flagged)
+
+
+def test_group_checks_name_the_group_without_calibration():
+    groups = {"a": {**entry(n_test=100), "n_cal": 150, "threshold": "0.4"},
+              "b": {**entry(n_test=100), "n_cal": 0, "threshold": "infinite"}}
+    verdict = release_verdict(summary(entry(threshold="per-group", q_hat=None, groups=groups)), 0.9)
+    assert verdict.status == "inconclusive"
+    assert check(verdict, "a threshold per group").reason == "group 'b' has no calibration document, so no threshold"
+    assert check(verdict, "finite threshold").reason.startswith("group 'b' has an infinite threshold")
+    healthy = {"a": groups["a"], "b": {**groups["b"], "n_cal": 150, "threshold": "0.5"}}
+    assert release_verdict(summary(entry(threshold="per-group", q_hat=None, groups=healthy)), 0.9).status == "release"
+
+
+def test_release_protocol_coverage_is_a_property_not_a_validation():
+    verdict = release_verdict(summary(entry(coverage=0.905), protocol="release"), 0.9)
+    coverage = check(verdict, "coverage")
+    assert coverage.passed is None and "by construction" in coverage.reason and "not a validation" in coverage.reason
+    assert verdict.status == "release" and "held-out" not in verdict.headline
+    assert not any("release protocol" in action for action in verdict.actions)
+
+
+def test_exclude_policy_checks_the_conditional_coverage():
+    level = entry(coverage=0.84, coverage_low=0.78, coverage_high=0.89)  # below target, but conditional is fine
+    verdict = release_verdict(summary(level, miss_policy="exclude"), 0.9)
+    coverage = check(verdict, "coverage")
+    assert coverage.passed and "identity is in the pool" in coverage.reason and "93.0 %" in coverage.reason
+    assert verdict.status == "release"
+    assert release_verdict(summary(level, miss_policy="infinite"), 0.9).status == "inconclusive"
+
+
+def test_coverage_lost_to_identities_outside_the_pool_says_so():
+    level = entry(coverage=0.85, coverage_low=0.79, coverage_high=0.89, candidate_miss_rate=0.12)
+    verdict = release_verdict(summary(level), 0.9)
+    remedy = check(verdict, "coverage").remedy
+    assert verdict.status == "inconclusive" and remedy in verdict.actions
+    assert remedy.startswith("12.0 % of the test documents' identities are outside the candidate pool")
+    assert "exchangeable" in check(release_verdict(summary(entry(coverage=0.85, coverage_low=0.79,
+                                                                 coverage_high=0.89)), 0.9), "coverage").remedy
+
+
+def test_verdict_is_frozen_and_serialisable():
+    verdict = release_verdict(summary(entry(n_flagged=3)), 0.9)
+    as_dict = json.loads(json.dumps(verdict.to_dict()))
+    assert as_dict["status"] == "redact" and as_dict["config_id"] == "cfg123" and as_dict["rule"] == "|C| < 11"
+    assert [c["name"] for c in as_dict["checks"]] == [c.name for c in verdict.checks]
+    with pytest.raises(FrozenInstanceError):
+        verdict.status = "release"
+    with pytest.raises(KeyError):
+        release_verdict(summary(), 0.95)
+
+
+# --- real audits -------------------------------------------------------------------------------------------------
+
+def test_an_attacker_that_knows_nothing_is_never_a_release():
+    rng = np.random.default_rng(1)
+    probabilities = probability_matrix(800, 10, rng, concentration=0.2)
+    truth = [f"p{t}" for t in sample_truth(probabilities, rng)]
+    documents, registry = documents_and_registry(truth, m=10)
+    table = table_from_matrix(probabilities)
+    flat = replace(table, weights=np.full_like(table.weights, 0.1))
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9,),
+                         flag_below=3, protocol="split")
+    result = run_audit(documents, registry, None, config, table=flat)
+    verdict = release_verdict(result.summary(), 0.9)
+    assert verdict.n_flagged == 0 and verdict.status == "inconclusive"
+    assert check(verdict, "whole-pool sets").passed is False
+    informative = release_verdict(run_audit(documents, registry, None, config, table=table).summary(), 0.9)
+    assert informative.status in ("release", "redact") and not informative.failed
