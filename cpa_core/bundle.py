@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Mapping
 
 import tomli_w
 
+from .verdict import summary_document
+
 if TYPE_CHECKING:
     from .audit import AuditConfig, AuditResult
 
@@ -83,7 +85,7 @@ def input_files(result: "AuditResult") -> dict[str, str]:
             if role in INPUT_OPTIONS and info.get("file")}
 
 
-def audit_bundle(result: "AuditResult", summary: Mapping | None = None) -> bytes:
+def audit_bundle(result: "AuditResult") -> bytes:
     """A zip archive that re-runs the audit: ``audit.toml``, ``reproduce.sh`` (the command, after checking
     the files' SHA-256), ``SHA256SUMS`` and ``expected-summary.json`` (the figures the run must give).
 
@@ -104,6 +106,5 @@ def audit_bundle(result: "AuditResult", summary: Mapping | None = None) -> bytes
         archive.writestr(CONFIG_FILE, declared_toml(config))
         archive.writestr("reproduce.sh", script)
         archive.writestr("SHA256SUMS", sums)
-        archive.writestr("expected-summary.json",
-                         json.dumps(dict(summary) if summary is not None else result.summary().to_dict(), indent=2))
+        archive.writestr("expected-summary.json", json.dumps(summary_document(result), indent=2))
     return buffer.getvalue()

@@ -326,6 +326,11 @@ def _audit(args, documents, registry, config, attacker) -> int:
     flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
     _say(f"{len(flagged)} documents flagged ({config.policy.rule} at confidence "
          f"{confidence_label(config.policy_confidence)}); results in {args.out}")
+    verdict = summary["verdict"]
+    _say(f"verdict ({verdict['status']}): {verdict['headline']}")
+    for check in verdict["checks"]:
+        if check["passed"] is False:
+            _say(f"failed check, {check['name']}: {check['reason']}")
     record_cli_audit(args, result)
     return 0
 

@@ -346,8 +346,8 @@ def _check_row_widths(name: str, records, width: int) -> None:
             continue
         row += 1
         if len(record) < width:
-            raise DataError(name, f"row {row} has {len(record)} of the header's {width} fields (a line break inside "
-                            "an unquoted field, or missing separators)",
+            raise DataError(name, f"not a well-formed CSV table (row {row} has {len(record)} of the header's {width} "
+                            "fields: a line break inside an unquoted field, or missing separators)",
                             expected=f"{width} fields per row, as in the header", found=f"{len(record)} fields")
 
 

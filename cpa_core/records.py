@@ -25,6 +25,7 @@ from .errors import ConfigError
 from .scores import get_score
 from .bundle import CONFIG_FILE, declared_toml, input_files, reproduce_command
 from .policy import worklist, worklist_csv, worklist_json
+from .verdict import summary_document
 
 if TYPE_CHECKING:
     from .attackers.base import TermExplainer
@@ -175,7 +176,7 @@ def write_audit(result: "AuditResult", out_dir: str | Path, explain: "TermExplai
     splits = record_splits(result)
     paths = {name: out / name for name in ("summary.json", *(f"{s}.jsonl" for s in splits), "worklist.csv",
                                            "worklist.json", "manifest.json", CONFIG_FILE)}
-    _write_private(paths["summary.json"], json.dumps(result.summary().to_dict(), indent=2))
+    _write_private(paths["summary.json"], json.dumps(summary_document(result), indent=2))
     for name in splits:
         _write_private(paths[f"{name}.jsonl"], "".join(jsonl_lines(records(result, name))))
     work = worklist(result.certificate(config.policy_confidence), config.policy, config.config_id, explain=explain)

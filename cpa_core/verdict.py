@@ -17,9 +17,13 @@ registry, a threshold for every group, and no diagnostic warning (:mod:`cpa_core
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from .diagnostics import FEW_IN_REGISTRY, MOSTLY, NEARLY_WHOLE
 from .metrics import AuditSummary
+
+if TYPE_CHECKING:
+    from .audit import AuditResult
 
 STATUSES = ("release", "redact", "inconclusive")
 TITLES = {"release": "Release", "redact": "Redact the flagged documents, then release",
@@ -245,3 +249,9 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
                        f"documents change: this certificate holds only for configuration {summary.config_id}.")
     return Verdict(status, TITLES[status], headline, tuple(checks), tuple(actions), tuple(warnings),
                    summary.config_id, float(entry["confidence"]), rule, n_flagged, n)
+
+
+def summary_document(result: "AuditResult") -> dict:
+    """``summary.json``: every figure of the audit, and the release verdict at the level that flags."""
+    summary = result.summary()
+    return {**summary.to_dict(), "verdict": release_verdict(summary, result.config.policy_confidence).to_dict()}

@@ -24,33 +24,9 @@ from .cache import run_label
 from .state import AuditRun, DataSet
 from .text import plain
 
-HISTORY_COLUMNS = {  # column of list_audits -> (label, format, help)
-    "id": ("audit", "%d", "The audit's number in the history."),
-    "created_at": ("when (UTC)", None, "When the audit was recorded."),
-    "source": ("source", None, "Where it ran: the dashboard or the command line (cli)."),
-    "config_id": ("config id", None, "A short hash of the full declared configuration."),
-    "knowledge": ("knowledge", None, "The knowledge level the attacker was declared to have."),
-    "attacker": ("attacker", None, "The declared attacker."),
-    "documents_sha256": ("documents SHA-256", None, "The first characters of the documents file's checksum."),
-    "n_flagged": ("flagged", "%d", "Documents on the worklist, at the audit's flagging confidence."),
-    "median_set_size": ("median |C|", "%g", "Median certified set size at the audit's flagging confidence."),
-}
-COMPARISON_COLUMNS = {  # column of AuditComparison.to_frame() -> (label, format, help)
-    "confidence": ("confidence", "percent", "The confidence level of the certificates."),
-    "coverage_a": ("coverage A", "percent", "Coverage of audit A at this level."),
-    "coverage_b": ("coverage B", "percent", "Coverage of audit B at this level."),
-    "median_set_size_a": ("median |C| A", "%g", "Median certified set size of audit A."),
-    "median_set_size_b": ("median |C| B", "%g", "Median certified set size of audit B."),
-    "n_flagged_a": ("flagged A", "%d", "Documents audit A's release policy flags at this level."),
-    "n_flagged_b": ("flagged B", "%d", "Documents audit B's release policy flags at this level."),
-}
-
-
-def column_config(columns: dict[str, tuple[str, str | None, str]]) -> dict:
-    """``st.dataframe`` column settings: labels, number formats and help texts."""
-    return {name: st.column_config.TextColumn(label, help=text) if number_format is None else
-            st.column_config.NumberColumn(label, format=number_format, help=text)
-            for name, (label, number_format, text) in columns.items()}
+HISTORY_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "documents_sha256",
+                   "n_flagged", "median_set_size")
+"""The History page's list of audits (labelled by :data:`~cpa_ui.help.COLUMNS`)."""
 
 
 def history_table(audits: pd.DataFrame) -> pd.DataFrame:

@@ -8,10 +8,9 @@ import streamlit as st
 from cpa_core.errors import CPAError
 from cpa_core.history import compare_audits, history_path, list_audits, load_audit
 from cpa_ui import nav
-from cpa_ui.components import show_error
+from cpa_ui.components import show_error, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
-from cpa_ui.history import (COMPARISON_COLUMNS, HISTORY_COLUMNS, column_config, data_mismatch, entry_label,
-                            history_table, reopen)
+from cpa_ui.history import data_mismatch, entry_label, history_table, reopen
 from cpa_ui.state import state, widget_key
 from cpa_ui.text import fmt_confidence, plain
 
@@ -31,8 +30,9 @@ if audits.empty:
     st.page_link(nav.CALIBRATE, label="Go to Calibrate", icon=":material/tune:")
     st.stop()
 
-st.dataframe(history_table(audits), hide_index=True, width="stretch", height=240, key="history.table",
-             column_config=column_config(HISTORY_COLUMNS))
+listed = history_table(audits)
+st.dataframe(listed, hide_index=True, width="stretch", height=240, key="history.table",
+             column_config=table_columns(listed))
 labels = {int(row["id"]): entry_label(row) for _, row in audits.iterrows()}
 ids = list(labels)[::-1]  # the latest first
 
@@ -79,8 +79,8 @@ left, right = st.columns(2)
 first = entry(choice("history.a", "A", ids[1], left))
 second = entry(choice("history.b", "B", ids[0], right))
 comparison = compare_audits(first, second)
-st.dataframe(comparison.to_frame(), hide_index=True, width="stretch", key="history.levels",
-             column_config=column_config(COMPARISON_COLUMNS))
+levels = comparison.to_frame()
+st.dataframe(levels, hide_index=True, width="stretch", key="history.levels", column_config=table_columns(levels))
 st.caption("Coverage, median set size and flagged documents per confidence level (empty where an audit did not "
            "certify that level).")
 common = [level for level in first.levels if level in second.set_sizes]
@@ -99,7 +99,6 @@ columns[0].metric("Newly flagged in B", f"{len(comparison.flagged_added):,}",
 columns[1].metric("No longer flagged in B", f"{len(comparison.flagged_removed):,}",
                   help=f"On A's worklist (at {fmt_confidence(float(first.flag_confidence))}), not on B's.")
 columns[2].metric("Flagged in both", f"{len(comparison.flagged_kept):,}", help="On both worklists.")
-st.dataframe(comparison.flagged_frame(), hide_index=True, width="stretch", height=240, key="history.flagged",
-             column_config={"doc_id": st.column_config.TextColumn("document"),
-                            "change": st.column_config.TextColumn("change", help="added: flagged in B only; "
-                                                                  "removed: flagged in A only; kept: in both.")})
+flagged = comparison.flagged_frame()
+st.dataframe(flagged, hide_index=True, width="stretch", height=240, key="history.flagged",
+             column_config=table_columns(flagged))

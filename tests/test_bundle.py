@@ -20,6 +20,7 @@ from cpa_core.config import ProjectConfig, declare_audit, load_config, parse_con
 from cpa_core.data import load_documents, load_registry
 from cpa_core.errors import ConfigError
 from cpa_core.policy import ReleasePolicy
+from cpa_core.verdict import summary_document
 
 from conftest import SAMPLE_DIR, run_cli
 
@@ -114,7 +115,7 @@ def test_bundle_reproduces_the_audit(sample, tmp_path):
     config, attacker = declare_audit(project, registry, documents=documents, knowledge="K1")
     config = config.with_policy(0.93, ReleasePolicy(5))
     result = run_audit(documents, registry, attacker, config)
-    expected = result.summary().to_dict()
+    expected = summary_document(result)
     with zipfile.ZipFile(io.BytesIO(audit_bundle(result))) as archive:
         archive.extractall(tmp_path)
     for name in ("documents.csv", "registry.csv"):
@@ -129,7 +130,8 @@ def test_bundle_reproduces_the_audit(sample, tmp_path):
     assert reproduced == json.loads(json.dumps(expected)) == json.loads(
         (tmp_path / "expected-summary.json").read_text())
     manifest = json.loads((tmp_path / "out" / "reproduced" / "manifest.json").read_text())
-    assert manifest["config_id"] == config.config_id
+    assert manifest["config_id"] == config.config_id == reproduced["verdict"]["config_id"]
+    assert f"verdict ({reproduced['verdict']['status']})" in run.stderr
 
 
 def test_the_dashboard_at_its_defaults_declares_what_the_command_line_does(sample):

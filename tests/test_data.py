@@ -724,7 +724,7 @@ def test_the_command_line_reads_a_latin1_release_when_told(tmp_path):
 ])
 def test_a_row_shorter_than_the_header_is_refused_with_its_number(body, row):
     """A padded row would silently become a document without identity (unlabelled): refused instead."""
-    with pytest.raises(DataError, match=rf"row {row} has 2 of the header's 3 fields"):
+    with pytest.raises(DataError, match=rf"not a well-formed CSV table \(row {row} has 2 of the header's 3 fields"):
         load_documents(("doc_id,text,identity_id\n" + body).encode(), name="docs.csv")
     quoted = 'doc_id,text,identity_id\nd1,"a line\rbreak",p1\n\nd2,text,p2\n'  # quoted breaks and blank lines are fine
     assert list(load_documents(quoted.encode(), name="docs.csv").frame["identity_id"]) == ["p1", "p2"]

@@ -34,10 +34,14 @@ def test_records_files_are_the_records_function(written):
     assert test[0]["sets"]["0.8"]["set"] == [str(c) for c in cert.members(0)]
 
 
-def test_summary_file_is_the_summary_object(written):
+def test_summary_file_is_the_summary_object_and_its_verdict(written):
+    from cpa_core.verdict import release_verdict
     result, paths, _ = written
-    assert json.loads(paths["summary.json"].read_text(encoding="utf-8")) == json.loads(
-        json.dumps(result.summary().to_dict()))
+    written_summary = json.loads(paths["summary.json"].read_text(encoding="utf-8"))
+    verdict = written_summary.pop("verdict")
+    assert written_summary == json.loads(json.dumps(result.summary().to_dict()))
+    assert verdict == json.loads(json.dumps(release_verdict(result.summary(), result.config.policy_confidence).to_dict()))
+    assert verdict["confidence"] == float(result.config.policy_confidence)
 
 
 def test_manifest_quotes_the_declared_configuration(written):
