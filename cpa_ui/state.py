@@ -16,7 +16,7 @@ import streamlit as st
 
 from cpa_core.attackers.base import Attacker
 from cpa_core.attackers.imported import CandidateScores
-from cpa_core.audit import AuditResult
+from cpa_core.audit import AuditConfig, AuditResult
 from cpa_core.config import ProjectConfig
 from cpa_core.policy import ReleasePolicy
 from cpa_core.data import Documents, Registry
@@ -132,6 +132,13 @@ class AuditState:
     def policy(self) -> ReleasePolicy:
         """The release policy the pages view the results under (k and the leakage threshold)."""
         return ReleasePolicy(self.flag_below, self.leakage_threshold)
+
+    def adopt_policy(self, config: AuditConfig) -> None:
+        """View the results at the configuration's flagging level under its release policy (a reopened audit
+        then exports the configuration it declared)."""
+        self.confidence = float(config.policy_confidence)
+        self.flag_below = config.flag_below
+        self.leakage_threshold = config.leakage_threshold
 
     def forget_results(self) -> None:
         """Drop everything computed from the current data (after new data is loaded)."""

@@ -67,7 +67,9 @@ if st.button("Reopen", key="history.reopen", type="primary", disabled=mismatch i
     except CPAError as error:
         show_error(error, "The audit could not be reopened: ")
     else:
-        st.success(f"Audit {chosen.id} is the current audit ({plain(state.run.label)}).",
+        state.adopt_policy(state.run.result.config)
+        st.success(f"Audit {chosen.id} is the current audit ({plain(state.run.label)}), viewed at its flagging "
+                   f"level {fmt_confidence(state.confidence)} with its release policy ({state.policy.rule}).",
                    icon=":material/check_circle:")
         st.page_link(nav.EXPLORE, label="Explore its certificate", icon=":material/query_stats:")
 

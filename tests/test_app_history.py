@@ -54,6 +54,8 @@ def test_calibrate_twice_reopen_the_first_and_compare(history, sample_paths):
     assert reopened.result.config.config_id == first.result.config.config_id
     assert summary_of(reopened.result) == summary_of(first.result)
     assert any("Audit 1 is the current audit" in shown(s) for s in at.success)
+    at.switch_page(nav.REPORT).run()  # viewed under its declared policy, it exports the configuration it recorded
+    assert f"Every export declares configuration **{load_audit(1, history).config_id}**" in at.markdown[0].value
     for page in PAGES:  # every page works on the reopened audit
         at.switch_page(page).run()
         assert not at.exception, (page, [shown(e) for e in at.exception])
