@@ -23,7 +23,6 @@ from plotly.offline import get_plotlyjs
 
 from cpa_core.audit import AuditResult
 from cpa_core.diagnostics import NEARLY_WHOLE
-from cpa_core.policy import ReleasePolicy
 from cpa_core.verdict import Verdict, release_verdict
 
 from .analysis import GROUP_COLUMNS, without_empty
@@ -289,19 +288,20 @@ def signoff_block(verdict: Verdict, *, inputs: dict, protocol: str, miss_policy:
 </section>"""
 
 
-def certificate_report(result: AuditResult, *, confidence: float, policy: ReleasePolicy, curve: pd.DataFrame,
-                       worklist: pd.DataFrame, manifest: dict, generated_at: datetime | None = None,
-                       for_print: bool = False) -> str:
-    """The report of one audit at one confidence level and release policy, as one HTML document.
+def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd.DataFrame, manifest: dict,
+                       generated_at: datetime | None = None, for_print: bool = False) -> str:
+    """The report of one audit, as one HTML document, at its flagging level under its release policy (both from
+    its declared configuration, so the report states one configuration: see :meth:`AuditResult.with_policy`).
 
     Parameters
     ----------
     curve : :func:`cpa_core.metrics.confidence_curve` of ``result``
-    worklist : :func:`cpa_core.policy.worklist` at ``confidence`` under ``policy``
+    worklist : :func:`cpa_core.policy.worklist` of ``result`` (at its flagging level, under its policy)
     manifest : :func:`cpa_core.records.manifest` of ``result``
     for_print : static SVG figures and no script, for :func:`cpa_ui.pdf.report_pdf`
     """
     config = result.config
+    confidence, policy = config.policy_confidence, config.policy
     cert = result.certificate(confidence)
     levels = sorted(set(config.confidences) | {confidence})
     summary_of_levels = result.summary(levels, policy)

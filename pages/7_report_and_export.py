@@ -42,13 +42,13 @@ def records_jsonl() -> bytes:
 
 
 def report_html() -> bytes:
-    return certificate_report(result, confidence=confidence, policy=policy, curve=curve(run.key, result),
-                              worklist=work, manifest=audit_manifest).encode("utf-8")
+    return certificate_report(result, curve=curve(run.key, result), worklist=work,
+                              manifest=audit_manifest).encode("utf-8")
 
 
 def report_pdf_bytes() -> bytes:
-    return report_pdf(certificate_report(result, confidence=confidence, policy=policy, curve=curve(run.key, result),
-                                         worklist=work, manifest=audit_manifest, for_print=True))
+    return report_pdf(certificate_report(result, curve=curve(run.key, result), worklist=work,
+                                         manifest=audit_manifest, for_print=True))
 
 
 st.subheader("For the privacy officer")

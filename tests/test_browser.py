@@ -16,8 +16,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -255,9 +257,15 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     _no_errors(driver)
     _screenshot(driver, "6-compare")
 
+    _go(driver, "History", "Reopen an audit")  # the calibration above is recorded
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas'), "the audit list")
+    _wait(driver, _settled, "the history page to settle")
+    _no_errors(driver)
+    _screenshot(driver, "8-history")
+
     _go(driver, "Report", "Redaction worklist")
-    labels = ("Certificate report (HTML)", "Worklist (CSV)", "Worklist (JSON)", "Per-document records (JSONL)",
-              "Manifest (JSON)")
+    labels = ("Certificate report (HTML)", "Certificate report (PDF)", "Worklist (CSV)", "Worklist (JSON)",
+              "Per-document records (JSONL)", "Manifest (JSON)", "Reproduce this audit (audit.toml and command, ZIP)")
 
     def all_buttons(d) -> bool:
         shown = " ".join(b.text for b in d.find_elements(By.CSS_SELECTOR, '[data-testid="stDownloadButton"]'))
@@ -271,17 +279,34 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     shutil.rmtree(downloads, ignore_errors=True)
     downloads.mkdir(parents=True)
     driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
-    for label in ("Worklist (CSV)", "Certificate report (HTML)"):
+    for label, suffix in (("Worklist (CSV)", ".csv"), ("Certificate report (HTML)", ".html"),
+                          ("Certificate report (PDF)", ".pdf"),
+                          ("Reproduce this audit (audit.toml and command, ZIP)", ".zip")):
+        _wait(driver, _settled, "the page to settle before a download")
         driver.find_element(By.XPATH, f"//button[.//p[text()='{label}']]").click()
-    finished = lambda d: {p.suffix for p in downloads.iterdir()} >= {".csv", ".html"} and not any(
-        p.suffix == ".crdownload" for p in downloads.iterdir())
-    _wait(driver, finished, "the downloads", 120)
+        finished = lambda d: suffix in {p.suffix for p in downloads.iterdir()} and not any(
+            p.suffix == ".crdownload" for p in downloads.iterdir())
+        _wait(driver, finished, f"the download of {label}", 120)
     worklist = next(downloads.glob("*-worklist.csv")).read_text(encoding="utf-8")
     assert worklist.startswith("doc_id,group,set_size,leakage,top_candidates")
+    config_id = pd.read_csv(next(downloads.glob("*-worklist.csv")), dtype=str)["config_id"].iloc[0]
+    # every export declares one configuration
+    assert all(name.name.startswith(f"cpa-{config_id}-") for name in downloads.iterdir())
+    with zipfile.ZipFile(next(downloads.glob("*-reproduce.zip"))) as bundle:
+        assert f"Configuration {config_id}" in bundle.read("audit.toml").decode("utf-8")
+    # the PDF as the curator downloaded it: its pages drawn as images, the verdict on the first
+    import pypdfium2 as pdfium
+    pdf = pdfium.PdfDocument(next(downloads.glob("*-report.pdf")).read_bytes())
+    for index in range(len(pdf)):
+        image = pdf[index].render(scale=1).to_pil()
+        image.save(SCREENSHOTS / f"9-pdf-page-{index + 1}.png")
+        assert np.asarray(image.convert("L"), dtype=float).std() > 5, f"PDF page {index + 1} is blank"
+    first_page = " ".join(pdf[0].get_textpage().get_text_range().split())
+    assert "Verdict:" in first_page and config_id in first_page
     driver.get(next(downloads.glob("*-report.html")).as_uri())
     _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")) >= 2, "the report's charts")
     assert "Re-identification risk certificate" in driver.title or driver.find_element(By.TAG_NAME, "h1").text
-    driver.save_screenshot(str(SCREENSHOTS / "8-html-report.png"))
+    driver.save_screenshot(str(SCREENSHOTS / "10-html-report.png"))
 
 
 class _Listener:

@@ -43,9 +43,9 @@ def rendered(tmp_path_factory):
     config, attacker = declare_audit(project, registry, knowledge="K2",
                                      overrides={"protocol": "split", "n_cal": 120, "n_test": 150, "seed": 2,
                                                 "confidence": [0.8, 0.9]})
-    result = run_audit(documents, registry, attacker, config)
-    html = certificate_report(result, confidence=CONFIDENCE, policy=POLICY, curve=confidence_curve(result),
-                              worklist=worklist(result.certificate(CONFIDENCE), POLICY, config.config_id),
+    result = run_audit(documents, registry, attacker, config).with_policy(CONFIDENCE, POLICY)
+    html = certificate_report(result, curve=confidence_curve(result),
+                              worklist=worklist(result.certificate(CONFIDENCE), POLICY, result.config.config_id),
                               manifest=manifest(result), for_print=True,
                               generated_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
     fetcher = RefusingFetcher()

@@ -61,11 +61,10 @@ def build_report(inputs, miss_policy: str = "infinite") -> dict:
                                      overrides={"protocol": "split", "n_cal": 150, "n_test": 200, "seed": 3,
                                                 "group_column": "group", "confidence": [0.8, 0.9],
                                                 "miss_policy": miss_policy})
-    result = run_audit(documents, registry, attacker, config)
-    work = worklist(result.certificate(CONFIDENCE), POLICY, config.config_id,
+    result = run_audit(documents, registry, attacker, config).with_policy(CONFIDENCE, POLICY)
+    work = worklist(result.certificate(CONFIDENCE), POLICY, result.config.config_id,
                     explain=lambda query, rows: ["golf", "<script>"])
-    arguments = dict(confidence=CONFIDENCE, policy=POLICY, curve=confidence_curve(result), worklist=work,
-                     manifest=manifest(result), generated_at=GENERATED)
+    arguments = dict(curve=confidence_curve(result), worklist=work, manifest=manifest(result), generated_at=GENERATED)
     return {"result": result, "html": certificate_report(result, **arguments),
             "print": certificate_report(result, **arguments, for_print=True), "worklist": work,
             "documents": documents, "entry": result.summary([CONFIDENCE], POLICY).level(CONFIDENCE),
