@@ -10,6 +10,7 @@ import streamlit as st
 from cpa_core.bundle import audit_bundle, declared_toml
 from cpa_core.policy import worklist_csv, worklist_json
 from cpa_core.records import jsonl_lines, manifest, record_splits, records
+from cpa_core.verdict import release_verdict
 from cpa_ui.analysis import flagged_table
 from cpa_ui.cache import curve, explained_worklist
 from cpa_ui.components import require_data, require_run, stale_notice, table_columns
@@ -50,6 +51,13 @@ def report_pdf_bytes() -> bytes:
     return report_pdf(certificate_report(result, curve=curve(run.key, result), worklist=work,
                                          manifest=audit_manifest, for_print=True))
 
+
+verdict = release_verdict(result.summary([confidence]), confidence)
+show_verdict = st.success if verdict.status == "release" else st.warning  # a page's errors are the app's own
+show_verdict(plain(f"Verdict: {verdict.title}. {verdict.headline}"),
+             icon=":material/gavel:" if verdict.status != "inconclusive" else ":material/report:")
+for check in verdict.failed:
+    st.caption(plain(f"Failed check, {check.name}: {check.reason}. {check.remedy}"))
 
 st.subheader("For the privacy officer")
 left, right = st.columns(2)
@@ -93,7 +101,8 @@ st.download_button("Reproduce this audit (audit.toml and command, ZIP)", lambda:
                    help="The declared configuration as audit.toml (its input files pinned by SHA-256), the cpa audit "
                         "command that runs it again on the same files, SHA256SUMS, and the figures the run must "
                         "give. No document text.")
-st.caption("Run it on this machine's files with:")
+st.caption("The command, run in a folder holding the input files and the ZIP's audit.toml (paths as this audit "
+           "read them):")
 st.code(audit_manifest["reproduce"]["command"], language="bash")
 with st.expander("Declared configuration (audit.toml)"):
     st.code(declared_toml(result.config), language="toml")

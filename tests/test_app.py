@@ -616,6 +616,9 @@ def test_dashboard_exports_reproduce_through_the_command_line(sample_paths, tmp_
     assert cli_manifest["config_id"] == config_id and cli_manifest["config"] == manifest["config"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary == json.loads((tmp_path / "expected-summary.json").read_text())
+    verdict = summary["verdict"]  # the command line's verdict is the one the Report page and the report state
+    assert any(f"Verdict: {verdict['title']}. {verdict['headline']}" == shown(alert) for alert in [*at.warning, *at.success])
+    assert verdict["headline"].replace("<", "&lt;") in report
     assert summary["confidence"]["0.93"]["n_flagged"] == len(worklist)
     assert [row["doc_id"] for row in json.loads((out / "worklist.json").read_text())] == \
         [row["doc_id"] for row in worklist]
