@@ -7,7 +7,8 @@ LLM_STAMP := $(VENV)/.llm-server
 
 .PHONY: run audit test test-fast bench clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml scripts/install_system_libraries.sh
+	bash scripts/install_system_libraries.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt

@@ -6,8 +6,28 @@ resource is left out, the rendering goes on).
 
 from __future__ import annotations
 
-from weasyprint import HTML
-from weasyprint.urls import URLFetcher
+from functools import cache
+
+SYSTEM_LIBRARIES = "libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0"  # Debian's names
+
+
+@cache
+def pdf_unavailable() -> str | None:
+    """Why no PDF can be rendered on this machine (WeasyPrint loads the system's pango library), else ``None``."""
+    try:
+        import weasyprint  # noqa: F401
+    except OSError as error:
+        return (f"the PDF needs the system's text-layout libraries, which are missing ({error}); on Debian or Ubuntu: "
+                f"apt-get install {SYSTEM_LIBRARIES}")
+    return None
+
+
+if pdf_unavailable() is None:
+    from weasyprint import HTML
+    from weasyprint.urls import URLFetcher
+else:  # the HTML report still works; the page says why there is no PDF
+    HTML = None
+    URLFetcher = object
 
 
 class RefusingFetcher(URLFetcher):

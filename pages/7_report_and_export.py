@@ -14,7 +14,7 @@ from cpa_core.verdict import release_verdict
 from cpa_ui.analysis import flagged_table
 from cpa_ui.cache import curve, explained_worklist
 from cpa_ui.components import require_data, require_run, stale_notice, table_columns
-from cpa_ui.pdf import report_pdf
+from cpa_ui.pdf import pdf_unavailable, report_pdf
 from cpa_ui.report import certificate_report
 from cpa_ui.state import state
 from cpa_ui.text import fmt_confidence, plain
@@ -68,9 +68,11 @@ left.download_button("Certificate report (HTML)", report_html, file_name=f"{stem
                           "assumptions, the plots, the flagged documents, checksums and versions.")
 right.download_button("Certificate report (PDF)", report_pdf_bytes, file_name=f"{stem}-report.pdf",
                       mime="application/pdf", icon=":material/picture_as_pdf:", key="export.report_pdf",
-                      width="stretch",
+                      width="stretch", disabled=pdf_unavailable() is not None,
                       help="The same report on A4 pages, to print and sign: the verdict first, then the sign-off "
                            "block; the charts are drawn as static images.")
+if pdf_unavailable():
+    right.caption(plain(pdf_unavailable()[0].upper() + pdf_unavailable()[1:] + "."))
 
 st.subheader("Redaction worklist")
 st.caption(f"{len(work):,} flagged test documents, smallest set first, with the terms that drive each match.")
