@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from cpa_core.audit import AuditResult
+from cpa_core.metrics import COVERAGE_MEANING
 from cpa_core.diagnostics import NEARLY_WHOLE
 from cpa_core.verdict import Verdict, release_verdict
 
@@ -339,8 +340,8 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
         ("Median set", fmt_number(metrics["median_set_size"]), HELP["median_set"]),
         ("Mean leakage proxy", fmt_number(metrics["mean_leakage"]), HELP["mean_leakage"]),
         (f"Coverage ({'test' if split_protocol else 'release'})", _percent(metrics["coverage"]),
-         (f"95 % CI {fmt_interval(metrics['coverage_low'], metrics['coverage_high'])}. " if split_protocol else
-          "By construction under the release protocol. ") + HELP["coverage"]),
+         f"95 % CI {fmt_interval(metrics['coverage_low'], metrics['coverage_high'])}. {HELP['coverage']}"
+         if split_protocol else f"By construction: the {COVERAGE_MEANING['release']}."),
     ]
     cards = "".join(f"<div class='kpi'><div class='label'>{_e(label)}</div><div class='value'>{_e(value)}</div>"
                     f"<div class='help'>{_e(text)}</div></div>" for label, value, text in kpi_cards)
