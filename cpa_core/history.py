@@ -37,6 +37,7 @@ from .errors import HistoryError
 from .policy import ReleasePolicy
 from .records import package_versions
 from .snapshot import json_default, read_snapshot, write_snapshot
+from .verdict import summary_document
 
 if TYPE_CHECKING:
     from .audit import AuditResult
@@ -220,7 +221,7 @@ def record_audit(result: "AuditResult", *, source: str, out_dir: str | Path | No
     row = {"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "source": source,
            "config_id": config.config_id, "config": _dumps(config.to_dict()),
            "checksums": _dumps({k: result.inputs[k] for k in ("documents", "registry") if k in result.inputs}),
-           "summary": _dumps(result.summary().to_dict()),
+           "summary": _dumps(summary_document(result)),
            "flag_confidence": confidence_label(config.policy_confidence),
            "out_dir": None if out_dir is None else str(Path(out_dir).resolve()), "versions": _dumps(package_versions())}
     levels = _level_rows(result)
@@ -259,7 +260,7 @@ class HistoryEntry:
     source : ``"cli"`` or ``"dashboard"``
     config_id, config : the declared configuration's id and the manifest's ``config``
     checksums : the manifest's ``inputs`` of the documents and registry (file, sha256, rows)
-    summary : ``summary.json`` (:meth:`AuditSummary.to_dict`)
+    summary : ``summary.json`` (:func:`~cpa_core.verdict.summary_document`: the figures and the verdict)
     flag_confidence : the level (label) at which the release policy flags
     set_sizes : ``{confidence label: {doc_id: certified set size}}`` at each audited level
     flagged : the worklist's doc ids at ``flag_confidence``, smallest set first

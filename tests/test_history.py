@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from cpa_core.audit import AuditConfig, run_audit
+from cpa_core.verdict import summary_document
 from cpa_core.errors import HistoryError
 from cpa_core.history import (ENV_VAR, HistoryEntry, compare_audits, history_path, list_audits, load_audit,
                               load_result, record_audit, snapshot_folder)
@@ -104,7 +105,7 @@ def test_an_entry_holds_the_configuration_checksums_summary_set_sizes_and_workli
     assert entry.config == as_json(result.config.to_dict())
     assert entry.checksums["documents"]["sha256"] == result.inputs["documents"]["sha256"]
     assert entry.checksums["registry"]["rows"] == 20
-    assert entry.summary == as_json(result.summary().to_dict())
+    assert entry.summary == as_json(summary_document(result)) and entry.summary["verdict"]["config_id"] == entry.config_id
     assert entry.flag_confidence == "0.8" and entry.levels == ["0.8", "0.9"]
     for label in entry.levels:
         sizes = result.certificate(float(label)).set_sizes
