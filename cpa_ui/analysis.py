@@ -37,8 +37,12 @@ def group_table(summary: AuditSummary, confidence: float) -> pd.DataFrame:
 
 
 def calibration_table(summary: AuditSummary) -> pd.DataFrame:
-    """q̂, coverage (conditional and unconditional), miss rate and calibration-size check per level of a summary."""
-    return summary.overall_frame()[CALIBRATION_COLUMNS]
+    """q̂, coverage (conditional and unconditional), miss rate and calibration-size check per level of a summary;
+    under the split protocol, where coverage is an empirical check, with its 95 % interval."""
+    columns = list(CALIBRATION_COLUMNS)
+    if summary.protocol == "split":
+        columns[columns.index("coverage") + 1:columns.index("coverage") + 1] = ["coverage_low", "coverage_high"]
+    return summary.overall_frame()[columns]
 
 
 def compare_table(labels: Sequence[str], results: Sequence[AuditResult], confidence: float,

@@ -102,6 +102,8 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "whole_pool_rate": ("whole-pool sets", PERCENT, "whole_pool_rate"),
     "coverage": ("coverage", PERCENT, "coverage"),
     "coverage_ci": ("coverage 95 % CI", TEXT, "coverage_ci"),
+    "coverage_low": ("coverage CI low", PERCENT, "coverage_ci"),
+    "coverage_high": ("coverage CI high", PERCENT, "coverage_ci"),
     "coverage_conditional": ("coverage (in pool)", PERCENT, "coverage_conditional"),
     "candidate_miss_rate": ("miss rate ρ", PERCENT, "miss_rate"),
     "open_world_bound": ("open-world bound", PERCENT, "open_world_bound"),

@@ -145,3 +145,17 @@ def test_candidate_weights_mark_set_and_truth():
     (bars,) = fig.data
     assert list(bars.y) == ["P3", "P2 ★", "P1"]  # top candidate drawn at the top
     assert list(bars.marker.color) == [TARGET_COLOR, FLAGGED_COLOR, FLAGGED_COLOR]
+
+
+def test_calibration_table_shows_the_coverage_interval_only_where_coverage_is_a_check():
+    from dataclasses import replace
+
+    from cpa_ui.analysis import calibration_table
+    from tables import audited_groups
+
+    result = audited_groups()[0]
+    split = calibration_table(result.summary())
+    assert list(split.columns[3:6]) == ["coverage", "coverage_low", "coverage_high"]
+    assert (split["coverage_low"] <= split["coverage"]).all() and (split["coverage"] <= split["coverage_high"]).all()
+    release = calibration_table(replace(result.summary(), protocol="release"))
+    assert "coverage_low" not in release.columns  # coverage by construction: no interval to show
