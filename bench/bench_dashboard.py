@@ -37,6 +37,7 @@ from cpa_core.attackers.tfidf import TfidfIndex  # noqa: E402
 from cpa_core.audit import run_audit  # noqa: E402
 from cpa_core.config import load_config  # noqa: E402
 from cpa_core.data import load_documents, load_registry  # noqa: E402
+from cpa_core.evidence import document_evidence  # noqa: E402
 from cpa_core.knowledge import profile_texts  # noqa: E402
 from cpa_core.metrics import confidence_curve  # noqa: E402
 from cpa_core.policy import ReleasePolicy, worklist  # noqa: E402
@@ -99,7 +100,7 @@ def main() -> int:
     details = config.attacker.details
     index = TfidfIndex(details["max_features"], details["ngram_max"], details["min_df"]).fit(
         profile_texts(data.registry, config.knowledge))
-    explain = lambda query, rows: index.shared_terms(query, list(rows))  # noqa: E731
+    explain = index.explainer()
     policy, levels = ReleasePolicy(11), iter(np.linspace(0.60, 0.99, 10_000))
     flag_below = policy.flag_below
 
@@ -133,7 +134,7 @@ def main() -> int:
         if len(work):
             row = row_of(cert, work["doc_id"].iloc[0])
             candidates = candidate_table(cert, row, data.registry, config.knowledge.fields)
-            explain(split.table.queries[row], split.table.candidates[row, :10].tolist())
+            document_evidence(split, row, explain)
             serialise(fig_candidate_weights(candidates.head(10)))
         return len(work)
 

@@ -22,7 +22,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .attackers.base import Attacker, TermExplainer
+from .attackers.base import Attacker
+from .evidence import Explainer
 from .candidates import CandidateTable, Progress
 from .conformal import (ALL, Calibration, calibrate, confidence_label, exact_fraction, leave_one_out_thresholds,
                         set_sizes)
@@ -375,7 +376,7 @@ class AuditResult:
         (default: the declared one): what the CLI, the dashboard and the report show."""
         return summarize(self, confidences, policy)
 
-    def write(self, out_dir, explain: "TermExplainer | None" = None) -> dict:
+    def write(self, out_dir, explain: "Explainer | None" = None) -> dict:
         """Write the audit's folder (summary, records, worklist, manifest); returns the paths by file name."""
         return write_audit(self, out_dir, explain)
 

@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from .evidence import N_CANDIDATES, document_evidence, driving_terms
+
 if TYPE_CHECKING:
-    from .attackers.base import TermExplainer
+    from .evidence import Explainer
     from .audit import Certificate
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 WORKLIST_COLUMNS = ("doc_id", "group", "set_size", "leakage", "top_candidates", "top_weights", "driving_terms",
-                    "config_id", "confidence")
+                    "evidence", "config_id", "confidence")
 
 
 
@@ -59,9 +61,11 @@ class ReleasePolicy:
         return {"flag_below": self.flag_below, "leakage_threshold": self.leakage_threshold}
 
 
-def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, explain: "TermExplainer | None" = None,
-             n_candidates: int = 3, n_terms: int = 5) -> pd.DataFrame:
-    """The redaction worklist: flagged test documents, smallest set first (then by doc id)."""
+def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, explain: "Explainer | None" = None,
+             n_candidates: int = N_CANDIDATES) -> pd.DataFrame:
+    """The redaction worklist: flagged documents, smallest set first (then by doc id), with the evidence of each
+    (:func:`~cpa_core.evidence.document_evidence`: ``evidence`` as spans with offset and length in the released
+    text, ``driving_terms`` as the text writes them)."""
     split = cert.split
     rows = np.flatnonzero(policy.flags(cert.set_sizes))
     rows = rows[np.lexsort((split.table.doc_ids[rows].astype(str), cert.set_sizes[rows]))]
@@ -69,7 +73,7 @@ def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, expl
     for row in rows:
         pool = min(n_candidates, int(split.table.pool_sizes[row]))
         index = split.table.candidates[row, :pool]
-        terms = explain(split.table.queries[row], index.tolist()) if explain and split.table.queries else []
+        spans = document_evidence(split, row, explain)
         records.append({
             "doc_id": split.table.doc_ids[row],
             "group": None if split.groups is None else split.groups[row],
@@ -78,7 +82,8 @@ def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, expl
             "top_candidates": [str(c) for c in split.table.candidate_ids[index]],
             "top_weights": [round(float(w), 6) for w in split.table.weights[row, :pool]]
             if split.table.weight_kind == "probability" else [],
-            "driving_terms": terms[:n_terms],
+            "driving_terms": driving_terms(spans),
+            "evidence": [span.to_dict() for span in spans],
             "config_id": config_id,
             "confidence": float(cert.confidence),
         })
@@ -92,13 +97,18 @@ def neutralise_cell(value):
     return value
 
 
+def _cell_text(value) -> str:
+    """One item of a list cell: an evidence span as ``offset+length``, anything else as its text."""
+    return f"{value['offset']}+{value['length']}" if isinstance(value, dict) else str(value)
+
+
 def worklist_csv(frame: pd.DataFrame) -> str:
     """CSV text of a worklist, lists joined by ``; `` and formula-like cells neutralised."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(frame.columns)
     for record in frame.itertuples(index=False):
-        writer.writerow([neutralise_cell("; ".join(map(str, v)) if isinstance(v, list) else
+        writer.writerow([neutralise_cell("; ".join(map(_cell_text, v)) if isinstance(v, list) else
                                          ("" if v is None else v)) for v in record])
     return buffer.getvalue()
 

@@ -28,7 +28,7 @@ from .policy import worklist, worklist_csv, worklist_json
 from .verdict import summary_document
 
 if TYPE_CHECKING:
-    from .attackers.base import TermExplainer
+    from .evidence import Explainer
     from .audit import AuditResult, Certificate, ScoredSplit
 
 RECORD_CANDIDATES = 20
@@ -167,7 +167,7 @@ def _write_private(path: Path, text: str) -> None:
         stream.write(text)
 
 
-def write_audit(result: "AuditResult", out_dir: str | Path, explain: "TermExplainer | None" = None) -> dict[str, Path]:
+def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer | None" = None) -> dict[str, Path]:
     """Write summary.json, the records (documents.jsonl; calibration.jsonl and test.jsonl under the split
     protocol), worklist.csv/json, manifest.json and audit.toml (the declared configuration: with the input
     files, ``cpa audit --config audit.toml`` runs this audit again)."""

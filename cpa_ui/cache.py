@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cpa_core.attackers.base import Attacker, TermExplainer
+from cpa_core.attackers.base import Attacker
+from cpa_core.evidence import Explainer
 from cpa_core.attackers.imported import CandidateScores, read_candidate_scores
 from cpa_core.audit import AuditConfig, AuditResult, estimate_llm_calls, run_audit
 from cpa_core.config import ProjectConfig, load_config, parse_config
@@ -126,7 +127,7 @@ def curve(key: str, _result: AuditResult) -> pd.DataFrame:
 
 
 @st.cache_resource(show_spinner="Indexing the profiles to explain matches…", max_entries=8)
-def explainer(key: str, _data: DataSet, _run: AuditRun) -> TermExplainer | None:
+def explainer(key: str, _data: DataSet, _run: AuditRun) -> Explainer | None:
     """The run's attacker's explainer of matches (``key``: the run's key), ``None`` when it has none."""
     return _run.attacker.explainer(_data.registry, _run.result.config.knowledge)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from typing import Iterable, Sequence
 
 from cpa_core.attackers.registry import get_spec
@@ -121,25 +120,16 @@ def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: 
             "a new calibration.")
 
 
-def _term_pattern(terms: Iterable[str]) -> re.Pattern | None:
-    words = sorted({t for t in terms if t and t.strip()}, key=len, reverse=True)
-    if not words:
-        return None
-    return re.compile(r"(?<!\w)(?:" + "|".join(re.escape(w) for w in words) + r")(?!\w)", re.IGNORECASE)
-
-
-def highlight_terms(text: str, terms: Iterable[str]) -> str:
-    """HTML of ``text`` with each whole-word occurrence of ``terms`` in ``<mark>``.
-
-    Matching runs on the raw text and every piece is escaped on its own, so nothing from the text can
-    become markup (a term can never match inside an escaped entity). Line breaks become ``<br>``.
-    """
-    pattern = _term_pattern(terms)
+def highlight_spans(text: str, spans) -> str:
+    """HTML of ``text`` with each evidence span (:class:`~cpa_core.evidence.Span`, offsets into ``text``) in
+    ``<mark>``. Every piece is escaped on its own, so nothing from the text can become markup; spans that do
+    not fit the text (e.g. in LLM clues appended to the query) are left out. Line breaks become ``<br>``."""
     pieces, start = [], 0
-    if pattern is not None:
-        for match in pattern.finditer(text):
-            pieces.append(html.escape(text[start:match.start()]))
-            pieces.append(f"<mark>{html.escape(match.group(0))}</mark>")
-            start = match.end()
+    for span in sorted(spans, key=lambda s: s.start):
+        if span.start < start or span.end > len(text) or text[span.start:span.end] != span.text:
+            continue
+        pieces.append(html.escape(text[start:span.start]))
+        pieces.append(f"<mark>{html.escape(span.text)}</mark>")
+        start = span.end
     pieces.append(html.escape(text[start:]))
     return "".join(pieces).replace("\r\n", "\n").replace("\n", "<br>")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from cpa_core.evidence import N_CANDIDATES, document_evidence, driving_terms
 from cpa_core.policy import worklist
 from cpa_ui import nav
 from cpa_ui.analysis import candidate_table, document_facts, flagged_table, kpis, row_of, text_of
@@ -13,7 +14,7 @@ from cpa_ui.components import policy_controls, require_data, require_run, show_w
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.help import HELP
 from cpa_ui.state import state, widget_key
-from cpa_ui.text import fmt_confidence, fmt_number, highlight_terms, plain
+from cpa_ui.text import fmt_confidence, fmt_number, highlight_spans, plain
 
 data = require_data()
 run = require_run()
@@ -30,7 +31,7 @@ show_warnings(kpis(result, confidence, policy)["warnings"])
 st.metric("Flagged documents", f"{len(flagged):,} of {len(cert.set_sizes):,}", help=HELP["n_flagged"])
 st.caption(f"Flagged when {policy.rule}; smallest set (highest risk) first. The export on the Report page adds the "
            "terms that drive each match.")
-shown = flagged_table(flagged).drop(columns=["driving_terms", "config_id", "confidence"])
+shown = flagged_table(flagged).drop(columns=["driving_terms", "evidence", "config_id", "confidence"])
 st.dataframe(shown, hide_index=True, width="stretch", height=320, key="flagged.table",
              column_config=table_columns(shown))
 
@@ -59,20 +60,19 @@ columns[3].metric("Truth in the set", "yes" if facts["covered"] else "no",
                   help="Whether this document's certified set contains its true identity (labelled data).")
 columns[4].metric("Pool size", f"{facts['pool_size']:,}", help=HELP["pool_size"])
 candidates = candidate_table(cert, row, data.registry, level.fields)
-in_set = candidates.loc[candidates["in_set"], "candidate"].tolist()
-registry_rows = cert.split.table.candidates[row, : min(max(len(in_set), 1), 10)].tolist()
-queries = cert.split.table.queries
 explain = explainer(run.key, data, run)
-terms = explain(queries[row], registry_rows) if queries and explain else []
+spans = document_evidence(cert.split, row, explain)  # what the worklist and the report list for this document
+terms = driving_terms(spans)
 text_column, set_column = st.columns([1, 1])
 with text_column:
     st.markdown(f"**Released text** of {plain(facts['doc_id'])}"
                 + (f" ({plain(facts['group'])})" if facts["group"] else ""))
     st.html(f"<div class='cpa-document' style='line-height:1.6; padding:0.8rem; border:1px solid #ddd; "
-            f"border-radius:0.4rem; background:#fafafa'>{highlight_terms(text_of(data.documents, doc_id), terms)}"
+            f"border-radius:0.4rem; background:#fafafa'>{highlight_spans(text_of(data.documents, doc_id), spans)}"
             "</div>")
-    st.caption("Highlighted: the terms this text shares with the profiles of its top candidates that weigh most in "
-               f"the TF-IDF match ({plain(', '.join(terms)) if terms else 'none'})." if explain else
+    st.caption("Highlighted: the words of this text that weigh most in its match to its top "
+               f"{N_CANDIDATES} candidates ({plain(', '.join(terms)) if terms else 'none'}); anonymiser placeholders "
+               "are never evidence. The worklist lists the same spans." if explain else
                "This attacker does not say which terms drive its matches.")
 with set_column:
     st.markdown(f"**Certified set** ({facts['set_size']:,} people; fields the attacker sees under "

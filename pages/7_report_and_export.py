@@ -76,7 +76,7 @@ if pdf_unavailable():
 
 st.subheader("Redaction worklist")
 st.caption(f"{len(work):,} flagged test documents, smallest set first, with the terms that drive each match.")
-shown = flagged_table(work).drop(columns=["config_id", "confidence"])
+shown = flagged_table(work).drop(columns=["evidence", "config_id", "confidence"])
 st.dataframe(shown, hide_index=True, width="stretch", height=240, column_config=table_columns(shown))
 left, right = st.columns(2)
 left.download_button("Worklist (CSV)", worklist_csv(work).encode("utf-8"), file_name=f"{stem}-worklist.csv",

@@ -398,18 +398,21 @@ def test_imported_scores_attacker(sample_paths, tmp_path):
 
 # --- pure helpers behind the pages ---------------------------------------------------------------------------
 
-def test_highlighting_escapes_the_text_and_marks_whole_words():
-    from cpa_ui.text import highlight_terms
+def test_highlighting_escapes_the_text_and_marks_the_spans():
+    from cpa_core.evidence import term_spans
+    from cpa_ui.text import highlight_spans
 
     text = 'Lives in Leeds <script>alert("x")</script> & plays golf; golfer.\nAmp ok'
-    out = highlight_terms(text, ["golf", "leeds", "amp", "quot", "lt", "script"])
+    spans = term_spans(text, {"golf": 1.0, "leeds": 1.0, "amp": 1.0, "quot": 1.0, "lt": 1.0, "script": 1.0},
+                       str.lower)
+    out = highlight_spans(text, spans)
     assert "<script>" not in out and "&lt;<mark>script</mark>&gt;" in out
     assert "<mark>Leeds</mark>" in out and "plays <mark>golf</mark>;" in out and "golfer" in out
     assert "<mark>golfer" not in out
-    # a term never matches inside an entity produced by escaping
+    # a span is of the text, never of an entity produced by escaping
     assert "&amp; plays" in out and "&quot;x&quot;" in out and "<mark>lt</mark>" not in out
     assert "<br><mark>Amp</mark> ok" in out
-    assert highlight_terms("a < b", []) == "a &lt; b"
+    assert highlight_spans("a < b", []) == "a &lt; b"
 
 
 def test_confidence_conversions_are_exact_decimals():
@@ -620,8 +623,17 @@ def test_dashboard_exports_reproduce_through_the_command_line(sample_paths, tmp_
     assert any(f"Verdict: {verdict['title']}. {verdict['headline']}" == shown(alert) for alert in [*at.warning, *at.success])
     assert verdict["headline"].replace("<", "&lt;") in report
     assert summary["confidence"]["0.93"]["n_flagged"] == len(worklist)
-    assert [row["doc_id"] for row in json.loads((out / "worklist.json").read_text())] == \
-        [row["doc_id"] for row in worklist]
+    cli_worklist = json.loads((out / "worklist.json").read_text())
+    assert [row["doc_id"] for row in cli_worklist] == [row["doc_id"] for row in worklist]
+    assert [row["evidence"] for row in cli_worklist] == [row["evidence"] for row in worklist]
+    # the drill-down highlights exactly the worklist's evidence spans of the document it opens
+    at.switch_page(nav.FLAGGED).run()
+    first = worklist[0]
+    assert first["evidence"] and at.selectbox(key="w.flagged.drilldown").value == first["doc_id"]
+    marked = re.findall(r"<mark>(.*?)</mark>", at.get("html")[0].proto.body)
+    assert marked == [span["text"] for span in first["evidence"]]
+    text = at.session_state["cpa.data"].documents.frame.set_index("doc_id").loc[first["doc_id"], "text"]
+    assert all(text[span["offset"]:span["offset"] + span["length"]] == span["text"] for span in first["evidence"])
 
 
 # --- every attacker form ---------------------------------------------------------------------------------------

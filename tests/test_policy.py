@@ -28,11 +28,13 @@ def test_the_rule_is_stated_once():
 def test_worklist_sorted_smallest_first_and_csv_neutralised(audited):
     result = audited[0]
     cert = result.certificate(0.8)
-    frame = worklist(cert, ReleasePolicy(5), result.config.config_id, explain=lambda q, rows: ["=cmd", "term"])
+    frame = worklist(cert, ReleasePolicy(5), result.config.config_id)
     assert (np.diff(frame["set_size"].to_numpy()) >= 0).all()
     assert (frame["set_size"] < 5).all()
     assert len(frame) == int((cert.set_sizes < 5).sum())
+    frame.at[0, "driving_terms"] = ["=cmd", "term"]  # words of a released text that a spreadsheet would run
+    frame.at[0, "evidence"] = [{"offset": 3, "length": 4}, {"offset": 12, "length": 4}]
     text = worklist_csv(frame)
-    assert "'=cmd; term" in text
+    assert "'=cmd; term" in text and ",3+4; 12+4," in text
     for value, expected in (("=1+1", "'=1+1"), ("+1", "'+1"), ("-2", "'-2"), ("@x", "'@x"), ("ok", "ok"), (3, 3)):
         assert neutralise_cell(value) == expected

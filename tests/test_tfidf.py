@@ -141,29 +141,36 @@ def test_a_field_outside_the_level_is_not_searched(registry):
     assert city.weights[0].tolist() == pytest.approx([0.25] * 4)
 
 
-def test_shared_terms_leave_out_stop_words_and_rank_rare_terms_first(index):
+def terms(spans) -> list[str]:
+    return [span.term for span in sorted(spans, key=lambda s: -s.weight)]
+
+
+def test_term_weights_leave_out_stop_words_and_rank_rare_terms_first(index):
     assert "the" in index.terms_ and "and" in index.terms_  # stop words are indexed ...
     # ... but not given as explanations; "club" (df 1) weighs more than "chess" (df 3) for profile b
-    assert index.shared_terms("the chess club", [1]) == ["club", "chess"]
-    assert index.shared_terms("the zymurgy and painting club", [0]) == ["zymurgy"]
-    assert index.shared_terms("the zymurgy and painting club", [0, 3]) == ["zymurgy", "painting"]
-    assert index.shared_terms("the chess club", [1], n_terms=1) == ["club"]
-    assert index.shared_terms("the chess club", []) == []
-    assert index.shared_terms("no match at all", [3]) == []
+    weights = index.term_weights("the chess club", [1])
+    assert sorted(weights, key=weights.get, reverse=True) == ["club", "chess"]
+    assert list(index.term_weights("the zymurgy and painting club", [0])) == ["zymurgy"]
+    assert set(index.term_weights("the zymurgy and painting club", [0, 3])) == {"zymurgy", "painting"}
+    assert index.term_weights("the chess club", []) == {} == index.term_weights("no match at all", [3])
 
 
-def test_explainer_skips_rows_outside_the_registry(index):
+def test_explainer_gives_spans_of_the_text_heaviest_terms_only(index):
     explain = index.explainer()
-    assert explain("the chess club", [1, 4, -1, 99]) == ["club", "chess"]
-    assert explain("the chess club", [-1, 4]) == []
+    assert terms(explain.spans("the chess club", [1, 4, -1, 99])) == ["club", "chess"]  # rows outside: skipped
+    assert explain.spans("the chess club", [-1, 4]) == []
+    spans = explain.spans("The CHESS club; chess again", [1], n_terms=1)
+    assert [(s.start, s.end, s.text) for s in spans] == [(10, 14, "club")]
+    spans = explain.spans("The CHESS club; chess again", [1])
+    assert [(s.start, s.text) for s in spans] == [(4, "CHESS"), (10, "club"), (16, "chess")]
 
 
 def test_attacker_explainer_uses_the_level_it_is_asked_about(registry):
     attacker = TfidfAttacker(temperature=1.0)
     attacker.attack(["d0"], ["the chess club"], registry, LEVEL)
-    assert attacker.explainer(registry, LEVEL)("the chess club", [1]) == ["club", "chess"]
-    assert attacker.explainer(registry, CITY_ONLY)("the chess club in Paris", [1]) == ["paris"]
-    assert TfidfAttacker().explainer(registry, LEVEL)("the chess club", [1]) == ["club", "chess"]  # never attacked
+    assert terms(attacker.explainer(registry, LEVEL).spans("the chess club", [1])) == ["club", "chess"]
+    assert terms(attacker.explainer(registry, CITY_ONLY).spans("the chess club in Paris", [1])) == ["paris"]
+    assert terms(TfidfAttacker().explainer(registry, LEVEL).spans("the chess club", [1])) == ["club", "chess"]
 
 
 def test_an_empty_vocabulary_is_a_config_error():

@@ -22,6 +22,7 @@ from ..candidates import (AUTO, FALLBACK_TEMPERATURE, CandidateTable, Progress, 
                           rank_by_similarity)
 from ..data import Registry
 from ..errors import ConfigError
+from ..evidence import Explainer
 from ..knowledge import KnowledgeLevel
 
 class ClueExtractor(Protocol):
@@ -48,8 +49,6 @@ TEMPERATURE_RULE = ("the temperature of a 12-point grid from 0.005 to 2 giving t
                     "leave-one-out thresholds at 90 % confidence) over all documents, a symmetric function of all "
                     "labelled documents")
 
-TermExplainer = Callable[[str, Sequence[int]], list[str]]
-"""(query, registry rows of the top candidates) -> the terms that most drive the match."""
 
 
 class Attacker(Protocol):
@@ -87,7 +86,7 @@ class Attacker(Protocol):
     def clients(self) -> list:
         """The LLM clients the attacker holds (closed when the run ends)."""
 
-    def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer | None:
+    def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer | None:
         """The terms that drive a document's match to its candidates, when the attacker can say."""
 
 
@@ -109,7 +108,7 @@ class AttackerBase:
     def clients(self) -> list:
         return []
 
-    def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer | None:
+    def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer | None:
         return None
 
 
@@ -228,7 +227,7 @@ class RetrievalAttacker(AttackerBase):
     def clients(self) -> list:
         return self.clue_extractor.clients() if self.clue_extractor is not None else []
 
-    def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer | None:
+    def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer | None:
         """The terms shared by a query and its candidates' profiles that weigh most in a TF-IDF match."""
         from .tfidf import TfidfIndex
         from ..knowledge import profile_texts

@@ -41,7 +41,8 @@ from ..knowledge import KnowledgeLevel, profile_texts
 from ..llm import LLMError, LLMRequest, LLMResponse, sample_seed
 from ..prompts import FORCED_CHOICE_V1, PromptTemplate, format_options, option_labels, parse_choice
 from ..candidates import AUTO, FALLBACK_TEMPERATURE
-from .base import AttackerBase, RetrievalAttacker, TermExplainer
+from ..evidence import Explainer
+from .base import AttackerBase, RetrievalAttacker
 from .llm_clues import check_call_budget
 from ..params import Param
 from .spec import AttackerSpec
@@ -321,7 +322,7 @@ class ForcedChoiceAttacker(AttackerBase):
         return [self.client, *self.shortlister.clients()]
 
 
-    def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer | None:
+    def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer | None:
         return self.shortlister.explainer(registry, level)
 
     def params(self) -> dict:

@@ -16,7 +16,8 @@ from ..candidates import AUTO, DEFAULT_TEMPERATURE
 from ..data import Registry
 from ..errors import ConfigError
 from ..knowledge import KnowledgeLevel, profile_texts
-from .base import ClueExtractor, RetrievalAttacker, TermExplainer
+from ..evidence import Explainer
+from .base import ClueExtractor, RetrievalAttacker
 from ..params import Param
 from .spec import AttackerSpec
 
@@ -46,25 +47,23 @@ class TfidfIndex:
         profiles_t = self.profiles_.T.tocsr()
         return lambda start, stop: (queries[start:stop] @ profiles_t).toarray()
 
-    def shared_terms(self, query: str, candidate_rows: Sequence[int], n_terms: int = 5) -> list[str]:
-        """The terms with the largest TF-IDF contributions shared by the query and the candidates.
-
-        English stop words are left out of the explanation (they still count in the attack).
-        """
-        if len(candidate_rows) == 0:
-            return []
-        q = self.transform([query])
-        contributions = q.multiply(self.profiles_[list(candidate_rows)].sum(axis=0)).tocoo()
+    def term_weights(self, query: str, candidate_rows: Sequence[int]) -> dict[str, float]:
+        """Each term's contribution to the cosine of the query with the candidates (summed over them), for the
+        terms they share; English stop words are left out (they still count in the attack)."""
+        n_profiles = self.profiles_.shape[0]
+        rows = [r for r in candidate_rows if 0 <= r < n_profiles]
+        if not rows:
+            return {}
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-        order = np.argsort(-contributions.data, kind="stable")
-        terms = [str(self.terms_[contributions.col[i]]) for i in order if contributions.data[i] > 0]
-        return [t for t in terms if t not in ENGLISH_STOP_WORDS][:n_terms]
+        contributions = self.transform([query]).multiply(self.profiles_[rows].sum(axis=0)).tocoo()
+        return {str(self.terms_[column]): float(value) for column, value in zip(contributions.col, contributions.data)
+                if value > 0 and str(self.terms_[column]) not in ENGLISH_STOP_WORDS}
 
-    def explainer(self) -> TermExplainer:
-        """:meth:`shared_terms` for candidate rows of a table (rows outside the registry are skipped)."""
-        n_profiles = self.profiles_.shape[0]
-        return lambda query, rows: self.shared_terms(query, [r for r in rows if 0 <= r < n_profiles])
+    def explainer(self) -> Explainer:
+        """Evidence spans of a query: its tokens as this index normalises them (lower case, accents stripped),
+        weighted by :meth:`term_weights`."""
+        return Explainer(self.term_weights, self.vectorizer.build_preprocessor(), self.vectorizer.token_pattern)
 
 
 @dataclass
@@ -109,7 +108,7 @@ class TfidfAttacker(RetrievalAttacker):
         queries = self.queries(doc_ids, texts, level, progress)
         return queries, self.index_.similarities(self.index_.transform(queries))
 
-    def explainer(self, registry: Registry, level: KnowledgeLevel) -> TermExplainer:
+    def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer:
         """The attack's own index when it ran on this level, else a new one with the same settings."""
         index = self.index_
         if self._indexed != (registry.sha256, len(registry), level):
