@@ -24,6 +24,7 @@ from .errors import ConfigError, CPAError
 from .llm import LLM_PARAMS
 from .params import Param
 from .records import prepare_out_dir
+from .redaction import REPLACEMENTS
 from .history_cli import (add_audit_history_options, add_history_command, check_audit_history, cmd_history,
                           record_cli_audit)
 from .progress import ProgressBar
@@ -176,6 +177,17 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "budget":
             sub.add_argument("--ms", type=_ints, default=[1, 3, 5, 10], help="comma-separated sampling budgets m")
     add_history_command(commands)
+    redact = commands.add_parser("redact", help="suggest redactions for an audit's flagged documents and write the "
+                                                "redacted release",
+                                 description="Runs the audit of --audit again (its audit.toml and input files), "
+                                             "suggests for each flagged document the fewest driving terms whose "
+                                             "removal lifts its set to k under the stored threshold, and writes "
+                                             "redactions.json, the redacted release and the audit.toml to audit it "
+                                             "again to --out.")
+    redact.add_argument("--audit", required=True, metavar="DIR", help="the output folder of a cpa audit run")
+    redact.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    redact.add_argument("--strategy", choices=sorted(REPLACEMENTS), default="placeholder",
+                        help="replace each redacted word by [REDACTED] (default) or delete it")
     sample = commands.add_parser("sample-data", help="regenerate the synthetic demo data")
     sample.add_argument("--out", default="sample_data", metavar="DIR", help="output folder (default sample_data)")
     sample.add_argument("--seed", type=int, default=20261122, help="generator seed")
@@ -380,6 +392,54 @@ def _stress(args, project, documents, registry, config, attacker) -> int:
     return 0
 
 
+def cmd_redact(args) -> int:
+    from .bundle import CONFIG_FILE, declared_toml
+    from .records import write_private
+    from .redaction import redacted_release, suggest_redactions
+
+    audit_dir = Path(args.audit)
+    try:
+        manifest = json.loads((audit_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise ConfigError(f"{audit_dir}: not the output folder of a cpa audit run (no readable manifest.json)") from None
+    out = prepare_out_dir(args.out)
+    project = load_config(audit_dir / CONFIG_FILE)
+    inputs = manifest["inputs"]
+    if "scores" in inputs or project.audit.get("attacker") == "imported":
+        raise ConfigError("an audit of imported scores cannot be redacted here: the scores of an edited text "
+                          "come from the pipeline that made them")
+    drop = "drop" if any(info.get("dropped_rows") for info in manifest["config"]["data"].values()) else "error"
+    documents = project.load_documents(inputs["documents"]["file"], on_invalid=drop)
+    registry = project.load_registry(inputs["registry"]["file"], on_invalid=drop)
+    config, attacker = declare_audit(project, registry, documents=documents)
+    if attacker.explainer(registry, config.knowledge) is None:
+        raise ConfigError(f"the '{config.attacker.name}' attacker does not say which words drive its matches, so no "
+                          "redaction can be suggested")
+    if config.config_id != manifest["config_id"]:
+        raise ConfigError(f"{audit_dir}: its configuration {manifest['config_id']} is not what {CONFIG_FILE} declares "
+                          f"now ({config.config_id})")
+    try:
+        result = run_audit(documents, registry, attacker, config, ProgressBar())
+        texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
+        suggestions = suggest_redactions(result, attacker, registry, texts, strategy=args.strategy)
+    finally:
+        close_clients(attacker)
+    write_private(out / "redactions.json", json.dumps(
+        {"config_id": config.config_id, "strategy": args.strategy, "rule": config.policy.rule,
+         "confidence": float(config.policy_confidence), "note": "set sizes after are indicative: the redacted "
+         "release is a new release mechanism and needs its own calibration",
+         "documents": [s.to_dict() for s in suggestions]}, indent=2, ensure_ascii=False))
+    release = redacted_release(inputs["documents"]["file"], documents, suggestions, out)
+    after = replace(config, data={role: info for role, info in config.data.items() if role != "documents"})
+    write_private(out / CONFIG_FILE, declared_toml(after))
+    reached = sum(s.reaches_k for s in suggestions)
+    _say(f"{len(suggestions)} flagged documents: {reached} reach k = {config.policy.flag_below} after the suggested "
+         f"edits (indicative), {sum(len(s.edits) for s in suggestions)} edits; redacted release {release}")
+    _say(f"audit it again: cpa audit --documents {release} --registry {inputs['registry']['file']} "
+         f"--config {out / CONFIG_FILE} --out OUT")
+    return 0
+
+
 def cmd_sample_data(args) -> int:
     from .synthetic import generate_sample_data
     paths = generate_sample_data(args.out, seed=args.seed)
@@ -390,7 +450,8 @@ def cmd_sample_data(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handlers = {"audit": cmd_audit, "stress": cmd_stress, "history": cmd_history, "sample-data": cmd_sample_data}
+    handlers = {"audit": cmd_audit, "stress": cmd_stress, "history": cmd_history, "redact": cmd_redact,
+                "sample-data": cmd_sample_data}
     try:
         return handlers[args.command](args)
     except CPAError as error:

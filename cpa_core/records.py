@@ -159,7 +159,7 @@ def prepare_out_dir(out_dir: str | Path) -> Path:
     return out
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Write a file readable by its owner only: records and worklists hold document text and terms."""
     handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(handle, 0o600)  # an existing file keeps its mode otherwise
@@ -176,12 +176,12 @@ def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer 
     splits = record_splits(result)
     paths = {name: out / name for name in ("summary.json", *(f"{s}.jsonl" for s in splits), "worklist.csv",
                                            "worklist.json", "manifest.json", CONFIG_FILE)}
-    _write_private(paths["summary.json"], json.dumps(summary_document(result), indent=2))
+    write_private(paths["summary.json"], json.dumps(summary_document(result), indent=2))
     for name in splits:
-        _write_private(paths[f"{name}.jsonl"], "".join(jsonl_lines(records(result, name))))
+        write_private(paths[f"{name}.jsonl"], "".join(jsonl_lines(records(result, name))))
     work = worklist(result.certificate(config.policy_confidence), config.policy, config.config_id, explain=explain)
-    _write_private(paths["worklist.csv"], worklist_csv(work))
-    _write_private(paths["worklist.json"], worklist_json(work))
-    _write_private(paths["manifest.json"], json.dumps(manifest(result), indent=2, default=str))
-    _write_private(paths[CONFIG_FILE], declared_toml(config))
+    write_private(paths["worklist.csv"], worklist_csv(work))
+    write_private(paths["worklist.json"], worklist_json(work))
+    write_private(paths["manifest.json"], json.dumps(manifest(result), indent=2, default=str))
+    write_private(paths[CONFIG_FILE], declared_toml(config))
     return paths

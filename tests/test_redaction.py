@@ -1,0 +1,99 @@
+"""Suggested redactions: greedy on the evidence, re-scored against the stored threshold, as edits of the
+released text; applying them and auditing again lowers the flagged count."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from cpa_core.evidence import Explainer
+from cpa_core.redaction import Edit, apply_edits, suggest
+
+
+def test_edits_apply_from_the_end_and_keep_the_rest():
+    text = "Zoë drove a bus in Gdańsk"
+    edits = [Edit(0, 3, "Zoë", "[REDACTED]", "zoe"), Edit(19, 6, "Gdańsk", "", "gdansk")]
+    assert apply_edits(text, edits) == "[REDACTED] drove a bus in "
+    assert apply_edits(text, []) == text
+
+
+def test_greedy_removes_the_heaviest_term_everywhere_until_the_set_reaches_k():
+    text = "alpha beta gamma, Beta again; delta"
+    weights = {"alpha": 1.0, "beta": 3.0, "gamma": 2.0, "delta": 0.5}
+    explainer = Explainer(lambda query, rows: {t: w for t, w in weights.items() if t in query.lower()}, str.lower)
+    # the set grows by 4 people per redacted word occurrence (a hand-made attacker)
+    rescore = lambda edited: (2 + 4 * edited.count("[REDACTED]"), [0])  # noqa: E731
+    done = suggest("d1", text, rescore, explainer, flag_below=11)
+    assert (done.set_size_before, done.set_size_after, done.reaches_k) == (2, 14, True)
+    assert [(e.original, e.term) for e in done.edits] == [("beta", "beta"), ("gamma", "gamma"), ("Beta", "beta")]
+    assert all(text[e.offset:e.offset + e.length] == e.original for e in done.edits)
+    assert apply_edits(text, done.edits) == "alpha [REDACTED] [REDACTED], [REDACTED] again; delta"
+    assert done.characters == 13
+    # nothing more to remove: it stops, and says k is not reached
+    stuck = suggest("d2", text, lambda edited: (1, [0]), explainer, flag_below=11, strategy="delete")
+    assert not stuck.reaches_k and {e.term for e in stuck.edits} == set(weights)
+    assert all(e.replacement == "" for e in stuck.edits)
+    assert suggest("d3", text, lambda edited: (20, [0]), explainer, flag_below=11).edits == ()  # not flagged
+
+
+@pytest.mark.integration
+def test_the_sample_release_redacted_and_audited_again_flags_fewer_documents(sample_paths):
+    from cpa_core.audit import run_audit
+    from cpa_core.config import declare_audit, load_config
+    from cpa_core.redaction import suggest_redactions
+
+    project = load_config(sample_paths["config"])
+    documents = project.load_documents(sample_paths["documents"])
+    registry = project.load_registry(sample_paths["registry"])
+    config, attacker = declare_audit(project, registry, documents=documents)
+    result = run_audit(documents, registry, attacker, config)
+    texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
+    suggestions = suggest_redactions(result, attacker, registry, texts)
+    cert = result.certificate(config.policy_confidence)
+    stored = dict(zip(cert.split.table.doc_ids, cert.set_sizes))
+    flagged = int(config.policy.flags(cert.set_sizes).sum())
+    assert len(suggestions) == flagged > 0
+    for s in suggestions:
+        assert s.set_size_before == stored[s.doc_id]  # re-scoring the unedited text gives the certified set
+        assert all(texts[s.doc_id][e.offset:e.offset + e.length] == e.original for e in s.edits)
+    assert sum(s.reaches_k for s in suggestions) > flagged / 2
+    frame = documents.frame.copy()
+    edits = {s.doc_id: s.edits for s in suggestions}
+    frame["text"] = [apply_edits(t, edits.get(d, ())) for d, t in zip(frame["doc_id"], frame["text"])]
+    redacted = replace(documents, frame=frame, sha256="0" * 64)
+    again, attacker = declare_audit(project, registry, documents=redacted)
+    after = run_audit(redacted, registry, attacker, again)  # a new release: calibrated again
+    assert after.summary().level(again.policy_confidence)["n_flagged"] < flagged / 2
+
+
+@pytest.mark.integration
+def test_cpa_redact_writes_edits_and_a_release_that_audits_with_fewer_flags(sample_paths, tmp_path):
+    from conftest import run_cli
+
+    common = ["--registry", sample_paths["registry"], "--no-history"]
+    first = run_cli("audit", "--documents", sample_paths["documents"], "--config", sample_paths["config"], *common,
+                    "--out", tmp_path / "before")
+    assert first.returncode == 0, first.describe()
+    redact = run_cli("redact", "--audit", tmp_path / "before", "--out", tmp_path / "redacted", "--strategy", "delete")
+    assert redact.returncode == 0, redact.describe()
+    release = tmp_path / "redacted" / "documents.csv"
+    original, edited = pd.read_csv(sample_paths["documents"]), pd.read_csv(release)
+    assert list(edited.columns) == list(original.columns) and len(edited) == len(original)
+    plan = json.loads((tmp_path / "redacted" / "redactions.json").read_text(encoding="utf-8"))
+    texts = dict(zip(original["doc_id"], original["text"]))
+    for document in plan["documents"]:
+        for edit in document["edits"]:
+            assert texts[document["doc_id"]][edit["offset"]:edit["offset"] + edit["length"]] == edit["original"]
+            assert edit["replacement"] == ""
+    printed = redact.stdout + redact.stderr  # counts and paths, never the words of the release
+    assert not any(edit["original"] in printed for document in plan["documents"][:20] for edit in document["edits"]
+                   if len(edit["original"]) > 6)
+    after = run_cli("audit", "--documents", release, "--config", tmp_path / "redacted" / "audit.toml", *common,
+                    "--out", tmp_path / "after")
+    assert after.returncode == 0, after.describe()
+    before_flagged = len(json.loads((tmp_path / "before" / "worklist.json").read_text()))
+    after_flagged = len(json.loads((tmp_path / "after" / "worklist.json").read_text()))
+    assert before_flagged == len(plan["documents"]) and after_flagged < before_flagged / 2
