@@ -12,19 +12,20 @@ certifies it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from .conformal import set_sizes
+from .data import FORMATS, read_table
 from .evidence import Explainer, evidence_rows, term_spans
 
 if TYPE_CHECKING:
     from .attackers.base import Attacker
     from .audit import AuditResult, Certificate
-    from pathlib import Path
-
     from .data import Documents, Registry
     from .policy import ReleasePolicy
 
@@ -138,14 +139,9 @@ def suggest_redactions(result: "AuditResult", attacker: "Attacker", registry: "R
     return out
 
 
-def redacted_release(source, documents: "Documents", suggestions, out_dir) -> "Path":
+def redacted_release(source, documents: "Documents", suggestions, out_dir) -> Path:
     """Write the release with every suggestion applied, in the input's format, encoding and columns, to
     ``out_dir`` under the input's file name; returns its path (owner-only: it holds the released texts)."""
-    import os
-    from pathlib import Path
-
-    from .data import FORMATS, read_table
-
     source = Path(source)
     frame, _ = read_table(source, str(source), encoding=documents.encoding)
     columns = {"doc_id": "doc_id", "text": "text", **dict(documents.columns)}

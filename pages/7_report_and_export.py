@@ -60,6 +60,7 @@ for check in verdict.failed:
     st.caption(plain(f"Failed check, {check.name}: {check.reason}. {check.remedy}"))
 
 st.subheader("For the privacy officer")
+no_pdf = pdf_unavailable()
 left, right = st.columns(2)
 left.download_button("Certificate report (HTML)", report_html, file_name=f"{stem}-report.html", mime="text/html",
                      type="primary", icon=":material/description:", key="export.report", width="stretch",
@@ -68,11 +69,11 @@ left.download_button("Certificate report (HTML)", report_html, file_name=f"{stem
                           "assumptions, the plots, the flagged documents, checksums and versions.")
 right.download_button("Certificate report (PDF)", report_pdf_bytes, file_name=f"{stem}-report.pdf",
                       mime="application/pdf", icon=":material/picture_as_pdf:", key="export.report_pdf",
-                      width="stretch", disabled=pdf_unavailable() is not None,
+                      width="stretch", disabled=no_pdf is not None,
                       help="The same report on A4 pages, to print and sign: the verdict first, then the sign-off "
                            "block; the charts are drawn as static images.")
-if pdf_unavailable():
-    right.caption(plain(pdf_unavailable()[0].upper() + pdf_unavailable()[1:] + "."))
+if no_pdf:
+    right.caption(plain(no_pdf[0].upper() + no_pdf[1:] + "."))
 
 st.subheader("Redaction worklist")
 st.caption(f"{len(work):,} flagged test documents, smallest set first, with the terms that drive each match.")

@@ -102,18 +102,22 @@ class TfidfAttacker(RetrievalAttacker):
                 "min_df": self.min_df, "temperature": self.temperature, "top_k": self.top_k,
                 "sublinear_tf": True, **self.clue_params()}
 
+    def index(self, registry: Registry, level: KnowledgeLevel) -> TfidfIndex:
+        """The index of the registry's profiles under the level, fitted once per (registry, level): attacking
+        one edited document again, or explaining matches, reuses it."""
+        if self.index_ is None or self._indexed != (registry.sha256, len(registry), level):
+            self.index_ = TfidfIndex(self.max_features, self.ngram_max, self.min_df).fit(profile_texts(registry, level))
+            self._indexed = (registry.sha256, len(registry), level)
+        return self.index_
+
     def similarities(self, doc_ids, texts, registry, level, progress=None):
-        self.index_ = TfidfIndex(self.max_features, self.ngram_max, self.min_df).fit(profile_texts(registry, level))
-        self._indexed = (registry.sha256, len(registry), level)
+        index = self.index(registry, level)
         queries = self.queries(doc_ids, texts, level, progress)
-        return queries, self.index_.similarities(self.index_.transform(queries))
+        return queries, index.similarities(index.transform(queries))
 
     def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer:
-        """The attack's own index when it ran on this level, else a new one with the same settings."""
-        index = self.index_
-        if self._indexed != (registry.sha256, len(registry), level):
-            index = TfidfIndex(self.max_features, self.ngram_max, self.min_df).fit(profile_texts(registry, level))
-        return index.explainer()
+        """Evidence spans from the attack's own index (fitted now when it has not attacked this level)."""
+        return self.index(registry, level).explainer()
 
 
 TEMPERATURE = Param("temperature", "float", DEFAULT_TEMPERATURE, "Softmax temperature T",
