@@ -49,28 +49,48 @@ class Span:
 
 
 TermWeights = Callable[[str, Sequence[int]], Mapping[str, float]]
-"""An attacker's explanation: for a query and candidate rows, the weight of each term that drives the match."""
+"""A term attacker's explanation: for a query and candidate rows, the weight of each term that drives the match."""
+
+
+class Explainer:
+    """What an attacker says about its matches: :meth:`evidence` gives every span of a query that drives its match
+    to some candidate rows, each with a weight and a ``term`` naming the piece of evidence it belongs to (a word
+    for TF-IDF, a sentence for dense retrieval, a clue for LLM clues; spans of one term go together).
+    Spans are offsets into the query and never overlap a placeholder."""
+
+    placeholders: tuple[str, ...] = DEFAULT_PLACEHOLDERS
+
+    def evidence(self, query: str, candidate_rows: Sequence[int]) -> list[Span]:
+        """Every weighted span of the query, in text order."""
+        raise NotImplementedError
+
+    def spans(self, query: str, candidate_rows: Sequence[int], n_terms: int = N_TERMS) -> list[Span]:
+        """Every span, in text order, of the ``n_terms`` heaviest terms of the match."""
+        return heaviest_terms(self.evidence(query, candidate_rows), n_terms)
 
 
 @dataclass(frozen=True)
-class Explainer:
-    """Finds the spans of a query that drive its match: ``weights`` explains the match, ``normalize`` turns a
-    token of the text into the attacker's term, ``token_pattern`` finds the tokens."""
+class TermExplainer(Explainer):
+    """Evidence as words: ``weights`` explains the match term by term, ``normalize`` turns a token of the text
+    into the attacker's term, ``token_pattern`` finds the tokens."""
 
     weights: TermWeights
     normalize: Callable[[str], str]
     token_pattern: str = r"(?u)\b\w\w+\b"
     placeholders: tuple[str, ...] = DEFAULT_PLACEHOLDERS
 
-    def spans(self, query: str, candidate_rows: Sequence[int], n_terms: int = N_TERMS) -> list[Span]:
-        """Every occurrence, in text order, of the ``n_terms`` heaviest terms of the match."""
-        weights = self.weights(query, candidate_rows)
-        spans = term_spans(query, weights, self.normalize, self.token_pattern, self.placeholders)
-        heaviest: dict[str, float] = {}
-        for span in sorted(spans, key=lambda s: (-s.weight, s.term)):
-            if span.term not in heaviest and len(heaviest) < n_terms:
-                heaviest[span.term] = span.weight
-        return [span for span in spans if span.term in heaviest]
+    def evidence(self, query: str, candidate_rows: Sequence[int]) -> list[Span]:
+        return term_spans(query, self.weights(query, candidate_rows), self.normalize, self.token_pattern,
+                          self.placeholders)
+
+
+def heaviest_terms(spans: Sequence[Span], n_terms: int) -> list[Span]:
+    """The spans of the ``n_terms`` heaviest terms (a term weighs what its heaviest span does), in text order."""
+    heaviest: dict[str, float] = {}
+    for span in sorted(spans, key=lambda s: (-s.weight, s.term)):
+        if span.term not in heaviest and len(heaviest) < n_terms:
+            heaviest[span.term] = span.weight
+    return [span for span in spans if span.term in heaviest]
 
 
 def placeholder_regions(text: str, placeholders: Iterable[str] = DEFAULT_PLACEHOLDERS) -> list[tuple[int, int]]:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from .conformal import set_sizes
 from .data import FORMATS, read_table
-from .evidence import Explainer, evidence_rows, term_spans
+from .evidence import Explainer, Span, evidence_rows
 
 if TYPE_CHECKING:
     from .attackers.base import Attacker
@@ -79,28 +79,56 @@ class Suggestion:
 
 Rescore = Callable[[str], tuple[int, list[int]]]
 """An edited text -> its set size under the stored threshold, and the registry rows of its top candidates."""
+Replacement = Callable[[Span], str]
+"""What a span of evidence becomes in the redacted text."""
+
+
+def replacement_for(strategy: str) -> Replacement:
+    """The replacement of a named strategy (see :data:`REPLACEMENTS`)."""
+    text = REPLACEMENTS[strategy]
+    return lambda span: text
+
+
+def released_offsets(edits: Sequence[Edit], start: int, end: int) -> tuple[int, int] | None:
+    """Where ``[start, end)`` of the text with ``edits`` applied lies in the released text; ``None`` when it
+    touches what an edit wrote (or straddles a deletion)."""
+    shift = 0
+    for edit in sorted(edits, key=lambda e: e.offset):
+        begin = edit.offset + shift
+        finish = begin + len(edit.replacement)
+        if begin >= end:  # this edit, and every later one, lies after the span
+            break
+        if start < finish or start < begin:  # overlaps what it wrote, or straddles a deletion
+            return None
+        shift += len(edit.replacement) - edit.length
+    return start - shift, end - shift
 
 
 def suggest(doc_id: str, text: str, rescore: Rescore, explainer: Explainer, flag_below: int,
-            strategy: str = "placeholder", max_terms: int = MAX_TERMS) -> Suggestion:
-    """The greedy redaction of one released text (see the module's docstring)."""
-    replacement = REPLACEMENTS[strategy]
+            strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS) -> Suggestion:
+    """The greedy redaction of one released text (see the module's docstring): each round takes the evidence of
+    the text as edited so far, maps it back to the released text, and redacts every span of its heaviest term."""
+    replace = replacement_for(strategy) if isinstance(strategy, str) else strategy
     before, rows = rescore(text)
     size = before
     edits: list[Edit] = []
     removed: set[str] = set()
     current = text
     while size < flag_below and len(removed) < max_terms:
-        weights = {term: w for term, w in explainer.weights(current, rows).items() if term not in removed}
-        spans = term_spans(text, weights, explainer.normalize, explainer.token_pattern, explainer.placeholders)
+        spans = []
+        for span in explainer.evidence(current, rows):
+            where = None if span.term in removed else released_offsets(edits, span.start, span.end)
+            if where is not None:
+                spans.append(Span(where[0], where[1], span.text, span.term, span.weight))
         if not spans:
             break
         term = max(spans, key=lambda s: (s.weight, s.term)).term
         removed.add(term)
-        edits += [Edit(s.start, s.end - s.start, s.text, replacement, term) for s in spans if s.term == term]
+        edits = sorted(edits + [Edit(s.start, s.end - s.start, s.text, replace(s), term) for s in spans
+                                if s.term == term], key=lambda e: e.offset)
         current = apply_edits(text, edits)
         size, rows = rescore(current)
-    return Suggestion(doc_id, before, size, tuple(sorted(edits, key=lambda e: e.offset)), size >= flag_below)
+    return Suggestion(doc_id, before, size, tuple(edits), size >= flag_below)
 
 
 def rescorer(result: "AuditResult", cert: "Certificate", row: int, attacker: "Attacker",

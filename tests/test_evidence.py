@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given, settings, strategies as st
 
 from cpa_core.attackers.tfidf import TfidfIndex
-from cpa_core.evidence import DEFAULT_PLACEHOLDERS, Explainer, driving_terms, placeholder_regions, term_spans
+from cpa_core.evidence import DEFAULT_PLACEHOLDERS, TermExplainer, driving_terms, placeholder_regions, term_spans
 
 
 def fold(token: str) -> str:
@@ -57,7 +57,7 @@ def test_anonymiser_placeholders_are_never_evidence():
 
 
 def test_only_the_heaviest_terms_are_kept_with_every_occurrence():
-    explainer = Explainer(lambda query, rows: {"a1": 3.0, "b2": 2.0, "c3": 1.0}, str.lower)
+    explainer = TermExplainer(lambda query, rows: {"a1": 3.0, "b2": 2.0, "c3": 1.0}, str.lower)
     spans = explainer.spans("c3 A1 b2 a1 C3", [0], n_terms=2)
     assert [s.text for s in spans] == ["A1", "b2", "a1"]
     assert driving_terms(spans) == ["A1", "a1", "b2"]

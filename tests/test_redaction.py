@@ -8,9 +8,10 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings, strategies as st
 
-from cpa_core.evidence import Explainer
-from cpa_core.redaction import Edit, apply_edits, suggest
+from cpa_core.evidence import TermExplainer
+from cpa_core.redaction import Edit, apply_edits, released_offsets, suggest
 
 
 def test_edits_apply_from_the_end_and_keep_the_rest():
@@ -23,7 +24,7 @@ def test_edits_apply_from_the_end_and_keep_the_rest():
 def test_greedy_removes_the_heaviest_term_everywhere_until_the_set_reaches_k():
     text = "alpha beta gamma, Beta again; delta"
     weights = {"alpha": 1.0, "beta": 3.0, "gamma": 2.0, "delta": 0.5}
-    explainer = Explainer(lambda query, rows: {t: w for t, w in weights.items() if t in query.lower()}, str.lower)
+    explainer = TermExplainer(lambda query, rows: {t: w for t, w in weights.items() if t in query.lower()}, str.lower)
     # the set grows by 4 people per redacted word occurrence (a hand-made attacker)
     rescore = lambda edited: (2 + 4 * edited.count("[REDACTED]"), [0])  # noqa: E731
     done = suggest("d1", text, rescore, explainer, flag_below=11)
@@ -97,3 +98,28 @@ def test_cpa_redact_writes_edits_and_a_release_that_audits_with_fewer_flags(samp
     before_flagged = len(json.loads((tmp_path / "before" / "worklist.json").read_text()))
     after_flagged = len(json.loads((tmp_path / "after" / "worklist.json").read_text()))
     assert before_flagged == len(plan["documents"]) and after_flagged < before_flagged / 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abcé ,.", min_size=1, max_size=40), st.data())
+def test_a_span_of_the_edited_text_maps_back_to_the_released_text(text, data):
+    """Brute force: every span of the edited text that misses the replacements is the same text in the release."""
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(text)), max_size=6)))
+    edits = [Edit(a, b - a, text[a:b], data.draw(st.sampled_from(["", "[X]", "ü"])), "t")
+             for a, b in zip(cuts[::2], cuts[1::2])]
+    edited = apply_edits(text, edits)
+    # which characters of the edited text an edit wrote, and where each kept character came from
+    origin, position = [], 0
+    for edit in edits:
+        origin += list(range(position, edit.offset)) + [None] * len(edit.replacement)
+        position = edit.offset + edit.length
+    origin += list(range(position, len(text)))
+    assert len(origin) == len(edited)
+    for start in range(len(edited) + 1):
+        for end in range(start + 1, len(edited) + 1):
+            where = released_offsets(edits, start, end)
+            kept = origin[start:end]
+            contiguous = None not in kept and kept == list(range(kept[0], kept[0] + len(kept)))
+            assert (where is not None) == contiguous
+            if where is not None:
+                assert where == (kept[0], kept[-1] + 1) and text[where[0]:where[1]] == edited[start:end]

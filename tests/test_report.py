@@ -15,7 +15,7 @@ from cpa_core.config import ProjectConfig, declare_audit
 from cpa_core.data import load_documents, load_registry
 from cpa_core.knowledge import KnowledgeLevel
 from cpa_core.metrics import confidence_curve
-from cpa_core.evidence import Explainer
+from cpa_core.evidence import TermExplainer
 from cpa_core.policy import ReleasePolicy, worklist
 from cpa_core.records import manifest
 from cpa_core.synthetic import generate_sample_data
@@ -64,7 +64,7 @@ def build_report(inputs, miss_policy: str = "infinite") -> dict:
                                                 "miss_policy": miss_policy})
     result = run_audit(documents, registry, attacker, config).with_policy(CONFIDENCE, POLICY)
     work = worklist(result.certificate(CONFIDENCE), POLICY, result.config.config_id,
-                    explain=Explainer(lambda query, rows: {"golf": 1.0, "script": 0.5}, str.lower))
+                    explain=TermExplainer(lambda query, rows: {"golf": 1.0, "script": 0.5}, str.lower))
     work.at[0, "driving_terms"] = ["golf", "<script>"]  # escaped like any value from the data
     arguments = dict(curve=confidence_curve(result), worklist=work, manifest=manifest(result), generated_at=GENERATED)
     return {"result": result, "html": certificate_report(result, **arguments),

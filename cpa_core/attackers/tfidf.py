@@ -16,7 +16,7 @@ from ..candidates import AUTO, DEFAULT_TEMPERATURE
 from ..data import Registry
 from ..errors import ConfigError
 from ..knowledge import KnowledgeLevel, profile_texts
-from ..evidence import Explainer
+from ..evidence import Explainer, TermExplainer
 from .base import ClueExtractor, RetrievalAttacker
 from ..params import Param
 from .spec import AttackerSpec
@@ -60,10 +60,10 @@ class TfidfIndex:
         return {str(self.terms_[column]): float(value) for column, value in zip(contributions.col, contributions.data)
                 if value > 0 and str(self.terms_[column]) not in ENGLISH_STOP_WORDS}
 
-    def explainer(self) -> Explainer:
+    def explainer(self) -> TermExplainer:
         """Evidence spans of a query: its tokens as this index normalises them (lower case, accents stripped),
         weighted by :meth:`term_weights`."""
-        return Explainer(self.term_weights, self.vectorizer.build_preprocessor(), self.vectorizer.token_pattern)
+        return TermExplainer(self.term_weights, self.vectorizer.build_preprocessor(), self.vectorizer.token_pattern)
 
 
 @dataclass
