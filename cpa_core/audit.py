@@ -18,12 +18,12 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from fractions import Fraction
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from .attackers.base import Attacker
-from .evidence import Explainer
+from .evidence import DEFAULT_PLACEHOLDERS, Explainer, check_placeholders
 from .candidates import CandidateTable, Progress
 from .conformal import (ALL, Calibration, calibrate, confidence_label, exact_fraction, leave_one_out_thresholds,
                         set_sizes)
@@ -36,6 +36,9 @@ from .records import write_audit
 from .params import Param
 from .scores import SCORES, Score, get_score
 from .split import split_indices
+
+if TYPE_CHECKING:
+    from .attackers.imported import CandidateScores
 
 MISS_POLICIES = ("infinite", "exclude")
 PROTOCOLS = ("release", "split")
@@ -115,7 +118,8 @@ class AttackerConfig:
 class AuditConfig:
     """The declared configuration of one audit: the threat model (knowledge level, attacker and its
     parameters), the protocol, the score, the confidence levels, the release policy and the data it
-    certifies (``data``: per input, ``documents``, ``registry`` and ``scores``, its SHA-256 and how it was read).
+    certifies (``data``: per input, ``documents``, ``registry`` and ``scores``, its SHA-256 and how it was read),
+    and the anonymiser placeholders that are never evidence (``placeholders``, ``[evidence]``).
 
     A certificate is valid for exactly this configuration; :attr:`config_id` hashes all of it, so two
     audits with the same id certify the same release under the same declared threat.
@@ -136,8 +140,10 @@ class AuditConfig:
     leakage_threshold: float | None = None
     flag_confidence: float | None = None
     data: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    placeholders: tuple[str, ...] = DEFAULT_PLACEHOLDERS
 
     def __post_init__(self):
+        object.__setattr__(self, "placeholders", check_placeholders(self.placeholders))
         by_name = {param.name: param for param in AUDIT_PARAMS}
         for name in ("score", "protocol", "n_cal", "n_test", "seed", "top_k", "miss_policy", "flag_below",
                      "leakage_threshold", "flag_confidence"):
@@ -201,6 +207,10 @@ class AuditConfig:
         out["confidences"] = [confidence_label(c) for c in self.confidences]
         out["flag_confidence"] = confidence_label(self.policy_confidence)  # the default, declared or not: one id
         out["data"] = {role: dict(info) for role, info in self.data.items()}
+        if self.placeholders == DEFAULT_PLACEHOLDERS:  # the default list: the ids recorded before it was declared
+            del out["placeholders"]
+        else:
+            out["placeholders"] = list(self.placeholders)
         return out
 
     @property

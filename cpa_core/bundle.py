@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import tomli_w
 
+from .evidence import DEFAULT_PLACEHOLDERS
 from .verdict import summary_document
 
 if TYPE_CHECKING:
@@ -36,7 +37,8 @@ def _present(table: Mapping) -> dict:
 
 def declared_toml(config: "AuditConfig") -> str:
     """The configuration file declaring ``config`` (knowledge level, attacker tables, ``[audit]``, how the
-    inputs are read, their checksums and the LLM endpoint without key)."""
+    inputs are read, their checksums, the LLM endpoint without key, and ``[evidence]`` placeholders when they
+    are not the default list)."""
     level = config.knowledge
     audit = {"knowledge": level.name, "attacker": config.attacker.name, "score": config.score,
              "confidence": [float(c) for c in config.confidences], "protocol": config.protocol,
@@ -59,6 +61,8 @@ def declared_toml(config: "AuditConfig") -> str:
         document["inputs"] = inputs
     if config.attacker.llm:
         document["llm"] = _present(config.attacker.llm)
+    if tuple(config.placeholders) != DEFAULT_PLACEHOLDERS:  # absent: the default list
+        document["evidence"] = {"placeholders": list(config.placeholders)}
     header = (f"# Configuration {config.config_id}: the declared threat model, protocol and release policy of one\n"
               "# audit, and the files it certifies (their SHA-256). `cpa audit --config audit.toml` on the same files\n"
               "# declares the same configuration; other files are refused.\n\n")

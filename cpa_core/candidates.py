@@ -161,6 +161,9 @@ class CandidateTable:
     tail_mass : ndarray of shape (n,), optional
         Probability mass of each pool outside the table: candidates cut by a shortlist, invalid LLM picks.
         The APS score counts it below every listed candidate (``None``: none).
+    clues : tuple of tuples of str, optional
+        The LLM clues each query carried (``direct_plus_clues``: the query is the released text followed by
+        them, :func:`~cpa_core.evidence.clue_query`); ``None`` when the queries are the released texts.
     """
 
     doc_ids: np.ndarray
@@ -171,6 +174,7 @@ class CandidateTable:
     queries: tuple[str, ...] | None = None
     weight_kind: str = "probability"
     tail_mass: np.ndarray | None = None
+    clues: tuple[tuple[str, ...], ...] | None = None
 
     def __len__(self) -> int:
         return int(self.doc_ids.shape[0])
@@ -185,7 +189,8 @@ class CandidateTable:
         return replace(self, doc_ids=self.doc_ids[index], candidates=self.candidates[index],
                        weights=self.weights[index], pool_sizes=self.pool_sizes[index],
                        queries=None if self.queries is None else tuple(self.queries[i] for i in index),
-                       tail_mass=None if self.tail_mass is None else self.tail_mass[index])
+                       tail_mass=None if self.tail_mass is None else self.tail_mass[index],
+                       clues=None if self.clues is None else tuple(self.clues[i] for i in index))
 
     def truncate(self, k: int) -> "CandidateTable":
         """The top-``k`` shortlist of each pool; the weights of the kept candidates are unchanged and the

@@ -21,6 +21,7 @@ from .config import AUDIT_PARAMS, ProjectConfig, declare_audit, load_config
 from .conformal import confidence_label
 from .data import EncodingError, check_release, encoding_name
 from .errors import ConfigError, CPAError
+from .evidence import audit_explainer
 from .llm import LLM_PARAMS
 from .params import Param
 from .records import prepare_out_dir
@@ -182,12 +183,19 @@ def build_parser() -> argparse.ArgumentParser:
                                  description="Runs the audit of --audit again (its audit.toml and input files), "
                                              "suggests for each flagged document the fewest driving terms whose "
                                              "removal lifts its set to k under the stored threshold, and writes "
-                                             "redactions.json, the redacted release and the audit.toml to audit it "
-                                             "again to --out.")
+                                             "redactions.json (each edit's offset, length, replacement and kind), "
+                                             "the redacted release and the audit.toml to audit it again to --out.")
     redact.add_argument("--audit", required=True, metavar="DIR", help="the output folder of a cpa audit run")
     redact.add_argument("--out", required=True, metavar="DIR", help="output folder")
-    redact.add_argument("--strategy", choices=sorted(REPLACEMENTS), default="placeholder",
-                        help="replace each redacted word by [REDACTED] (default) or delete it")
+    redact.add_argument("--strategy", choices=list(REPLACEMENTS), default="placeholder",
+                        help="what each redacted word becomes: nothing (delete); its category from the registry, "
+                             "[CITY], [OCCUPATION], [YEAR], [NUMBER], [DATE], [AGE], else [REDACTED] (placeholder, "
+                             "the default); or a coarser value where the data allows, a city's region when the "
+                             "registry has one, an age's band, a year's decade, else the placeholder (generalize)")
+    redact.add_argument("--generalization", metavar="FILE",
+                        help="with --strategy generalize: a table (CSV, JSONL or Parquet) of your own "
+                             "generalisations, columns value,general and optionally field (a registry field); "
+                             "its entries come first")
     sample = commands.add_parser("sample-data", help="regenerate the synthetic demo data")
     sample.add_argument("--out", default="sample_data", metavar="DIR", help="output folder (default sample_data)")
     sample.add_argument("--seed", type=int, default=20261122, help="generator seed")
@@ -325,7 +333,7 @@ def _audit(args, documents, registry, config, attacker) -> int:
         return 0
     result = run_audit(documents, registry, attacker, config, ProgressBar())
     result = _llm_report(result, attacker)
-    paths = result.write(args.out, attacker.explainer(registry, config.knowledge))
+    paths = result.write(args.out, audit_explainer(attacker, registry, config))
     _write_attribute_sets(result, attacker, args.out)
     summary = json.loads(paths["summary.json"].read_text(encoding="utf-8"))  # as written, not recomputed
     for warning in dict.fromkeys(w for entry in summary["confidence"].values() for w in entry["warnings"]):
@@ -395,8 +403,12 @@ def _stress(args, project, documents, registry, config, attacker) -> int:
 def cmd_redact(args) -> int:
     from .bundle import CONFIG_FILE, declared_toml
     from .records import write_private
-    from .redaction import redacted_release, suggest_redactions
+    from .redaction import redacted_release, redaction_log, replacement_for, suggest_redactions
+    from .replacements import load_generalization
 
+    if args.generalization is not None and args.strategy != "generalize":
+        raise ConfigError(f"--generalization {args.generalization} applies to --strategy generalize only; "
+                          f"expected --strategy generalize, found --strategy {args.strategy}")
     audit_dir = Path(args.audit)
     try:
         manifest = json.loads((audit_dir / "manifest.json").read_text(encoding="utf-8"))
@@ -411,8 +423,11 @@ def cmd_redact(args) -> int:
     drop = "drop" if any(info.get("dropped_rows") for info in manifest["config"]["data"].values()) else "error"
     documents = project.load_documents(inputs["documents"]["file"], on_invalid=drop)
     registry = project.load_registry(inputs["registry"]["file"], on_invalid=drop)
+    table = None if args.generalization is None else load_generalization(args.generalization,
+                                                                         registry_fields=registry.fields)
+    replacer = replacement_for(args.strategy, registry, table)
     config, attacker = declare_audit(project, registry, documents=documents)
-    if attacker.explainer(registry, config.knowledge) is None:
+    if audit_explainer(attacker, registry, config) is None:
         raise ConfigError(f"the '{config.attacker.name}' attacker does not say which words drive its matches, so no "
                           "redaction can be suggested")
     if config.config_id != manifest["config_id"]:
@@ -421,20 +436,19 @@ def cmd_redact(args) -> int:
     try:
         result = run_audit(documents, registry, attacker, config, ProgressBar())
         texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
-        suggestions = suggest_redactions(result, attacker, registry, texts, strategy=args.strategy)
+        suggestions = suggest_redactions(result, attacker, registry, texts, strategy=replacer)
     finally:
         close_clients(attacker)
-    write_private(out / "redactions.json", json.dumps(
-        {"config_id": config.config_id, "strategy": args.strategy, "rule": config.policy.rule,
-         "confidence": float(config.policy_confidence), "note": "set sizes after are indicative: the redacted "
-         "release is a new release mechanism and needs its own calibration",
-         "documents": [s.to_dict() for s in suggestions]}, indent=2, ensure_ascii=False))
+    log = redaction_log(config, replacer, suggestions)
+    write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
     release = redacted_release(inputs["documents"]["file"], documents, suggestions, out)
     after = replace(config, data={role: info for role, info in config.data.items() if role != "documents"})
     write_private(out / CONFIG_FILE, declared_toml(after))
     reached = sum(s.reaches_k for s in suggestions)
+    kinds = ", ".join(f"{n} {kind}" for kind, n in log["edits_by_kind"].items() if n)
     _say(f"{len(suggestions)} flagged documents: {reached} reach k = {config.policy.flag_below} after the suggested "
-         f"edits (indicative), {sum(len(s.edits) for s in suggestions)} edits; redacted release {release}")
+         f"edits (indicative), {sum(len(s.edits) for s in suggestions)} edits{f' ({kinds})' if kinds else ''}; "
+         f"redacted release {release}")
     _say(f"audit it again: cpa audit --documents {release} --registry {inputs['registry']['file']} "
          f"--config {out / CONFIG_FILE} --out OUT")
     return 0

@@ -18,6 +18,10 @@
     [columns.documents]      # optional: our column name = the file's column name
     text = "note"
 
+    [evidence]               # optional: regexes of anonymiser placeholders, never evidence (replaces the
+    # default list, cpa_core.evidence.DEFAULT_PLACEHOLDERS; another list is another configuration id)
+    placeholders = ["PERSON_[0-9]+", "<[A-Z]+>", "[*]{3,}"]
+
 Every table is validated here, once, against its declared parameters (:data:`AUDIT_PARAMS`, the
 attackers' specs, :data:`~cpa_core.llm.LLM_PARAMS`); command-line options and the dashboard's choices
 override the file and go through the same checks in :func:`declare_audit`.
@@ -38,6 +42,7 @@ from .attackers.spec import BuildContext
 from .audit import AUDIT_PARAMS, DEFAULT_CONFIDENCES, AttackerConfig, AuditConfig, input_facts
 from .data import Documents, Registry, load_documents, load_registry
 from .errors import ConfigError
+from .evidence import DEFAULT_PLACEHOLDERS, check_placeholders
 from .knowledge import QUERY_MODES, KnowledgeLevel, full_knowledge
 from .llm import LLM_PARAMS
 from .params import Param, check_table
@@ -54,7 +59,10 @@ INPUT_PARAMS = (
           optional=True),
 )
 """An ``[inputs.<documents|registry|scores>]`` table: the file the configuration certifies."""
-SECTIONS = ("knowledge", "attacker", "audit", "columns", "inputs", "llm")
+SECTIONS = ("knowledge", "attacker", "audit", "columns", "inputs", "llm", "evidence")
+EVIDENCE_KEYS = ("placeholders",)
+"""The ``[evidence]`` table: ``placeholders``, the regular expressions of anonymiser placeholders, whose text is
+never evidence (default :data:`~cpa_core.evidence.DEFAULT_PLACEHOLDERS`)."""
 CLUES_SECTION = "clues"  # [attacker.clues]: the clue extraction of direct_plus_clues levels
 
 
@@ -74,6 +82,12 @@ class ProjectConfig:
     columns: dict[str, dict[str, str]] = field(default_factory=dict)
     llm: dict = field(default_factory=dict)
     inputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    evidence: dict = field(default_factory=dict)
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """The declared placeholders (``[evidence] placeholders``), else the default list."""
+        return tuple(self.evidence.get("placeholders", DEFAULT_PLACEHOLDERS))
 
     def level(self, name: str) -> KnowledgeLevel:
         if name not in self.levels:
@@ -118,6 +132,18 @@ def _checked(file: str, params: tuple[Param, ...], table: Mapping, section: str)
         raise ConfigError(f"{file}: {error}") from None
 
 
+def _evidence(file: str, table: Mapping) -> dict:
+    for key in table:
+        if key not in EVIDENCE_KEYS:
+            raise ConfigError(f"{file}: unknown key '{key}' in [evidence]; expected one of {', '.join(EVIDENCE_KEYS)}")
+    if "placeholders" not in table:
+        return {}
+    try:
+        return {"placeholders": check_placeholders(table["placeholders"], "[evidence] placeholders")}
+    except ConfigError as error:
+        raise ConfigError(f"{file}: {error}") from None
+
+
 def parse_config(text: str, file: str = "<config>") -> ProjectConfig:
     try:
         raw = tomllib.loads(text)
@@ -153,7 +179,8 @@ def parse_config(text: str, file: str = "<config>") -> ProjectConfig:
             raise ConfigError(f"{file}: unknown key '{name}' in [inputs]; expected one of {', '.join(sorted(COLUMN_TABLES))}")
         inputs[name] = _checked(file, INPUT_PARAMS, _table(file, f"inputs.{name}", table), f"inputs.{name}")
     llm = _checked(file, LLM_PARAMS, raw.get("llm", {}), "llm")
-    return ProjectConfig(file, levels, attackers, audit, columns, llm, inputs)
+    evidence = _evidence(file, raw.get("evidence", {}))
+    return ProjectConfig(file, levels, attackers, audit, columns, llm, inputs, evidence)
 
 
 def load_config(path: str | Path) -> ProjectConfig:
@@ -228,7 +255,8 @@ def declare_audit(project: ProjectConfig, registry: Registry, *, knowledge: str 
         group_column=settings.get("group_column"), top_k=settings.get("top_k"),
         miss_policy=settings.get("miss_policy", "infinite"), flag_below=settings.get("flag_below", 11),
         leakage_threshold=settings.get("leakage_threshold"), flag_confidence=settings.get("flag_confidence"),
-        data={role: {"sha256": table["sha256"]} for role, table in project.inputs.items() if table.get("sha256")})
+        data={role: {"sha256": table["sha256"]} for role, table in project.inputs.items() if table.get("sha256")},
+        placeholders=project.placeholders)
     if documents is not None:
         config = config.with_data(input_facts(documents, registry, scores))
     return config, chosen

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .evidence import N_CANDIDATES, document_evidence, driving_terms
+from .evidence import N_CANDIDATES, document_evidence, document_inferred_clues, driving_terms
 
 if TYPE_CHECKING:
     from .evidence import Explainer
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 WORKLIST_COLUMNS = ("doc_id", "group", "set_size", "leakage", "top_candidates", "top_weights", "driving_terms",
-                    "evidence", "config_id", "confidence")
+                    "evidence", "inferred_clues", "config_id", "confidence")
 
 
 
@@ -65,7 +65,8 @@ def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, expl
              n_candidates: int = N_CANDIDATES) -> pd.DataFrame:
     """The redaction worklist: flagged documents, smallest set first (then by doc id), with the evidence of each
     (:func:`~cpa_core.evidence.document_evidence`: ``evidence`` as spans with offset and length in the released
-    text, ``driving_terms`` as the text writes them)."""
+    text, ``driving_terms`` as the text writes them; ``inferred_clues``: the LLM clues of a ``direct_plus_clues``
+    query that the text does not write, which no span can show)."""
     split = cert.split
     rows = np.flatnonzero(policy.flags(cert.set_sizes))
     rows = rows[np.lexsort((split.table.doc_ids[rows].astype(str), cert.set_sizes[rows]))]
@@ -84,6 +85,7 @@ def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, expl
             if split.table.weight_kind == "probability" else [],
             "driving_terms": driving_terms(spans),
             "evidence": [span.to_dict() for span in spans],
+            "inferred_clues": document_inferred_clues(split, row, explain),
             "config_id": config_id,
             "confidence": float(cert.confidence),
         })

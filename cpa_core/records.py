@@ -4,6 +4,15 @@ Records (JSONL, one object per document) hold the query, the top candidates with
 scores, the true identity's rank and score, and the certified set at each confidence level, so any
 result can be re-derived. The manifest holds the full declared configuration, the checksums of the
 inputs, the seed, the split sizes and the package versions.
+
+Evidence: the record of a document the worklist flags (at the declared flagging level, under the declared
+policy) also carries that document's worklist evidence, joined by doc id, never computed again:
+``evidence`` (spans ``{offset, length, text, term, weight}`` into the released text, see
+:func:`cpa_core.evidence.document_evidence`), ``driving_terms`` and ``inferred_clues``, the very values of
+``worklist.json``. A document that is not flagged has no such fields (nor has any calibration record: the
+worklist is about the audited documents). Neither has any record when the attacker does not explain its
+matches (no explainer: nothing was computed; the worklist then shows empty lists), so a present
+``evidence`` field, even an empty one, always means the explainer ran for that document.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
 from .conformal import confidence_label
 from .errors import ConfigError
@@ -28,12 +37,16 @@ from .policy import worklist, worklist_csv, worklist_json
 from .verdict import summary_document
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .evidence import Explainer
     from .audit import AuditResult, Certificate, ScoredSplit
 
 RECORD_CANDIDATES = 20
 VERSIONED_PACKAGES = ("cpa-core", "numpy", "pandas", "scikit-learn", "scipy", "pyarrow", "sentence-transformers",
                       "torch", "openai")
+EVIDENCE_FIELDS = ("evidence", "driving_terms", "inferred_clues")
+"""The worklist's columns that a flagged document's record carries too."""
 
 
 def _number(value: float) -> float | None:
@@ -57,8 +70,18 @@ def _certified_by(cert: "Certificate", row: int) -> str:
     return "leave-one-out: the other labelled documents" if cert.left_out[row] else "all labelled documents"
 
 
+def worklist_evidence(work: "pd.DataFrame") -> dict[str, dict]:
+    """The evidence of each document of a worklist (:func:`~cpa_core.policy.worklist`), by doc id (as text):
+    its :data:`EVIDENCE_FIELDS`, as the worklist holds them."""
+    return {str(row["doc_id"]): {field: row[field] for field in EVIDENCE_FIELDS}
+            for row in work.to_dict(orient="records")}
+
+
 def split_records(split: "ScoredSplit", certificates: list["Certificate"], split_name: str, config_id: str,
-                  n_candidates: int = RECORD_CANDIDATES) -> Iterator[dict]:
+                  n_candidates: int = RECORD_CANDIDATES, evidence: Mapping[str, dict] | None = None) -> Iterator[dict]:
+    """The records of a split's documents; ``evidence`` (:func:`worklist_evidence`): the evidence fields of the
+    flagged ones, by doc id, added to their records."""
+    evidence = evidence or {}
     table = split.table
     for row in range(len(split)):
         pool = min(n_candidates, int(table.pool_sizes[row]))
@@ -89,6 +112,9 @@ def split_records(split: "ScoredSplit", certificates: list["Certificate"], split
                 "covered": bool(cert.covered[row]),
                 "set": [str(c) for c in cert.members(row)],
             }
+        found = evidence.get(str(record["doc_id"]))
+        if found is not None:
+            record.update(found)
         yield record
 
 
@@ -125,15 +151,27 @@ def record_splits(result: "AuditResult") -> tuple[str, ...]:
     return ("documents",) if result.config.protocol == "release" else ("calibration", "test")
 
 
-def records(result: "AuditResult", split_name: str, confidences: Iterable | None = None) -> Iterator[dict]:
+def records(result: "AuditResult", split_name: str, confidences: Iterable | None = None, *,
+            work: "pd.DataFrame | None" = None) -> Iterator[dict]:
     """The per-document records of ``documents`` (release protocol), ``calibration`` or ``test`` (split),
-    with each document's set at each level."""
+    with each document's set at each level; ``work``: the result's worklist, whose evidence the records of its
+    flagged documents then carry (see the module's docstring; calibration records never do).
+
+    Raises :class:`ValueError` when ``work`` was made under another configuration than the result's."""
     levels = list(confidences) if confidences is not None else list(result.config.confidences)
+    evidence = None
+    if work is not None and split_name != "calibration":
+        others = {str(c) for c in work["config_id"]} - {result.config.config_id}
+        if others:
+            raise ValueError(f"the worklist is of configuration {', '.join(sorted(others))}, "
+                             f"not of the audit's {result.config.config_id}")
+        evidence = worklist_evidence(work)
     if split_name == "calibration":
         split, certify = result.calibration_split, result.calibration_certificate
     else:
         split, certify = result.test_split, result.certificate
-    return split_records(split, [certify(level) for level in levels], split_name, result.config.config_id)
+    return split_records(split, [certify(level) for level in levels], split_name, result.config.config_id,
+                         evidence=evidence)
 
 
 def jsonl_lines(items: Iterable[dict]) -> Iterator[str]:
@@ -170,16 +208,18 @@ def write_private(path: Path, text: str) -> None:
 def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer | None" = None) -> dict[str, Path]:
     """Write summary.json, the records (documents.jsonl; calibration.jsonl and test.jsonl under the split
     protocol), worklist.csv/json, manifest.json and audit.toml (the declared configuration: with the input
-    files, ``cpa audit --config audit.toml`` runs this audit again)."""
+    files, ``cpa audit --config audit.toml`` runs this audit again). The evidence is computed once, for the
+    worklist; the records of flagged documents carry it (with an explainer; see the module's docstring)."""
     out = prepare_out_dir(out_dir)
     config = result.config
     splits = record_splits(result)
     paths = {name: out / name for name in ("summary.json", *(f"{s}.jsonl" for s in splits), "worklist.csv",
                                            "worklist.json", "manifest.json", CONFIG_FILE)}
     write_private(paths["summary.json"], json.dumps(summary_document(result), indent=2))
-    for name in splits:
-        write_private(paths[f"{name}.jsonl"], "".join(jsonl_lines(records(result, name))))
     work = worklist(result.certificate(config.policy_confidence), config.policy, config.config_id, explain=explain)
+    for name in splits:
+        write_private(paths[f"{name}.jsonl"],
+                      "".join(jsonl_lines(records(result, name, work=work if explain is not None else None))))
     write_private(paths["worklist.csv"], worklist_csv(work))
     write_private(paths["worklist.json"], worklist_json(work))
     write_private(paths["manifest.json"], json.dumps(manifest(result), indent=2, default=str))

@@ -4,7 +4,9 @@ set to at least ``k`` under the audit's stored threshold.
 Greedy: remove every occurrence of the heaviest term of the current match (its evidence, see
 :mod:`cpa_core.evidence`), attack the edited text again, recount its set against the document's stored
 threshold, and repeat until the set holds ``k`` people or no evidence is left. Edits are offsets into the
-*released* text, so they can be applied to the file as written.
+*released* text, so they can be applied to the file as written. What a span becomes (nothing, its category
+placeholder, or a generalisation such as a city's region) is decided by a
+:class:`~cpa_core.replacements.Replacer`, and each edit records which kind it used.
 
 The new set size is indicative: an edited release is a new release mechanism, and only a new calibration
 certifies it.
@@ -12,25 +14,29 @@ certifies it.
 
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
 from .conformal import set_sizes
 from .data import FORMATS, read_table
-from .evidence import Explainer, Span, evidence_rows
+from .errors import DataError
+from .evidence import Explainer, Span, audit_explainer, evidence_rows
+from .replacements import KINDS, STRATEGIES, Choice, GeneralizationTable, Replacer
 
 if TYPE_CHECKING:
     from .attackers.base import Attacker
-    from .audit import AuditResult, Certificate
+    from .audit import AuditConfig, AuditResult, Certificate
     from .data import Documents, Registry
     from .policy import ReleasePolicy
 
-REPLACEMENTS = {"delete": "", "placeholder": "[REDACTED]"}
-"""What a redacted span becomes: nothing, or a placeholder (which is never evidence again)."""
+REPLACEMENTS = dict(STRATEGIES)
+"""The named strategies: what a redacted span becomes (see :mod:`cpa_core.replacements`): nothing, its category
+placeholder (never evidence again), or a generalisation where the data allows."""
 MAX_TERMS = 15
 
 
@@ -43,10 +49,17 @@ class Edit:
     original: str
     replacement: str
     term: str
+    kind: str = ""  # one of KINDS; by default "delete" for an empty replacement, else "placeholder"
+
+    def __post_init__(self):
+        if not self.kind:
+            object.__setattr__(self, "kind", "delete" if self.replacement == "" else "placeholder")
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown kind of edit '{self.kind}'; expected one of {', '.join(KINDS)}")
 
     def to_dict(self) -> dict:
         return {"offset": self.offset, "length": self.length, "original": self.original,
-                "replacement": self.replacement, "term": self.term}
+                "replacement": self.replacement, "term": self.term, "kind": self.kind}
 
 
 def apply_edits(text: str, edits) -> str:
@@ -71,22 +84,49 @@ class Suggestion:
         """Characters of the released text the edits remove (the utility cost)."""
         return sum(edit.length for edit in self.edits)
 
+    def kinds(self) -> dict[str, int]:
+        """How many edits of each kind (see :data:`~cpa_core.replacements.KINDS`)."""
+        return edit_kinds([self])
+
     def to_dict(self) -> dict:
         return {"doc_id": self.doc_id, "set_size_before": self.set_size_before, "set_size_after": self.set_size_after,
-                "reaches_k": self.reaches_k, "characters": self.characters,
+                "reaches_k": self.reaches_k, "characters": self.characters, "kinds": self.kinds(),
                 "edits": [edit.to_dict() for edit in self.edits]}
+
+
+def edit_kinds(suggestions: Iterable[Suggestion]) -> dict[str, int]:
+    """How many edits of each kind the suggestions make (every kind listed)."""
+    counts = dict.fromkeys(KINDS, 0)
+    for suggestion in suggestions:
+        for edit in suggestion.edits:
+            counts[edit.kind] += 1
+    return counts
 
 
 Rescore = Callable[[str], tuple[int, list[int]]]
 """An edited text -> its set size under the stored threshold, and the registry rows of its top candidates."""
 Replacement = Callable[[Span], str]
-"""What a span of evidence becomes in the redacted text."""
+"""What a span of evidence becomes in the redacted text (a :class:`~cpa_core.replacements.Replacer` is one)."""
 
 
-def replacement_for(strategy: str) -> Replacement:
-    """The replacement of a named strategy (see :data:`REPLACEMENTS`)."""
-    text = REPLACEMENTS[strategy]
-    return lambda span: text
+def replacement_for(strategy: str, registry: "Registry | None" = None,
+                    table: GeneralizationTable | None = None) -> Replacer:
+    """The replacement of a named strategy (see :data:`REPLACEMENTS`); categories and generalisations come from
+    the registry (none without one) and, for ``generalize``, the curator's table."""
+    return Replacer.from_registry(registry, strategy, table)
+
+
+def _chooser(strategy: str | Replacement) -> Callable[[Span, str], Choice]:
+    """A span of a text -> its replacement and kind: a replacer reads the words around the span; any other
+    callable gives the text only (its kind: "delete" when empty, else "placeholder")."""
+    replace = replacement_for(strategy) if isinstance(strategy, str) else strategy
+    if isinstance(replace, Replacer):
+        return replace.choose
+
+    def choose(span: Span, text: str) -> Choice:
+        replacement = replace(span)
+        return Choice(replacement, "delete" if replacement == "" else "placeholder")
+    return choose
 
 
 def released_offsets(edits: Sequence[Edit], start: int, end: int) -> tuple[int, int] | None:
@@ -107,8 +147,10 @@ def released_offsets(edits: Sequence[Edit], start: int, end: int) -> tuple[int, 
 def suggest(doc_id: str, text: str, rescore: Rescore, explainer: Explainer, flag_below: int,
             strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS) -> Suggestion:
     """The greedy redaction of one released text (see the module's docstring): each round takes the evidence of
-    the text as edited so far, maps it back to the released text, and redacts every span of its heaviest term."""
-    replace = replacement_for(strategy) if isinstance(strategy, str) else strategy
+    the text as edited so far, maps it back to the released text, and redacts every span of its heaviest term.
+    ``strategy``: a name of :data:`REPLACEMENTS` (without the registry's categories), a
+    :class:`~cpa_core.replacements.Replacer`, or any span -> text callable."""
+    choose = _chooser(strategy)
     before, rows = rescore(text)
     size = before
     edits: list[Edit] = []
@@ -124,8 +166,11 @@ def suggest(doc_id: str, text: str, rescore: Rescore, explainer: Explainer, flag
             break
         term = max(spans, key=lambda s: (s.weight, s.term)).term
         removed.add(term)
-        edits = sorted(edits + [Edit(s.start, s.end - s.start, s.text, replace(s), term) for s in spans
-                                if s.term == term], key=lambda e: e.offset)
+        for s in spans:
+            if s.term == term:
+                choice = choose(s, text)  # the span's offsets are into the released text
+                edits.append(Edit(s.start, s.end - s.start, s.text, choice.replacement, term, choice.kind))
+        edits.sort(key=lambda e: e.offset)
         current = apply_edits(text, edits)
         size, rows = rescore(current)
     return Suggestion(doc_id, before, size, tuple(edits), size >= flag_below)
@@ -139,6 +184,7 @@ def rescorer(result: "AuditResult", cert: "Certificate", row: int, attacker: "At
     config, split = result.config, cert.split
     doc_id, truth = split.table.doc_ids[row], split.truth_ids[row]
     threshold = np.array([cert.q_hat[row]])
+    attacker.adopt(result.inputs.get("learned", {}))  # e.g. the temperature the audit chose
 
     def rescore(text: str) -> tuple[int, list[int]]:
         table = attacker.attack([doc_id], [text], registry, config.knowledge)
@@ -148,17 +194,26 @@ def rescorer(result: "AuditResult", cert: "Certificate", row: int, attacker: "At
 
 
 def suggest_redactions(result: "AuditResult", attacker: "Attacker", registry: "Registry", texts: dict[str, str],
-                       policy: "ReleasePolicy | None" = None, confidence=None, strategy: str = "placeholder",
-                       max_terms: int = MAX_TERMS) -> list[Suggestion]:
+                       policy: "ReleasePolicy | None" = None, confidence=None,
+                       strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS,
+                       generalization: GeneralizationTable | None = None,
+                       doc_ids: Iterable[str] | None = None) -> list[Suggestion]:
     """A suggestion for every document the policy flags at ``confidence`` (default: the declared ones), smallest
-    set first; ``texts`` maps doc ids to the released texts."""
+    set first; ``texts`` maps doc ids to the released texts. A named ``strategy`` is built once from the registry
+    (and, for ``generalize``, the ``generalization`` table); ``doc_ids`` keeps only those flagged documents."""
     policy = policy or result.config.policy
     cert = result.certificate(confidence if confidence is not None else result.config.policy_confidence)
-    explainer = attacker.explainer(registry, result.config.knowledge)
+    explainer = audit_explainer(attacker, registry, result.config)
     if explainer is None:
         return []
     rows = np.flatnonzero(policy.flags(cert.set_sizes))
+    if doc_ids is not None:
+        rows = rows[np.isin(cert.split.table.doc_ids[rows].astype(str), [str(d) for d in doc_ids])]
     rows = rows[np.lexsort((cert.split.table.doc_ids[rows].astype(str), cert.set_sizes[rows]))]
+    if isinstance(strategy, str):
+        strategy = replacement_for(strategy, registry, generalization)
+    elif generalization is not None:
+        raise TypeError("a generalisation table goes with a named strategy, not with a replacement of one's own")
     out = []
     for row in rows:
         doc_id = str(cert.split.table.doc_ids[row])
@@ -167,24 +222,67 @@ def suggest_redactions(result: "AuditResult", attacker: "Attacker", registry: "R
     return out
 
 
-def redacted_release(source, documents: "Documents", suggestions, out_dir) -> Path:
-    """Write the release with every suggestion applied, in the input's format, encoding and columns, to
-    ``out_dir`` under the input's file name; returns its path (owner-only: it holds the released texts)."""
-    source = Path(source)
-    frame, _ = read_table(source, str(source), encoding=documents.encoding)
+def redaction_log(config: "AuditConfig", strategy: str | Replacement, suggestions: Sequence[Suggestion],
+                  policy: "ReleasePolicy | None" = None, confidence=None,
+                  generalization: GeneralizationTable | None = None) -> dict:
+    """The machine-readable record of suggested redactions (``redactions.json``): the configuration, strategy
+    and generalisation table (file and sha256) used, what the replacer derived from the registry (field names:
+    hierarchies, the age band field, the category fields), the policy, counts of edits by kind, and per document
+    its set size before and after (indicative) and its edits (offset, length, original, replacement, kind)."""
+    policy = policy or config.policy
+    confidence = config.policy_confidence if confidence is None else confidence
+    derived = None
+    if isinstance(strategy, Replacer):
+        generalization = generalization or strategy.table
+        name = strategy.strategy
+        derived = None if name == "delete" else strategy.vocabulary.to_dict()
+    else:
+        name = strategy if isinstance(strategy, str) else "custom"
+    return {"config_id": config.config_id, "strategy": name,
+            "generalization": None if generalization is None else generalization.to_dict(),
+            "derived": derived,
+            "rule": policy.rule, "confidence": float(confidence),
+            "note": "set sizes after are indicative: the redacted release is a new release mechanism and needs its "
+                    "own calibration",
+            "n_documents": len(suggestions), "n_reach_k": sum(s.reaches_k for s in suggestions),
+            "edits_by_kind": edit_kinds(suggestions),
+            "documents": [s.to_dict() for s in suggestions]}
+
+
+def redacted_file(source, documents: "Documents", suggestions) -> tuple[str, bytes]:
+    """The release with every suggestion applied, in the input's format, encoding and columns: its file name and
+    bytes. ``source`` is the input file's path, or its bytes as read (named by ``documents.file``)."""
+    if isinstance(source, (bytes, bytearray)):
+        data, name = bytes(source), str(documents.file)
+    else:
+        data, name = Path(source), str(source)
+    frame, _ = read_table(data, name, encoding=documents.encoding)
     columns = {"doc_id": "doc_id", "text": "text", **dict(documents.columns)}
     edits = {s.doc_id: s.edits for s in suggestions}
     ids = frame[columns["doc_id"]].astype(str).str.strip()
     frame[columns["text"]] = [apply_edits(text, edits[i]) if i in edits else text
                               for i, text in zip(ids, frame[columns["text"]])]
-    path = Path(out_dir) / source.name
-    kind = FORMATS.get(source.suffix.lower(), "csv")
-    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.close(handle)
+    kind = FORMATS.get(Path(name).suffix.lower(), "csv")
     if kind == "parquet":
-        frame.to_parquet(path, index=False)
-    elif kind == "jsonl":
-        path.write_text(frame.to_json(orient="records", lines=True, force_ascii=False), encoding=documents.encoding)
-    else:
-        frame.to_csv(path, index=False, encoding=documents.encoding)
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return Path(name).name, buffer.getvalue()
+    text = (frame.to_json(orient="records", lines=True, force_ascii=False) if kind == "jsonl"
+            else frame.to_csv(index=False))
+    try:
+        return Path(name).name, text.encode(documents.encoding)
+    except UnicodeEncodeError as error:
+        raise DataError(name, "the redacted release cannot be written in its encoding",
+                        expected=f"replacements that {documents.encoding} can encode",
+                        found=f"the character U+{ord(error.object[error.start]):04X}") from None
+
+
+def redacted_release(source, documents: "Documents", suggestions, out_dir) -> Path:
+    """Write the release with every suggestion applied, in the input's format, encoding and columns, to
+    ``out_dir`` under the input's file name; returns its path (owner-only: it holds the released texts)."""
+    name, payload = redacted_file(source, documents, suggestions)
+    path = Path(out_dir) / name
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(handle, "wb") as out:
+        out.write(payload)
     return path

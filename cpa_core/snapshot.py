@@ -68,7 +68,8 @@ def _same_rows(part: CandidateTable, whole: CandidateTable) -> np.ndarray | None
     rows = whole.rows(index)
     same = all(np.array_equal(getattr(rows, field), getattr(part, field)) for field in ("candidates", "weights",
                                                                                         "pool_sizes"))
-    same = same and rows.queries == part.queries and (rows.tail_mass is None) == (part.tail_mass is None) and \
+    same = same and rows.queries == part.queries and rows.clues == part.clues and \
+        (rows.tail_mass is None) == (part.tail_mass is None) and \
         (part.tail_mass is None or np.array_equal(rows.tail_mass, part.tail_mass))
     return index if same else None
 
@@ -92,6 +93,7 @@ def snapshot_bytes(result: AuditResult) -> bytes:
                 arrays[f"{name}.{field}"] = np.asarray(value)
         splits[name] = {"doc_ids": _ids(table.doc_ids), "candidate_ids": _ids(table.candidate_ids),
                         "queries": None if table.queries is None else list(table.queries),
+                        "clues": None if table.clues is None else [list(c) for c in table.clues],
                         "weight_kind": table.weight_kind, **labels}
     meta = {"format": FORMAT, "config": asdict(result.config), "inputs": result.inputs, "splits": splits}
     text = json.dumps(meta, default=json_default, ensure_ascii=False)
@@ -170,7 +172,8 @@ def _table(name: str, stored: dict, arrays: dict) -> CandidateTable:
                            arrays[f"{name}.weights"], arrays[f"{name}.pool_sizes"],
                            np.array(stored["candidate_ids"], dtype=object),
                            None if stored["queries"] is None else tuple(stored["queries"]), stored["weight_kind"],
-                           arrays.get(f"{name}.tail_mass"))
+                           arrays.get(f"{name}.tail_mass"),
+                           None if stored.get("clues") is None else tuple(tuple(c) for c in stored["clues"]))
 
 
 def _split(name: str, stored: dict, arrays: dict, config: AuditConfig, tables: dict) -> ScoredSplit:

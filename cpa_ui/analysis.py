@@ -58,9 +58,9 @@ def compare_table(labels: Sequence[str], results: Sequence[AuditResult], confide
 def flagged_table(worklist: pd.DataFrame) -> pd.DataFrame:
     """The worklist as a display table (lists joined as text)."""
     frame = worklist.copy()
-    for column in ("top_candidates", "top_weights", "driving_terms"):
+    for column in ("top_candidates", "top_weights", "driving_terms", "inferred_clues"):
         frame[column] = [", ".join(str(v) for v in values) for values in frame[column]]
-    return frame
+    return without_empty(frame, ("inferred_clues",))  # LLM clues only exist in a clue query mode
 
 
 def row_of(cert: Certificate, doc_id: str) -> int:
@@ -137,4 +137,7 @@ def documents_of_group(documents: Documents, group: str) -> Documents:
 
 def without_empty(frame: pd.DataFrame, columns: Sequence[str] = ("q_hat",)) -> pd.DataFrame:
     """``frame`` without those of ``columns`` that hold no value (e.g. q̂ when it differs per group)."""
-    return frame.drop(columns=[c for c in columns if c in frame.columns and frame[c].isna().all()])
+    def empty(value) -> bool:
+        return value is None or (isinstance(value, float) and np.isnan(value)) or \
+            (isinstance(value, (str, list, tuple)) and len(value) == 0)
+    return frame.drop(columns=[c for c in columns if c in frame.columns and all(map(empty, frame[c]))])

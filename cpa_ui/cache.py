@@ -46,7 +46,8 @@ def load_sample() -> DataSet:
     documents = project.load_documents(SAMPLE_FILES["documents"], name="sample_data/documents.csv")
     registry = project.load_registry(SAMPLE_FILES["registry"], name="sample_data/registry.csv")
     return DataSet(documents, registry, project, "sample",
-                   fingerprint(documents.sha256, registry.sha256, "sample"), project.group_column)
+                   fingerprint(documents.sha256, registry.sha256, "sample"), project.group_column,
+                   SAMPLE_FILES["documents"].read_bytes())
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -111,7 +112,7 @@ def audit_run(data: DataSet, config: AuditConfig, attacker: Attacker, documents:
     """Run (or fetch) the audit of ``config`` on the data; ``documents`` overrides the data's documents."""
     documents = documents if documents is not None else data.documents
     data_key = data.fingerprint if documents is data.documents else fingerprint(data.fingerprint, documents.file,
-                                                                               len(documents))
+                                                                               len(documents), documents.sha256)
     if documents is not data.documents:  # another release (e.g. one group): bound to it when it runs
         config = replace(config, data={})
     key = f"{data_key}:{config.config_id}"
@@ -129,7 +130,9 @@ def curve(key: str, _result: AuditResult) -> pd.DataFrame:
 @st.cache_resource(show_spinner="Indexing the profiles to explain matches…", max_entries=8)
 def explainer(key: str, _data: DataSet, _run: AuditRun) -> Explainer | None:
     """The run's attacker's explainer of matches (``key``: the run's key), ``None`` when it has none."""
-    return _run.attacker.explainer(_data.registry, _run.result.config.knowledge)
+    from cpa_core.evidence import audit_explainer
+
+    return audit_explainer(_run.attacker, _data.registry, _run.result.config)
 
 
 @st.cache_data(show_spinner="Finding the terms that drive each match…", max_entries=16)

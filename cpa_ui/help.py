@@ -89,6 +89,20 @@ HELP: dict[str, str] = {
     "change": "added: flagged in B only; removed: flagged in A only; kept: flagged in both.",
     "driving_terms": "Terms shared by the document and its top candidates' profiles that weigh most in the match: "
                      "where to start redacting.",
+    "inferred_clues": "Clues the LLM drew from the document that the text does not write word for word (inferred): "
+                      "no span of the text carries them, so redacting words may not remove them.",
+    "set_size_before": "|C| certified for the released text, under the audit's calibration.",
+    "indicative_after": "|C| of the redacted text attacked again and counted under the document's stored threshold. "
+                        "Indicative: the redacted release is a new release mechanism, certified only by a new "
+                        "calibration.",
+    "set_size_after": "|C| certified for the redacted text by the re-audit (the same threat model, calibrated again "
+                      "on the redacted release).",
+    "reaches_k": "Whether the suggested edits lift the set to at least k (indicative).",
+    "characters": "Characters of the released text the edits replace: the utility cost of the redaction.",
+    "edits": "Spans of the released text the suggestion replaces.",
+    "flagged_before": "Flagged by the audit of the released text.",
+    "flagged_after": "Flagged by the audit of the redacted release.",
+    "still_flagged_because": "For a document still flagged after redaction: the words that still drive its match.",
 }
 
 PERCENT = "percent"
@@ -128,6 +142,16 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "top_candidates": ("top candidates", TEXT, None),
     "top_weights": ("their weights", TEXT, "weight"),
     "driving_terms": ("driving terms", TEXT, "driving_terms"),
+    "inferred_clues": ("inferred LLM clues", TEXT, "inferred_clues"),
+    "set_size_before": ("|C| before", "%d", "set_size_before"),
+    "indicative_after": ("|C| after (indicative)", "%d", "indicative_after"),
+    "set_size_after": ("|C| after (recalibrated)", "%d", "set_size_after"),
+    "reaches_k": ("reaches k", TEXT, "reaches_k"),
+    "characters": ("characters redacted", "%d", "characters"),
+    "edits": ("edits", "%d", "edits"),
+    "flagged_before": ("flagged before", TEXT, "flagged_before"),
+    "flagged_after": ("flagged after", TEXT, "flagged_after"),
+    "still_flagged_because": ("still flagged because of", TEXT, "still_flagged_because"),
     "id": ("audit", "%d", "audit_id"),
     "created_at": ("when (UTC)", TEXT, "created_at"),
     "source": ("source", TEXT, "source"),

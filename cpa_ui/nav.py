@@ -19,6 +19,7 @@ FLAGGED = "pages/5_flagged_documents.py"
 COMPARE = "pages/6_compare.py"
 REPORT = "pages/7_report_and_export.py"
 HISTORY = "pages/8_history.py"
+REDACT = "pages/9_redact.py"
 
 WORKFLOW = (
     PageSpec(DATA, "1 · Data", ":material/upload_file:"),
@@ -26,7 +27,8 @@ WORKFLOW = (
     PageSpec(CALIBRATE, "3 · Calibrate", ":material/tune:"),
     PageSpec(EXPLORE, "4 · Explore", ":material/query_stats:"),
     PageSpec(FLAGGED, "5 · Flagged documents", ":material/flag:"),
-    PageSpec(COMPARE, "6 · Compare", ":material/compare_arrows:"),
-    PageSpec(REPORT, "7 · Report & export", ":material/description:"),
-    PageSpec(HISTORY, "8 · History", ":material/history:"),
+    PageSpec(REDACT, "6 · Redact & re-audit", ":material/ink_eraser:"),
+    PageSpec(COMPARE, "7 · Compare", ":material/compare_arrows:"),
+    PageSpec(REPORT, "8 · Report & export", ":material/description:"),
+    PageSpec(HISTORY, "9 · History", ":material/history:"),
 )

@@ -403,7 +403,8 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
             group_html += ("<p>The thresholds were calibrated on all groups together: the guarantee holds on "
                            "average over the groups, not within each one.</p>")
 
-    flagged = worklist.drop(columns=[c for c in ("evidence", "config_id", "confidence") if c in worklist.columns])
+    flagged = without_empty(worklist.drop(columns=[c for c in ("evidence", "config_id", "confidence")
+                                                   if c in worklist.columns]), ("inferred_clues",))
     flagged_html = _table(flagged, max_rows=500) if len(flagged) else \
         f"<p>No {'test ' if split_protocol else ''}document is flagged under this policy.</p>"
 

@@ -39,6 +39,7 @@ class DataSet:
     source: str  # "sample" or "upload"
     fingerprint: str
     group_column: str | None = None  # the documents' column holding the groups, if any
+    documents_source: bytes | None = field(default=None, repr=False, compare=False)  # the file as read (exports)
 
     @property
     def groups(self) -> list[str]:
@@ -94,6 +95,16 @@ class Comparison:
     drift_labels: tuple[str, str] | None = None
 
 
+@dataclass(frozen=True)
+class RedactionRun:
+    """Suggested redactions of a run's flagged documents (``ask``: run key, strategy, level and k) and, once run,
+    the audit of the redacted release."""
+
+    ask: tuple
+    suggestions: tuple = ()
+    after: AuditRun | None = None
+
+
 class _Slot(Generic[T]):
     """A typed attribute stored in ``st.session_state['cpa.<name>']``."""
 
@@ -127,6 +138,7 @@ class AuditState:
     flag_below: _Slot[int] = _Slot(lambda: 11)
     leakage_threshold: _Slot[float | None] = _Slot(lambda: None)
     comparison: _Slot[Comparison] = _Slot(Comparison)
+    redaction: _Slot[RedactionRun | None] = _Slot(lambda: None)
 
     @property
     def policy(self) -> ReleasePolicy:
@@ -144,6 +156,7 @@ class AuditState:
         """Drop everything computed from the current data (after new data is loaded)."""
         self.run = None
         self.comparison = Comparison()
+        self.redaction = None
 
 
 state = AuditState()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from cpa_core.attackers.registry import get_spec
 from cpa_core.audit import AuditConfig

@@ -203,9 +203,10 @@ def load_uploads(data, documents_file, registry_file, config_file, mapping_docum
                                               documents_encoding)
             documents_key = (documents.sha256, _renames(mapping_documents), group_column, on_invalid,
                              documents.encoding)
+            documents_source = documents_file.getvalue()
         else:
             documents, documents_key = data.documents, data.fingerprint
-            group_column = data.group_column
+            group_column, documents_source = data.group_column, data.documents_source
         if registry_file is not None:
             registry = registry_from_upload(registry_file.getvalue(), registry_file.name,
                                             _renames(mapping_registry), on_invalid, registry_encoding)
@@ -219,7 +220,7 @@ def load_uploads(data, documents_file, registry_file, config_file, mapping_docum
     if documents.has_groups and group_column is None:
         group_column = "group"
     adopt_data(DataSet(documents, registry, project, "upload", fingerprint(documents_key, registry_key, repr(project)),
-                       group_column))
+                       group_column, documents_source))
     state.notice = "New data loaded and validated; results computed on the earlier data were cleared."
     st.rerun()
 

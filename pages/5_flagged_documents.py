@@ -7,9 +7,11 @@ import streamlit as st
 
 from cpa_core.evidence import N_CANDIDATES, document_evidence, driving_terms
 from cpa_core.policy import worklist
+from cpa_core.redaction import apply_edits
 from cpa_ui import nav
 from cpa_ui.analysis import candidate_table, document_facts, flagged_table, kpis, row_of, text_of
 from cpa_ui.cache import explainer
+from cpa_ui.redaction import STRATEGIES, STRATEGY_LABELS, document_suggestion, edits_table, rescore
 from cpa_ui.components import policy_controls, require_data, require_run, show_warnings, stale_notice, table_columns
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.help import HELP
@@ -32,8 +34,9 @@ st.metric("Flagged documents", f"{len(flagged):,} of {len(cert.set_sizes):,}", h
 st.caption(f"Flagged when {policy.rule}; smallest set (highest risk) first. The export on the Report page adds the "
            "terms that drive each match.")
 shown = flagged_table(flagged).drop(columns=["driving_terms", "evidence", "config_id", "confidence"])
-st.dataframe(shown, hide_index=True, width="stretch", height=320, key="flagged.table",
-             column_config=table_columns(shown))
+picked = st.dataframe(shown, hide_index=True, width="stretch", height=320, key="flagged.table",
+                      column_config=table_columns(shown), on_select="rerun", selection_mode="single-row")
+st.caption("Click a row to open it below.")
 
 st.subheader("Drill-down")
 if len(flagged):
@@ -45,6 +48,10 @@ else:
     choices = cert.split.table.doc_ids[order].astype(str).tolist()
     sizes = dict(zip(choices, cert.set_sizes[order]))
 key = widget_key("flagged.drilldown", choices[0])
+clicked = [shown["doc_id"].astype(str).iloc[i] for i in picked.selection.rows if i < len(shown)]
+if clicked and st.session_state.get("flagged.clicked") != clicked[0]:  # a new click opens that row
+    st.session_state[key] = clicked[0]
+st.session_state["flagged.clicked"] = clicked[0] if clicked else None
 if st.session_state[key] not in sizes:
     st.session_state[key] = choices[0]
 doc_id = st.selectbox("Document", choices, key=key, format_func=lambda d: f"{d} · |C| = {sizes[d]}")
@@ -86,4 +93,60 @@ with set_column:
     })
     if len(candidates) and candidates["weight"].notna().any():
         st.plotly_chart(fig_candidate_weights(candidates.head(10)), key="flagged.weights")
-st.page_link(nav.REPORT, label="Next: export the worklist and the report", icon=":material/arrow_forward:")
+
+
+@st.fragment
+def edit_and_rescore(doc_id: str, certified: int, released: str, flag_below: int) -> None:
+    """Suggested edits to accept, the text to edit, and its set size re-scored against the stored calibration: a
+    fragment, so a committed edit reruns only this part of the page."""
+    strategy = st.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("flagged.strategy", STRATEGIES[0]),
+                            format_func=lambda s: STRATEGY_LABELS.get(s, s))
+    suggestion = document_suggestion(run.key, doc_id, strategy, float(confidence), flag_below, run, data) \
+        if certified < flag_below else None
+    accepted = []
+    if suggestion is not None and suggestion.edits:
+        st.markdown(f"**Suggested:** {len(suggestion.edits)} edits, {suggestion.characters:,} characters; |C| "
+                    f"{suggestion.set_size_before:,} → {suggestion.set_size_after:,} (indicative)"
+                    + ("" if suggestion.reaches_k else f": k = {flag_below} is not reached by redacting the "
+                       "evidence alone"))
+        edits = edits_table(suggestion)
+        chosen = st.data_editor(edits, hide_index=True, width="stretch", key=f"flagged.edits.{doc_id}.{strategy}",
+                                disabled=[c for c in edits.columns if c != "accept"], column_config={
+                                    "accept": st.column_config.CheckboxColumn(help="Apply this edit."),
+                                    "offset": st.column_config.NumberColumn(help="Character offset in the released "
+                                                                                 "text.")})
+        accepted = [edit for edit, keep in zip(suggestion.edits, chosen["accept"]) if keep]
+    elif suggestion is not None:
+        st.caption("No suggestion: none of this document's evidence can be redacted.")
+    else:
+        st.caption(f"Not flagged under this policy (|C| ≥ k = {flag_below}): nothing to suggest; you may still "
+                   "edit the text below.")
+    text_key = f"flagged.edited.{doc_id}"
+    signature = (strategy, tuple(e.offset for e in accepted))
+    if st.session_state.get(f"{text_key}.seed") != signature or text_key not in st.session_state:
+        st.session_state[text_key] = apply_edits(released, accepted)  # a changed choice of edits starts again
+        st.session_state[f"{text_key}.seed"] = signature
+    edited = st.text_area("Edited text (Ctrl+Enter re-scores it)", key=text_key, height=200)
+    rescored = rescore(run, data, confidence, doc_id, edited, explain)
+    left, right = st.columns(2)
+    left.metric("Certified |C| of the released text", f"{certified:,}", help=HELP["set_size"])
+    right.metric("|C| of the edited text (indicative)", f"{rescored.set_size:,}",
+                 delta=rescored.set_size - certified or None,
+                 help="The edited text attacked again and counted under this document's stored threshold.")
+    verdict = "reaches" if rescored.set_size >= flag_below else "does not reach"
+    st.warning(f"Indicative: the edited text {verdict} k = {flag_below} under the stored calibration. An edited "
+               "release is a new release mechanism: only a new calibration certifies it (Redact & re-audit page).",
+               icon=":material/science:")
+    st.html(f"<div class='cpa-document' style='line-height:1.6; padding:0.8rem; border:1px dashed #bbb; "
+            f"border-radius:0.4rem'>{highlight_spans(edited, rescored.evidence)}</div>")
+    st.caption("Highlighted: what still drives the edited text's match.")
+
+
+st.subheader("Edit and re-score")
+if explain is None:
+    st.caption("This attacker does not say what drives its matches, so no redaction can be suggested; edit the "
+               "release and calibrate it again.")
+else:
+    edit_and_rescore(doc_id, facts["set_size"], text_of(data.documents, doc_id), policy.flag_below)
+
+st.page_link(nav.REDACT, label="Next: redact the release and audit it again", icon=":material/arrow_forward:")

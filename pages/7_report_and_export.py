@@ -39,7 +39,7 @@ audit_manifest = manifest(result)
 
 def records_jsonl() -> bytes:
     return "".join(line for name in record_splits(result)
-                   for line in jsonl_lines(records(result, name))).encode("utf-8")
+                   for line in jsonl_lines(records(result, name, work=work))).encode("utf-8")
 
 
 def report_html() -> bytes:

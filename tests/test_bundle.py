@@ -10,14 +10,12 @@ import tomllib
 import zipfile
 from dataclasses import replace
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from cpa_core.audit import run_audit
 from cpa_core.bundle import audit_bundle, declared_toml, reproduce_command
 from cpa_core.config import ProjectConfig, declare_audit, load_config, parse_config
-from cpa_core.data import load_documents, load_registry
+from cpa_core.data import load_documents
 from cpa_core.errors import ConfigError
 from cpa_core.policy import ReleasePolicy
 from cpa_core.verdict import summary_document

@@ -123,3 +123,66 @@ def test_a_span_of_the_edited_text_maps_back_to_the_released_text(text, data):
             assert (where is not None) == contiguous
             if where is not None:
                 assert where == (kept[0], kept[-1] + 1) and text[where[0]:where[1]] == edited[start:end]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_the_redacted_file_from_the_bytes_read_is_the_release_written(tmp_path, suffix):
+    from cpa_core.data import load_documents
+    from cpa_core.redaction import Suggestion, redacted_file, redacted_release
+
+    frame = pd.DataFrame({"doc_id": ["a", "b"], "text": ["seen in Gdańsk in 2014", "nothing here"],
+                          "identity_id": ["P1", "P2"]})
+    source = tmp_path / f"docs{suffix}"
+    if suffix == ".csv":
+        frame.to_csv(source, index=False)
+    else:
+        source.write_text(frame.to_json(orient="records", lines=True, force_ascii=False), encoding="utf-8")
+    documents = load_documents(source.read_bytes(), name=source.name)
+    edits = (Edit(8, 6, "Gdańsk", "[CITY]", "gdansk"), Edit(18, 4, "2014", "the 2010s", "2014", "generalize"))
+    suggestions = [Suggestion("a", 1, 12, edits, True)]
+    name, payload = redacted_file(source.read_bytes(), documents, suggestions)
+    (tmp_path / "out").mkdir()
+    written = redacted_release(source, documents, suggestions, tmp_path / "out")
+    assert name == source.name and written == tmp_path / "out" / source.name
+    assert payload == written.read_bytes() and written.stat().st_mode & 0o777 == 0o600
+    again = load_documents(payload, name=name)
+    assert again.frame["text"].tolist() == ["seen in [CITY] in the 2010s", "nothing here"]
+
+
+def test_a_replacement_the_releases_encoding_cannot_write_is_refused_naming_the_file(tmp_path):
+    from cpa_core.data import load_documents
+    from cpa_core.errors import DataError
+    from cpa_core.redaction import Suggestion, redacted_file
+
+    data = "doc_id,text,identity_id\na,from Lodz,P1\n".encode("latin-1")
+    documents = load_documents(data, name="docs.csv", encoding="latin-1")
+    suggestion = Suggestion("a", 1, 12, (Edit(5, 4, "Lodz", "Łódź Voivodeship", "lodz", "generalize"),), True)
+    with pytest.raises(DataError, match=r"docs.csv: the redacted release cannot be written in its encoding.*U\+0141"):
+        redacted_file(data, documents, [suggestion])
+
+
+@pytest.mark.integration
+def test_suggestions_for_some_documents_and_each_strategy_on_the_sample(sample_paths):
+    from cpa_core.audit import run_audit
+    from cpa_core.config import declare_audit, load_config
+    from cpa_core.redaction import suggest_redactions
+
+    project = load_config(sample_paths["config"])
+    documents = project.load_documents(sample_paths["documents"])
+    registry = project.load_registry(sample_paths["registry"])
+    config, attacker = declare_audit(project, registry, documents=documents)
+    result = run_audit(documents, registry, attacker, config)
+    texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
+    full = {s: suggest_redactions(result, attacker, registry, texts, strategy=s)[:12]
+            for s in ("delete", "placeholder", "generalize")}
+    some = [s.doc_id for s in full["generalize"][::3]]
+    assert suggest_redactions(result, attacker, registry, texts, strategy="generalize", doc_ids=some) == \
+        [s for s in full["generalize"] if s.doc_id in some]
+    for strategy, suggestions in full.items():
+        kinds = {e.kind for s in suggestions for e in s.edits}
+        assert kinds <= ({"delete"} if strategy == "delete" else {"placeholder", "generalize"}), strategy
+        for s in suggestions:
+            assert all(texts[s.doc_id][e.offset:e.offset + e.length] == e.original for e in s.edits)
+    placeholders = {e.replacement for s in full["placeholder"] for e in s.edits}
+    assert placeholders - {"[REDACTED]"} and all(p.startswith("[") and p.endswith("]") for p in placeholders)
+    assert any(e.kind == "generalize" for s in full["generalize"] for e in s.edits)

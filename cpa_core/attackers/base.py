@@ -9,7 +9,9 @@ attacker that calls no LLM and explains nothing; :class:`RetrievalAttacker` thos
 attackers (TF-IDF, dense), whose queries may carry LLM clues.
 
 A query builder produces the retrieval query of each document: ``direct`` uses the released text;
-``direct_plus_clues`` appends clues from a clue extractor (an LLM) to it.
+``direct_plus_clues`` appends clues from a clue extractor (an LLM) to it
+(:func:`~cpa_core.evidence.clue_query`), and the candidate table keeps each document's clues, so that
+evidence is always offsets into the released text.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..candidates import (AUTO, FALLBACK_TEMPERATURE, CandidateTable, Progress, 
                           rank_by_similarity)
 from ..data import Registry
 from ..errors import ConfigError
-from ..evidence import Explainer
+from ..evidence import Explainer, clue_query
 from ..knowledge import KnowledgeLevel
 
 class ClueExtractor(Protocol):
@@ -76,6 +78,10 @@ class Attacker(Protocol):
         ``auto``); a symmetric function of all of them, so their scores stay exchangeable. Returns what it
         chose, for the manifest (``{}``: nothing)."""
 
+    def adopt(self, learned: dict) -> None:
+        """Take what :meth:`learn` chose in an audit (its ``learned`` input), so that texts attacked after it (an
+        edited document re-scored) are attacked exactly as that audit's documents were."""
+
     def estimate_calls(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry,
                        level: KnowledgeLevel) -> int:
         """The LLM calls an attack would make (answers already cached cost none); no call is made."""
@@ -98,6 +104,9 @@ class AttackerBase:
 
     def learn(self, doc_ids, texts, registry, level, identities, progress=None) -> dict:
         return {}
+
+    def adopt(self, learned: dict) -> None:
+        pass
 
     def estimate_calls(self, doc_ids, texts, registry, level) -> int:
         return 0
@@ -128,16 +137,23 @@ def close_clients(attacker: Attacker) -> None:
         client.close()
 
 
-def build_queries(doc_ids: Sequence[str], texts: Sequence[str], level: KnowledgeLevel,
-                  clue_extractor: ClueExtractor | None, progress: Progress | None = None) -> list[str]:
-    """The retrieval query of each document under the level's query mode."""
+def extract_clues(doc_ids: Sequence[str], texts: Sequence[str], level: KnowledgeLevel,
+                  clue_extractor: ClueExtractor | None, progress: Progress | None = None
+                  ) -> list[tuple[str, ...]] | None:
+    """The clues of each document under the level's query mode (``None`` in the ``direct`` mode)."""
     if level.query_mode == "direct":
-        return list(texts)
+        return None
     if clue_extractor is None:
         raise ConfigError(f"knowledge level '{level.name}' uses query mode 'direct_plus_clues', "
                           "which needs a clue extractor (an LLM endpoint); none is configured")
-    clues = clue_extractor(doc_ids, texts, progress)
-    return [text + ("\n" + "; ".join(c) if c else "") for text, c in zip(texts, clues)]
+    return [tuple(c) for c in clue_extractor(doc_ids, texts, progress)]
+
+
+def build_queries(doc_ids: Sequence[str], texts: Sequence[str], level: KnowledgeLevel,
+                  clue_extractor: ClueExtractor | None, progress: Progress | None = None) -> list[str]:
+    """The retrieval query of each document under the level's query mode."""
+    clues = extract_clues(doc_ids, texts, level, clue_extractor, progress)
+    return list(texts) if clues is None else [clue_query(text, c) for text, c in zip(texts, clues)]
 
 
 class RetrievalAttacker(AttackerBase):
@@ -162,7 +178,10 @@ class RetrievalAttacker(AttackerBase):
 
     def queries(self, doc_ids: Sequence[str], texts: Sequence[str], level: KnowledgeLevel,
                 progress: Progress | None = None) -> list[str]:
-        return build_queries(doc_ids, texts, level, self.clue_extractor, progress)
+        """The queries (:func:`build_queries`); their clues are kept for the candidate table."""
+        clues = extract_clues(doc_ids, texts, level, self.clue_extractor, progress)
+        self._clues = None if clues is None else tuple(clues)
+        return list(texts) if clues is None else [clue_query(text, c) for text, c in zip(texts, clues)]
 
     def _start(self) -> None:
         """Called by subclasses' ``__post_init__``: no prepared inputs, no chosen temperature yet."""
@@ -171,14 +190,22 @@ class RetrievalAttacker(AttackerBase):
             raise ConfigError(f"temperature must be a positive number (from {MIN_TEMPERATURE:g} to "
                               f"{MAX_TEMPERATURE:g}) or '{AUTO}', found {self.temperature!r}")
         self._memo: tuple | None = None
+        self._clues: tuple | None = None
         self.temperature_: float | None = None
 
     def _prepared(self, doc_ids, texts, registry, level, progress):
         key = (texts_key(doc_ids, texts), registry.sha256, len(registry), level)
         memo = self._memo
         if memo is None or memo[0] != key:
-            self._memo = (key, self.similarities(doc_ids, texts, registry, level, progress))
+            self._clues = None  # set by :meth:`queries` when the queries carry clues
+            prepared = self.similarities(doc_ids, texts, registry, level, progress)
+            self._memo = (key, prepared, self._clues)
         return self._memo[1]
+
+    def adopt(self, learned: dict) -> None:
+        """Temperature ``auto``: the temperature the audit chose."""
+        if self.temperature == AUTO and learned.get("temperature") is not None:
+            self.temperature_ = float(learned["temperature"])
 
     def learn(self, doc_ids, texts, registry, level, identities, progress=None) -> dict:
         """Temperature ``auto``: the grid temperature that best predicts every labelled document's identity
@@ -206,11 +233,13 @@ class RetrievalAttacker(AttackerBase):
     def attack(self, doc_ids: Sequence[str], texts: Sequence[str], registry: Registry, level: KnowledgeLevel,
                progress: Progress | None = None) -> CandidateTable:
         queries, similarities = self._prepared(doc_ids, texts, registry, level, progress)
+        clues = self._memo[2]
         candidates, weights, tail = rank_by_similarity(similarities, len(doc_ids), len(registry), self.top_k,
                                                        self.effective_temperature, self.chunk_size, progress)
         return CandidateTable(doc_ids=np.asarray(doc_ids, dtype=object), candidates=candidates, weights=weights,
                               pool_sizes=np.full(len(doc_ids), candidates.shape[1], dtype=np.int64),
-                              candidate_ids=registry.ids, queries=tuple(queries), tail_mass=tail)
+                              candidate_ids=registry.ids, queries=tuple(queries), tail_mass=tail,
+                              clues=clues if clues is not None and len(clues) == len(queries) else None)
 
     def clue_params(self) -> dict:
         return {"clue_extractor": self.clue_extractor.params()} if self.clue_extractor is not None else {}
@@ -228,7 +257,8 @@ class RetrievalAttacker(AttackerBase):
         return self.clue_extractor.clients() if self.clue_extractor is not None else []
 
     def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer | None:
-        """The terms shared by a query and its candidates' profiles that weigh most in a TF-IDF match."""
+        """The terms shared by a query and its candidates' profiles that weigh most in a TF-IDF match (a
+        retrieval attacker that cannot say more; the dense attacker leaves sentences out instead)."""
         from .tfidf import TfidfIndex
         from ..knowledge import profile_texts
 

@@ -11,6 +11,14 @@ The encoder is any object with ``encode(texts, batch_size=, convert_to_numpy=Tru
 normalize_embeddings=True, show_progress_bar=False) -> ndarray``; by default a
 ``SentenceTransformer`` loaded on first use, once per process and model path. Nothing here logs a
 text: only counts, digests and the model name.
+
+Evidence (:meth:`DenseAttacker.explainer`): an embedding has no per-word contributions, so a match is
+explained by leaving each sentence of the query out in turn (:class:`~cpa_core.evidence.LeaveOneOutExplainer`).
+A sentence weighs the drop of the query's cosine similarity to the candidates' profile embeddings, summed
+over the candidates, when its text (placeholders aside) is deleted; in a ``direct_plus_clues`` query each clue
+is left out the same way. The query and its variants are encoded in one call of :meth:`DenseAttacker.embed`
+(cached like the attack's embeddings, so explaining a document again encodes nothing), against the profile
+embeddings of the attack (from memory, else from the cache): ``1 + sentences (+ clues)`` texts per document.
 """
 
 from __future__ import annotations
@@ -32,6 +40,9 @@ from ..model_store import (PACKAGE_DISTRIBUTION, PACKAGED_ALIASES, PACKAGED_MODE
                            fingerprint_model, package_version, packaged_model_path, packaged_model_zip)
 from ..candidates import DEFAULT_TEMPERATURE
 from .base import ClueExtractor, RetrievalAttacker
+from ..data import Registry
+from ..evidence import LeaveOneOutExplainer
+from ..knowledge import KnowledgeLevel
 from .tfidf import TEMPERATURE
 from ..params import Param
 from .spec import AttackerSpec
@@ -117,6 +128,7 @@ class DenseAttacker(RetrievalAttacker):
             self.encoder = SentenceTransformerEncoder(self.model, self.device)
         self.encoder_calls_ = self.encoded_texts_ = self.cache_hits_ = self.cache_misses_ = 0
         self._cache = EmbeddingCache(self.cache_dir) if self.cache else None
+        self._profiles: tuple | None = None  # (registry, level) and the profile embeddings of the last attack
 
     # -- identity ------------------------------------------------------------------------------------
 
@@ -203,12 +215,39 @@ class DenseAttacker(RetrievalAttacker):
 
     # -- ranking -------------------------------------------------------------------------------------
 
+    def profile_embeddings(self, registry: Registry, level: KnowledgeLevel) -> np.ndarray:
+        """The embeddings of the registry's profile texts under the level: the last attack's, else from the
+        cache (or encoded)."""
+        texts = profile_texts(registry, level)
+        key = (texts_digest(texts), len(texts), self.cache_key)
+        if self._profiles is None or self._profiles[0] != key:
+            self._profiles = (key, self.embed(texts, "encoding profiles"))
+        return self._profiles[1]
+
     def similarities(self, doc_ids, texts, registry, level, progress=None):
-        profiles = self.embed(profile_texts(registry, level), "encoding profiles", progress)
+        profile_list = profile_texts(registry, level)
+        profiles = self.embed(profile_list, "encoding profiles", progress)
         queries = self.queries(doc_ids, texts, level, progress)
         embedded = self.embed(queries, "encoding queries", progress, dim=profiles.shape[1])
         profiles_t = np.ascontiguousarray(profiles.T)
+        # the explainer's profiles: a view of the same matrix, not a copy
+        self._profiles = ((texts_digest(profile_list), len(profile_list), self.cache_key), profiles_t.T)
         return queries, lambda start, stop: embedded[start:stop] @ profiles_t
+
+    # -- evidence ------------------------------------------------------------------------------------
+
+    def explainer(self, registry: Registry, level: KnowledgeLevel) -> LeaveOneOutExplainer:
+        """Evidence as sentences left out one at a time (see the module's docstring)."""
+        profiles = self.profile_embeddings(registry, level)
+
+        def similarity(texts: Sequence[str], candidate_rows: Sequence[int]) -> np.ndarray:
+            rows = [r for r in candidate_rows if 0 <= r < len(profiles)]
+            if not rows or not len(texts):
+                return np.zeros(len(texts))
+            embedded = self.embed(texts, "explaining a match", dim=profiles.shape[1])
+            return embedded.astype(np.float64) @ profiles[rows].astype(np.float64).sum(axis=0)
+
+        return LeaveOneOutExplainer(similarity)
 
 
 SPEC = AttackerSpec(

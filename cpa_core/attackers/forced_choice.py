@@ -300,7 +300,7 @@ class ForcedChoiceAttacker(AttackerBase):
             else np.zeros(n)
         return CandidateTable(doc_ids=np.asarray(doc_ids, dtype=object), candidates=candidates, weights=weights,
                               pool_sizes=pool_sizes, candidate_ids=table.candidate_ids, queries=table.queries,
-                              weight_kind="probability", tail_mass=invalid_share)
+                              weight_kind="probability", tail_mass=invalid_share, clues=table.clues)
 
     # -- manifest -------------------------------------------------------------------------------------
 

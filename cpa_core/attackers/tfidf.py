@@ -60,10 +60,20 @@ class TfidfIndex:
         return {str(self.terms_[column]): float(value) for column, value in zip(contributions.col, contributions.data)
                 if value > 0 and str(self.terms_[column]) not in ENGLISH_STOP_WORDS}
 
+    def summed_similarity(self, texts: Sequence[str], candidate_rows: Sequence[int]) -> np.ndarray:
+        """Each text's cosine with the candidates' profiles, summed over them (what the term weights add up to)."""
+        n_profiles = self.profiles_.shape[0]
+        rows = [r for r in candidate_rows if 0 <= r < n_profiles]
+        if not rows or not len(texts):
+            return np.zeros(len(texts))
+        return np.asarray(self.transform(texts) @ self.profiles_[rows].sum(axis=0).T, dtype=np.float64).reshape(-1)
+
     def explainer(self) -> TermExplainer:
         """Evidence spans of a query: its tokens as this index normalises them (lower case, accents stripped),
-        weighted by :meth:`term_weights`."""
-        return TermExplainer(self.term_weights, self.vectorizer.build_preprocessor(), self.vectorizer.token_pattern)
+        weighted by :meth:`term_weights`; the clues of a ``direct_plus_clues`` query weigh what leaving each out
+        of the query takes from :meth:`summed_similarity`."""
+        return TermExplainer(self.term_weights, self.vectorizer.build_preprocessor(), self.vectorizer.token_pattern,
+                             similarity=self.summed_similarity)
 
 
 @dataclass

@@ -1,0 +1,199 @@
+"""A real browser on the dashboard: ``streamlit run app.py`` on a free loopback port and headless Chromium
+driven by selenium, with the waits the end-to-end tests and the dashboard benchmarks share."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+SCREENSHOTS = ARTIFACTS / "screenshots"
+CHROMIUM = Path("/usr/bin/chromium")
+STARTUP_TIMEOUT_S = 90
+WAIT_S = 60
+
+
+def missing() -> str | None:
+    """Why no browser can run here (``None``: it can)."""
+    if not CHROMIUM.exists() or _chromedriver() is None:
+        return ("the browser test needs /usr/bin/chromium and chromedriver "
+                "(apt-get install chromium chromium-driver; .ci/run installs them)")
+    return None
+
+
+def _chromedriver() -> str | None:
+    found = shutil.which("chromedriver")
+    if found:
+        return found
+    for candidate in ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"):
+        if Path(candidate).is_file():
+            return candidate
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def dashboard() -> Iterator[str]:
+    """The dashboard served by ``streamlit run app.py`` on 127.0.0.1 and a free port (its URL); stopped after."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (ARTIFACTS / "streamlit-server.log").open("w", encoding="utf-8")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
+         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not _healthy(url):
+            if server.poll() is not None:
+                raise RuntimeError(f"streamlit exited with status {server.returncode}; see {log.name}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not answer on {url} within {STARTUP_TIMEOUT_S} s; see {log.name}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+        log.close()
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator:
+    """Headless Chromium under selenium, logging every request the page makes; closed after."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="cpa-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     "--no-first-run", "--window-size=1500,1200", f"--user-data-dir={profile}"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # every request the page makes
+    driver = webdriver.Chrome(service=Service(_chromedriver()), options=options)
+    driver.set_page_load_timeout(WAIT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def wait(driver, condition, what: str, timeout: float = WAIT_S, poll: float = 0.25):
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=poll).until(condition)
+    except TimeoutException:
+        screenshot(driver, f"failed-{what.replace(' ', '-')}")
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def text_present(text: str):
+    from selenium.webdriver.common.by import By
+
+    def check(driver):
+        return text in driver.find_element(By.TAG_NAME, "body").text
+    return check
+
+
+def settled(driver) -> bool:
+    """Streamlit has finished running the script (no running indicator, no stale elements)."""
+    from selenium.webdriver.common.by import By
+    running = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+    stale = driver.find_elements(By.CSS_SELECTOR, '[data-stale="true"]')
+    return not running and not stale
+
+
+def screenshot(driver, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    # the page scrolls inside Streamlit's main container: size the window to the whole page first
+    height = driver.execute_script(
+        "const m = document.querySelector('[data-testid=\"stMain\"]');"
+        "return Math.max(document.body.scrollHeight, m ? m.scrollHeight : 0);")
+    driver.set_window_size(1500, min(max(int(height) + 120, 900), 6000))
+    time.sleep(0.8)
+    driver.save_screenshot(str(path))
+    driver.set_window_size(1500, 1200)
+    return path
+
+
+def go(driver, title: str, expect: str) -> None:
+    """Open a page from the sidebar navigation (keeps the session) and wait until it has rendered."""
+    from selenium.webdriver.common.by import By
+
+    links = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSidebarNav"] a')
+    matching = [link for link in links if title in link.text]
+    assert matching, f"no sidebar link '{title}' among {[link.text for link in links]}"
+    matching[0].click()
+    wait(driver, text_present(expect), f"page {title}")
+    wait(driver, settled, f"page {title} to settle")
+
+
+def no_errors(driver) -> None:
+    from selenium.webdriver.common.by import By
+
+    assert not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]'), "an exception is shown"
+    assert "Traceback" not in driver.find_element(By.TAG_NAME, "body").text
+
+
+def metric_value(driver, label: str) -> str | None:
+    from selenium.webdriver.common.by import By
+
+    for element in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]'):
+        shown = element.find_elements(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]')
+        if shown and shown[0].text.strip() == label:
+            return element.find_element(By.CSS_SELECTOR, '[data-testid="stMetricValue"]').text
+    return None
+
+
+def edit_and_rescore_seconds(driver, text: str, label: str = "|C| of the edited text (indicative)") -> tuple[float, str]:
+    """Replace the drill-down's edited text, commit it (Ctrl+Enter) and time until the page shows the new
+    indicative set size and has settled; returns the seconds and the value shown."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    area = driver.find_element(By.CSS_SELECTOR, '[data-testid="stTextArea"] textarea')
+    before = metric_value(driver, label)
+    area.click()
+    area.send_keys(Keys.CONTROL, "a")
+    area.send_keys(Keys.DELETE)
+    driver.execute_script("arguments[0].value = '';", area)
+    area.send_keys(text)
+    start = time.perf_counter()
+    area.send_keys(Keys.CONTROL, Keys.ENTER)
+    wait(driver, lambda d: metric_value(d, label) not in (None, before) and settled(d), "the re-scored text", poll=0.01)
+    return time.perf_counter() - start, metric_value(driver, label)

@@ -1,0 +1,126 @@
+"""Records of flagged documents carry the worklist's evidence (one computation, joined by doc id): the same
+spans and driving terms as worklist.json, offsets into the released text."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from cpa_core.records import EVIDENCE_FIELDS, jsonl_lines, record_splits, records
+
+
+def read_jsonl(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def check_records_carry_the_worklist_evidence(result, paths, texts: dict[str, str]) -> int:
+    """Every flagged document's record has the worklist's evidence fields, equal to worklist.json's; no other
+    record has them; every span is the released text at its offset. Returns the number of spans checked."""
+    work = {str(entry["doc_id"]): entry for entry in json.loads(paths["worklist.json"].read_text(encoding="utf-8"))}
+    spans = 0
+    for name in record_splits(result):
+        for record in read_jsonl(paths[f"{name}.jsonl"]):
+            doc_id = str(record["doc_id"])
+            if doc_id not in work or name == "calibration":
+                assert not set(EVIDENCE_FIELDS) & set(record), doc_id
+                continue
+            for field in EVIDENCE_FIELDS:
+                assert record[field] == work[doc_id][field], (doc_id, field)
+            for span in record["evidence"]:
+                assert texts[doc_id][span["offset"]:span["offset"] + span["length"]] == span["text"]
+                spans += 1
+            assert set(record["driving_terms"]) == {span["text"] for span in record["evidence"]}
+    audited = {str(r["doc_id"]) for name in record_splits(result) if name != "calibration"
+               for r in read_jsonl(paths[f"{name}.jsonl"]) if "evidence" in r}
+    assert audited == set(work)  # every flagged document has its record's evidence, and only those
+    return spans
+
+
+# ------------------------------------------------------------------------------------ a toy release (fast)
+
+
+@pytest.fixture(scope="module")
+def toy_audit(tmp_path_factory):
+    from conftest import toy_frames
+
+    from cpa_core.attackers.tfidf import TfidfAttacker
+    from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
+    from cpa_core.data import load_documents, load_registry
+    from cpa_core.evidence import audit_explainer
+    from cpa_core.knowledge import KnowledgeLevel
+
+    frame, people = toy_frames(n_people=12, docs_per_person=6, seed=3)
+    # non-ASCII evidence: a person-specific word written with accents in the released text
+    frame["text"] = [f"{text} Zoë went to Gdańsk with Müller." if identity in ("P001", "P004") else text
+                     for text, identity in zip(frame["text"], frame["identity_id"])]
+    people.loc[people["identity_id"].isin(["P001", "P004"]), "keywords"] += " zoe gdansk muller"
+    documents = load_documents(frame.to_csv(index=False).encode("utf-8"), name="toy-documents.csv")
+    registry = load_registry(people.to_csv(index=False).encode("utf-8"), name="toy-registry.csv")
+    attacker = TfidfAttacker(temperature=0.1)
+    config = AuditConfig(knowledge=KnowledgeLevel("K3", ("city", "occupation", "keywords")),
+                         attacker=AttackerConfig.of(attacker), confidences=(0.8, 0.9), protocol="split", n_cal=36,
+                         n_test=36, seed=1, flag_below=4)
+    result = run_audit(documents, registry, attacker, config)
+    explainer = audit_explainer(attacker, registry, config)
+    assert explainer is not None
+    paths = result.write(tmp_path_factory.mktemp("toy-audit"), explainer)
+    return result, paths, dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
+
+
+def test_toy_records_of_flagged_documents_carry_the_worklist_evidence(toy_audit):
+    result, paths, texts = toy_audit
+    flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
+    assert 0 < len(flagged) < len(result.test_split)  # some flagged, some not
+    assert check_records_carry_the_worklist_evidence(result, paths, texts) > 0
+    written = "\n".join(span["text"] for r in read_jsonl(paths["test.jsonl"]) for span in r.get("evidence", []))
+    assert any(word in written for word in ("Zoë", "Gdańsk", "Müller")), "no non-ASCII span among the flagged"
+
+
+def test_toy_records_file_is_the_records_function_with_the_worklist(toy_audit):
+    from cpa_core.policy import worklist
+
+    result, paths, _ = toy_audit
+    config = result.config
+    # the worklist as written, given to the records function: the same files
+    work = pd.DataFrame(json.loads(paths["worklist.json"].read_text(encoding="utf-8")))
+    assert paths["test.jsonl"].read_text(encoding="utf-8") == "".join(jsonl_lines(records(result, "test", work=work)))
+    assert paths["calibration.jsonl"].read_text(encoding="utf-8") == \
+        "".join(jsonl_lines(records(result, "calibration", work=work)))
+    assert not any("evidence" in r for r in records(result, "test"))  # no worklist given: no evidence fields
+    other = worklist(result.certificate(0.8), replace(config.policy, flag_below=3), "someone-else")
+    with pytest.raises(ValueError, match="configuration someone-else"):
+        list(records(result, "test", work=other))
+
+
+def test_without_an_explainer_no_record_carries_evidence(tmp_path):
+    from tables import audited_groups
+
+    result = audited_groups()[0]
+    paths = result.write(tmp_path)
+    assert json.loads(paths["worklist.json"].read_text(encoding="utf-8"))  # flagged documents, empty evidence
+    for name in record_splits(result):
+        assert not any(set(EVIDENCE_FIELDS) & set(r) for r in read_jsonl(paths[f"{name}.jsonl"]))
+
+
+# ----------------------------------------------------------------------------------------- the sample data
+
+
+@pytest.mark.integration
+def test_sample_records_evidence_is_the_worklist_evidence(sample_paths, tmp_path):
+    from cpa_core.audit import run_audit
+    from cpa_core.config import declare_audit, load_config
+    from cpa_core.evidence import audit_explainer
+
+    project = load_config(sample_paths["config"])
+    documents = project.load_documents(sample_paths["documents"])
+    registry = project.load_registry(sample_paths["registry"])
+    config, attacker = declare_audit(project, registry, documents=documents)
+    result = run_audit(documents, registry, attacker, config)
+    paths = result.write(tmp_path / "audit", audit_explainer(attacker, registry, config))
+    texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
+    flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
+    assert len(flagged) == result.summary().level(config.policy_confidence)["n_flagged"] > 0
+    assert check_records_carry_the_worklist_evidence(result, paths, texts) >= len(flagged)
