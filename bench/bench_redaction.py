@@ -10,7 +10,7 @@ suggestions. With a learned temperature (``temperature = "auto"``) it also audit
 first audit's temperature, to show how much of the drop comes from choosing the temperature again.
 
 Data sets
-    sample: ``sample_data/`` with ``sample_data/audit.toml`` (1,020 documents, 400 people, TF-IDF, K2, release
+    sample: ``sample_data/`` with ``sample_data/audit.toml`` (1,000 documents, 400 people, TF-IDF, K2, release
     protocol).
     textwash: TextWash study 1 from ``../shared/datasets`` (the slice of ``tests/test_textwash.py``): 30 people,
     each with a profile made of 3 original descriptions, and 10 anonymised descriptions as released documents
@@ -154,8 +154,8 @@ def table(rows: list[dict], strategy: str, load: tuple[float, float]) -> str:
              f"(1 min) {load[0]:.2f} at start / {load[1]:.2f} at end",
              "",
              "| data | audited docs | rule | flagged before | flagged after (re-audited) "
-             "| flagged after, temperature kept | reach k (indicative) "
-             "| chars redacted per flagged doc: median / total | median share of the doc | edits "
+             "| flagged after, temperature kept | documents redacted: reach k (indicative) "
+             "| chars redacted per redacted doc: median / total | median share of the doc | edits "
              "| suggest: wall (CPU) | per flagged doc | audit wall |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -172,9 +172,10 @@ def table(rows: list[dict], strategy: str, load: tuple[float, float]) -> str:
             f"| {r['reach_k']:,} of {r['suggestions']:,} | {r['median_chars']:g} / {r['total_chars']:,} "
             f"| {r['median_share']:.1%} | {r['edits']:,} | {r['redact_s']:.1f} s ({r['redact_cpu_s']:.1f} s) "
             f"| {per_doc * 1e3:.0f} ms | {r['audit_s']:.1f} s |")
-    lines += ["", ("Flagged after: the redacted release audited under the same declared threat model, calibrated "
-                   "again (under the split protocol only the flagged test documents are edited; the calibration "
-                   "documents are not). Temperature kept: the same re-audit with the attacker's temperature fixed at "
+    lines += ["", ("Flagged: audited documents flagged. Documents redacted: every document of the release the "
+                   "first audit's thresholds flag, audited or (split protocol) calibration document alike, so that "
+                   "the redacted release is one release mechanism. Flagged after: the redacted release audited under "
+                   "the same declared threat model, calibrated again. Temperature kept: the same re-audit with the attacker's temperature fixed at "
                    "the one the first audit learned (``auto`` chooses it again from the labelled documents, redacted "
                    "ones included, which moves the threshold). Reach k: the suggestion's set size under the *stored* "
                    "threshold, which is indicative only.")]

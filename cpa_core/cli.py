@@ -446,7 +446,8 @@ def cmd_redact(args) -> int:
     write_private(out / CONFIG_FILE, declared_toml(after))
     reached = sum(s.reaches_k for s in suggestions)
     kinds = ", ".join(f"{n} {kind}" for kind, n in log["edits_by_kind"].items() if n)
-    _say(f"{len(suggestions)} flagged documents: {reached} reach k = {config.policy.flag_below} after the suggested "
+    where = " (audited and calibration documents alike)" if config.protocol == "split" else ""
+    _say(f"{len(suggestions)} flagged documents{where}: {reached} reach k = {config.policy.flag_below} after the suggested "
          f"edits (indicative), {sum(len(s.edits) for s in suggestions)} edits{f' ({kinds})' if kinds else ''}; "
          f"redacted release {release}")
     _say(f"audit it again: cpa audit --documents {release} --registry {inputs['registry']['file']} "

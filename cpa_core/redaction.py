@@ -198,28 +198,44 @@ def suggest_redactions(result: "AuditResult", attacker: "Attacker", registry: "R
                        strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS,
                        generalization: GeneralizationTable | None = None,
                        doc_ids: Iterable[str] | None = None) -> list[Suggestion]:
-    """A suggestion for every document the policy flags at ``confidence`` (default: the declared ones), smallest
-    set first; ``texts`` maps doc ids to the released texts. A named ``strategy`` is built once from the registry
-    (and, for ``generalize``, the ``generalization`` table); ``doc_ids`` keeps only those flagged documents."""
+    """A suggestion for every document of the release the policy flags at ``confidence`` (default: the declared
+    ones; see :func:`release_flags`), smallest set first; ``texts`` maps doc ids to the released texts. A named
+    ``strategy`` is built once from the registry (and, for ``generalize``, the ``generalization`` table);
+    ``doc_ids`` keeps only those flagged documents."""
     policy = policy or result.config.policy
-    cert = result.certificate(confidence if confidence is not None else result.config.policy_confidence)
     explainer = audit_explainer(attacker, registry, result.config)
     if explainer is None:
         return []
-    rows = np.flatnonzero(policy.flags(cert.set_sizes))
+    flagged = release_flags(result, policy, confidence)
     if doc_ids is not None:
-        rows = rows[np.isin(cert.split.table.doc_ids[rows].astype(str), [str(d) for d in doc_ids])]
-    rows = rows[np.lexsort((cert.split.table.doc_ids[rows].astype(str), cert.set_sizes[rows]))]
+        wanted = {str(d) for d in doc_ids}
+        flagged = [(cert, row) for cert, row in flagged if str(cert.split.table.doc_ids[row]) in wanted]
     if isinstance(strategy, str):
         strategy = replacement_for(strategy, registry, generalization)
     elif generalization is not None:
         raise TypeError("a generalisation table goes with a named strategy, not with a replacement of one's own")
     out = []
-    for row in rows:
+    for cert, row in flagged:
         doc_id = str(cert.split.table.doc_ids[row])
-        out.append(suggest(doc_id, texts[doc_id], rescorer(result, cert, int(row), attacker, registry), explainer,
+        out.append(suggest(doc_id, texts[doc_id], rescorer(result, cert, row, attacker, registry), explainer,
                            policy.flag_below, strategy, max_terms))
     return out
+
+
+def release_flags(result: "AuditResult", policy: "ReleasePolicy | None" = None,
+                  confidence=None) -> list[tuple["Certificate", int]]:
+    """Every document of the release the policy flags under the stored calibration, as (certificate, row),
+    smallest set first (then by doc id): the audited documents and, under the split protocol, the calibration
+    documents too. Redaction changes the release mechanism, and a new calibration certifies the redacted release
+    only when its calibration documents went through the same mechanism as its audited ones: so the rule
+    "redact what the audit flags" is applied to every document alike, whichever split it fell in."""
+    policy = policy or result.config.policy
+    confidence = result.config.policy_confidence if confidence is None else confidence
+    certificates = [result.certificate(confidence)]
+    if result.config.protocol == "split":
+        certificates.append(result.calibration_certificate(confidence))
+    flagged = [(cert, int(row)) for cert in certificates for row in np.flatnonzero(policy.flags(cert.set_sizes))]
+    return sorted(flagged, key=lambda item: (int(item[0].set_sizes[item[1]]), str(item[0].split.table.doc_ids[item[1]])))
 
 
 def redaction_log(config: "AuditConfig", strategy: str | Replacement, suggestions: Sequence[Suggestion],

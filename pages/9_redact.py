@@ -33,7 +33,10 @@ n_flagged = int(policy.flags(cert.set_sizes).sum())
 st.markdown(f"At {fmt_confidence(confidence)} confidence, **{n_flagged:,}** of {len(cert.set_sizes):,} documents are "
             f"flagged ({plain(policy.rule)}). For each, the fewest words of its evidence whose redaction lifts its set "
             "to k under the stored calibration are suggested; applying them gives a new release, which is audited "
-            "again with the same declared threat model and calibrated anew.")
+            "again with the same declared threat model and calibrated anew."
+            + (" Under the split protocol the calibration documents the stored thresholds flag are redacted too: "
+               "the redacted release must be one release mechanism for its new calibration to certify it."
+               if result.config.protocol == "split" else ""))
 explain = explainer(run.key, data, run)
 if explain is None:
     st.info("This attacker does not say which words drive its matches, so no redaction can be suggested. Edit the "
@@ -48,9 +51,9 @@ strategy = st.selectbox("Replace redacted words by", STRATEGIES, key=widget_key(
 ask = (run.key, strategy, float(confidence), policy.flag_below)
 redaction = state.redaction if state.redaction is not None and state.redaction.ask == ask else None
 if redaction is None:
-    if st.button(f"Suggest redactions for the {n_flagged:,} flagged documents", type="primary",
+    if st.button("Suggest redactions for the flagged documents", type="primary",
                  icon=":material/ink_eraser:", key="redact.suggest"):
-        with st.spinner(f"Redacting and re-scoring {n_flagged:,} documents…"):
+        with st.spinner("Redacting the flagged documents, re-scoring each edit…"):
             try:
                 found = release_suggestions(run.key, strategy, float(confidence), policy.flag_below, run, data)
             except CPAError as error:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -186,3 +187,35 @@ def test_suggestions_for_some_documents_and_each_strategy_on_the_sample(sample_p
     placeholders = {e.replacement for s in full["placeholder"] for e in s.edits}
     assert placeholders - {"[REDACTED]"} and all(p.startswith("[") and p.endswith("]") for p in placeholders)
     assert any(e.kind == "generalize" for s in full["generalize"] for e in s.edits)
+
+
+@pytest.mark.integration
+def test_under_the_split_protocol_calibration_documents_are_redacted_alike(sample_paths):
+    """The redacted release is one release mechanism: the rule "redact what the stored thresholds flag" applies
+    to the calibration documents as to the audited ones, or a new calibration would not certify it."""
+    from cpa_core.audit import run_audit
+    from cpa_core.config import declare_audit, load_config
+    from cpa_core.redaction import release_flags, suggest_redactions
+
+    project = load_config(sample_paths["config"])
+    documents = project.load_documents(sample_paths["documents"])
+    registry = project.load_registry(sample_paths["registry"])
+    config, attacker = declare_audit(project, registry, documents=documents,
+                                     overrides={"protocol": "split", "n_cal": 500, "n_test": 500})
+    result = run_audit(documents, registry, attacker, config)
+    level = config.policy_confidence
+    audited, calibration = result.certificate(level), result.calibration_certificate(level)
+    expected = {str(c.split.table.doc_ids[r]) for c in (audited, calibration)
+                for r in np.flatnonzero(config.policy.flags(c.set_sizes))}
+    flagged = release_flags(result)
+    assert {str(c.split.table.doc_ids[r]) for c, r in flagged} == expected
+    assert {c.split is result.test_split for c, _ in flagged} == {True, False}  # both splits have flags
+    sizes = [int(c.set_sizes[r]) for c, r in flagged]
+    assert sizes == sorted(sizes)
+    texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
+    some = [str(c.split.table.doc_ids[r]) for c, r in flagged if c.split is result.calibration_split][:3]
+    suggestions = suggest_redactions(result, attacker, registry, texts, doc_ids=some)
+    stored = {str(c.split.table.doc_ids[r]): int(c.set_sizes[r]) for c, r in flagged
+              if c.split is result.calibration_split}
+    assert [s.doc_id for s in suggestions] == some
+    assert all(s.set_size_before == stored[s.doc_id] for s in suggestions)  # under its stored threshold
