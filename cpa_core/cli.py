@@ -184,7 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
                                              "suggests for each flagged document the fewest driving terms whose "
                                              "removal lifts its set to k under the stored threshold, and writes "
                                              "redactions.json (each edit's offset, length, replacement and kind), "
-                                             "the redacted release and the audit.toml to audit it again to --out.")
+                                             "the worklist with each document's suggested edits (worklist.csv, "
+                                             "worklist.json), the redacted release and the audit.toml to audit it "
+                                             "again to --out.")
     redact.add_argument("--audit", required=True, metavar="DIR", help="the output folder of a cpa audit run")
     redact.add_argument("--out", required=True, metavar="DIR", help="output folder")
     redact.add_argument("--strategy", choices=list(REPLACEMENTS), default="placeholder",
@@ -403,7 +405,8 @@ def _stress(args, project, documents, registry, config, attacker) -> int:
 def cmd_redact(args) -> int:
     from .bundle import CONFIG_FILE, declared_toml
     from .records import write_private
-    from .redaction import redacted_release, redaction_log, replacement_for, suggest_redactions
+    from .policy import worklist, worklist_csv, worklist_json
+    from .redaction import redacted_release, redaction_log, replacement_for, suggest_redactions, suggested_worklist
     from .replacements import load_generalization
 
     if args.generalization is not None and args.strategy != "generalize":
@@ -441,6 +444,10 @@ def cmd_redact(args) -> int:
         close_clients(attacker)
     log = redaction_log(config, replacer, suggestions)
     write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
+    work = suggested_worklist(worklist(result.certificate(config.policy_confidence), config.policy, config.config_id,
+                                       explain=audit_explainer(attacker, registry, config)), suggestions)
+    write_private(out / "worklist.csv", worklist_csv(work))
+    write_private(out / "worklist.json", worklist_json(work))
     release = redacted_release(inputs["documents"]["file"], documents, suggestions, out)
     after = replace(config, data={role: info for role, info in config.data.items() if role != "documents"})
     write_private(out / CONFIG_FILE, declared_toml(after))

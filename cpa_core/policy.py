@@ -100,8 +100,12 @@ def neutralise_cell(value):
 
 
 def _cell_text(value) -> str:
-    """One item of a list cell: an evidence span as ``offset+length``, anything else as its text."""
-    return f"{value['offset']}+{value['length']}" if isinstance(value, dict) else str(value)
+    """One item of a list cell: an evidence span as ``offset+length``, an edit as ``offset+length=replacement``,
+    anything else as its text."""
+    if not isinstance(value, dict):
+        return str(value)
+    where = f"{value['offset']}+{value['length']}"
+    return f"{where}={value['replacement']}" if "replacement" in value else where
 
 
 def worklist_csv(frame: pd.DataFrame) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
+import pandas as pd
 
 from .conformal import set_sizes
 from .data import FORMATS, read_table
@@ -236,6 +237,23 @@ def release_flags(result: "AuditResult", policy: "ReleasePolicy | None" = None,
         certificates.append(result.calibration_certificate(confidence))
     flagged = [(cert, int(row)) for cert in certificates for row in np.flatnonzero(policy.flags(cert.set_sizes))]
     return sorted(flagged, key=lambda item: (int(item[0].set_sizes[item[1]]), str(item[0].split.table.doc_ids[item[1]])))
+
+
+SUGGESTION_COLUMNS = ("set_size_after_edits", "reaches_k", "suggested_edits")
+
+
+def suggested_worklist(work: "pd.DataFrame", suggestions: Sequence[Suggestion]) -> "pd.DataFrame":
+    """The worklist with each flagged document's suggestion: its set size after the edits (indicative), whether
+    that reaches k, and the edits as machine-readable ``offset``, ``length``, ``original``, ``replacement`` and
+    ``kind`` (empty for a document without a suggestion)."""
+    found = {s.doc_id: s for s in suggestions}
+    frame = work.copy()
+    chosen = [found.get(str(doc_id)) for doc_id in frame["doc_id"]]
+    frame["set_size_after_edits"] = pd.array([None if s is None else s.set_size_after for s in chosen], dtype="Int64")
+    frame["reaches_k"] = pd.array([None if s is None else s.reaches_k for s in chosen], dtype="boolean")
+    frame["suggested_edits"] = [[] if s is None else [edit.to_dict() for edit in s.edits] for s in chosen]
+    columns = [c for c in frame.columns if c not in ("config_id", "confidence")]
+    return frame[columns + ["config_id", "confidence"]]
 
 
 def redaction_log(config: "AuditConfig", strategy: str | Replacement, suggestions: Sequence[Suggestion],

@@ -9,10 +9,10 @@ import numpy as np
 import streamlit as st
 
 from cpa_core.errors import CPAError
-from cpa_core.policy import worklist
-from cpa_core.redaction import redacted_file, redaction_log
+from cpa_core.policy import worklist, worklist_csv
+from cpa_core.redaction import redacted_file, redaction_log, suggested_worklist
 from cpa_ui import nav
-from cpa_ui.cache import audit_run, explainer
+from cpa_ui.cache import audit_run, explained_worklist, explainer
 from cpa_ui.components import policy_controls, require_data, require_run, show_error, stale_notice, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
 from cpa_ui.history import declared_attacker
@@ -78,12 +78,18 @@ st.caption("Set sizes after are indicative: each edited document attacked again 
 
 released = redacted_documents(data.documents, suggestions)
 source = data.documents_source
-left, right = st.columns(2)
+declared = result.with_policy(confidence, policy)  # what the worklist declares, as on the Report page
+work = suggested_worklist(explained_worklist(run.key, declared.config.config_id, declared, data, run), suggestions)
+left, middle, right = st.columns(3)
 if source is not None:
     name, payload = redacted_file(source, data.documents, suggestions)
     left.download_button("Download the redacted release", payload, file_name=name, icon=":material/download:",
                          key="redact.download", help="The input file with every suggested edit applied: same "
                                                     "format, encoding and columns.")
+middle.download_button("Download the worklist with suggested edits (CSV)", worklist_csv(work),
+                       file_name="worklist-suggested-edits.csv", mime="text/csv", icon=":material/download:",
+                       key="redact.worklist", help="The redaction worklist, each flagged document with its suggested "
+                                                   "edits (offset+length=replacement) and its |C| after them.")
 right.download_button("Download the edit log (JSON)", json.dumps(redaction_log(result.config, strategy, suggestions,
                                                                                 policy, confidence), indent=2,
                                                                   ensure_ascii=False),

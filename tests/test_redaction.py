@@ -3,6 +3,7 @@ released text; applying them and auditing again lowers the flagged count."""
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 
@@ -90,6 +91,15 @@ def test_cpa_redact_writes_edits_and_a_release_that_audits_with_fewer_flags(samp
         for edit in document["edits"]:
             assert texts[document["doc_id"]][edit["offset"]:edit["offset"] + edit["length"]] == edit["original"]
             assert edit["replacement"] == ""
+    # the worklist of the redaction: the audit's worklist, each document with the edits redactions.json lists
+    before_work = json.loads((tmp_path / "before" / "worklist.json").read_text(encoding="utf-8"))
+    work = json.loads((tmp_path / "redacted" / "worklist.json").read_text(encoding="utf-8"))
+    planned = {d["doc_id"]: d for d in plan["documents"]}
+    assert [w["doc_id"] for w in work] == [w["doc_id"] for w in before_work]
+    assert [w["evidence"] for w in work] == [w["evidence"] for w in before_work]
+    for row in work:
+        assert row["suggested_edits"] == planned[row["doc_id"]]["edits"]
+        assert row["set_size_after_edits"] == planned[row["doc_id"]]["set_size_after"]
     printed = redact.stdout + redact.stderr  # counts and paths, never the words of the release
     assert not any(edit["original"] in printed for document in plan["documents"][:20] for edit in document["edits"]
                    if len(edit["original"]) > 6)
@@ -219,3 +229,19 @@ def test_under_the_split_protocol_calibration_documents_are_redacted_alike(sampl
               if c.split is result.calibration_split}
     assert [s.doc_id for s in suggestions] == some
     assert all(s.set_size_before == stored[s.doc_id] for s in suggestions)  # under its stored threshold
+
+
+def test_the_worklist_carries_each_documents_suggested_edits_as_offsets():
+    from cpa_core.policy import worklist_csv, worklist_json
+    from cpa_core.redaction import Suggestion, suggested_worklist
+
+    work = pd.DataFrame({"doc_id": ["a", "b"], "set_size": [2, 5], "evidence": [[], []], "config_id": ["c", "c"],
+                         "confidence": [0.9, 0.9]})
+    edits = (Edit(3, 5, "Leeds", "[CITY]", "leeds"), Edit(12, 4, "2014", "the 2010s", "2014"))
+    frame = suggested_worklist(work, [Suggestion("a", 2, 12, edits, True)])
+    assert list(frame.columns)[-2:] == ["config_id", "confidence"]
+    assert frame["set_size_after_edits"].tolist()[0] == 12 and pd.isna(frame["set_size_after_edits"].tolist()[1])
+    assert frame["suggested_edits"].tolist()[1] == []
+    assert [e["replacement"] for e in json.loads(worklist_json(frame))[0]["suggested_edits"]] == ["[CITY]", "the 2010s"]
+    row = pd.read_csv(io.StringIO(worklist_csv(frame)), dtype=str, keep_default_na=False).iloc[0]
+    assert row["suggested_edits"] == "3+5=[CITY]; 12+4=the 2010s" and row["reaches_k"] == "True"
