@@ -77,7 +77,8 @@ with text_column:
     st.html(f"<div class='cpa-document' style='line-height:1.6; padding:0.8rem; border:1px solid #ddd; "
             f"border-radius:0.4rem; background:#fafafa'>{highlight_spans(text_of(data.documents, doc_id), spans)}"
             "</div>")
-    st.caption("Highlighted: the words of this text that weigh most in its match to its top "
+    st.caption("Highlighted: the passages of this text (words, sentences or LLM clues, as the attacker explains "
+               "its matches) that weigh most in its match to its top "
                f"{N_CANDIDATES} candidates ({plain(', '.join(terms)) if terms else 'none'}); anonymiser placeholders "
                "are never evidence. The worklist lists the same spans." if explain else
                "This attacker does not say which terms drive its matches.")
