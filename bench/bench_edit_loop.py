@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 sys.path.insert(0, str(REPO_ROOT))
 
-from browser import chromium, dashboard, edit_and_rescore_seconds, go, missing, settled, text_present, wait  # noqa: E402
+from browser import calibrate, chromium, dashboard, edit_and_rescore_seconds, go, missing, settled, text_present, wait  # noqa: E402
 
 EDITS = ("Seen in clinic for a review; no changes.", "A patient was seen in the clinic.")
 TARGET_S = 1.0
@@ -36,16 +36,12 @@ def main() -> int:
     if reason:
         print(f"skipped: {reason}", file=sys.stderr)
         return 1
-    from selenium.webdriver.common.by import By
 
     with dashboard() as url, chromium() as driver:
         driver.get(url)
         wait(driver, text_present("Conformal Privacy Auditing"), "the home page")
         wait(driver, settled, "the home page to settle")
-        go(driver, "Calibrate", "Run the attack and calibrate")
-        driver.find_element(By.XPATH, "//button[.//p[text()='Run the attack and calibrate']]").click()
-        wait(driver, text_present("Threshold and coverage per confidence level"), "the calibration", 180)
-        wait(driver, settled, "the calibration to settle")
+        calibrate(driver)
         go(driver, "Flagged documents", "Drill-down")
         wait(driver, text_present("Suggested:"), "the suggested edits")
         seconds = [edit_and_rescore_seconds(driver, EDITS[i % 2])[0] for i in range(args.repeat + 1)][1:]

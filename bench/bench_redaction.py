@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -42,14 +40,14 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 from cpa_core.audit import run_audit  # noqa: E402
 from cpa_core.config import declare_audit, load_config  # noqa: E402
 from cpa_core.redaction import REPLACEMENTS, apply_edits, suggest_redactions  # noqa: E402
+from bench_temperature import STUDY, textwash_rows  # noqa: E402  (the same TextWash slice)
 
 SAMPLE = REPO / "sample_data"
-STUDY = REPO.parent / "shared" / "datasets" / "textwash" / "study1"
-FILE = re.compile(r"^(famous|semifamous|fict)_(\d+)_d_(\d)_(\d+)\.txt$")
 PROFILE_DOCS, AUDIT_DOCS = 3, 10
 TEXTWASH_CONFIG = """\
 [knowledge.profile]
@@ -75,22 +73,9 @@ def log(message: str) -> None:
 
 def textwash_files(folder: Path) -> dict[str, Path]:
     """Write the TextWash slice (documents.csv, registry.csv, audit.toml) to ``folder``."""
-    people = defaultdict(list)
-    for path in (STUDY / "anon").iterdir():
-        match = FILE.match(path.name)
-        if match and (STUDY / "orig" / path.name).is_file():
-            people[f"{match.group(1)}:{match.group(4)}"].append((int(match.group(2)), path.name))
-    documents, registry = [], []
-    for person, files in sorted(people.items()):
-        files = sorted(files)
-        if len(files) < PROFILE_DOCS + AUDIT_DOCS:
-            continue
-        profile = " ".join((STUDY / "orig" / name).read_text(encoding="utf-8").strip()
-                           for _, name in files[:PROFILE_DOCS])
-        registry.append({"identity_id": person, "category": person.split(":")[0], "profile": profile})
-        for _, name in files[PROFILE_DOCS:PROFILE_DOCS + AUDIT_DOCS]:
-            documents.append({"doc_id": name[:-4], "text": (STUDY / "anon" / name).read_text(encoding="utf-8"),
-                              "identity_id": person})
+    documents, registry = textwash_rows(PROFILE_DOCS, AUDIT_DOCS)
+    for row in registry:
+        row["category"] = row["identity_id"].split(":")[0]
     paths = {"documents": folder / "documents.csv", "registry": folder / "registry.csv",
              "config": folder / "audit.toml"}
     pd.DataFrame(documents).to_csv(paths["documents"], index=False)

@@ -35,7 +35,9 @@ TEMPERATURES = (0.05, 0.1, 1.0, "auto")
 LEVELS = (0.9, 0.95)
 
 
-def textwash_release(profiles_per_person: int = 3, documents_per_person: int = 10):
+def textwash_rows(profiles_per_person: int = 3, documents_per_person: int = 10) -> tuple[list[dict], list[dict]]:
+    """The TextWash slice as rows: released documents (anonymised descriptions) and profiles (each person's
+    first original descriptions), people with enough descriptions only."""
     people = defaultdict(list)
     for path in sorted((STUDY / "anon").iterdir()):
         match = FILE.match(path.name)
@@ -52,6 +54,11 @@ def textwash_release(profiles_per_person: int = 3, documents_per_person: int = 1
         for _, name in files[profiles_per_person:profiles_per_person + documents_per_person]:
             documents.append({"doc_id": name[:-4], "text": (STUDY / "anon" / name).read_text(encoding="utf-8"),
                               "identity_id": person})
+    return documents, registry
+
+
+def textwash_release(profiles_per_person: int = 3, documents_per_person: int = 10):
+    documents, registry = textwash_rows(profiles_per_person, documents_per_person)
     return (load_documents(pd.DataFrame(documents).to_csv(index=False).encode(), name="textwash-documents.csv"),
             load_registry(pd.DataFrame(registry).to_csv(index=False).encode(), name="textwash-registry.csv"))
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from browser import (ARTIFACTS, SCREENSHOTS, chromium, dashboard, edit_and_rescore_seconds, go, missing,
+from browser import (ARTIFACTS, SCREENSHOTS, calibrate, chromium, dashboard, edit_and_rescore_seconds, go, missing,
                      no_errors, screenshot, settled, text_present, wait)
 
 pytestmark = pytest.mark.integration
@@ -76,10 +76,7 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     wait(driver, text_present("Vocabulary size"), "the TF-IDF form")
     wait(driver, settled, "the TF-IDF form to settle")
 
-    go(driver, "Calibrate", "Run the attack and calibrate")
-    driver.find_element(By.XPATH, "//button[.//p[text()='Run the attack and calibrate']]").click()
-    wait(driver, text_present("Threshold and coverage per confidence level"), "the calibration results", 180)
-    wait(driver, settled, "the calibration to settle")
+    calibrate(driver)
     no_errors(driver)
     screenshot(driver, "3-calibrate")
 
@@ -246,10 +243,7 @@ def test_hostile_content_is_shown_as_text_and_fetches_nothing(browser, app_url, 
         wait(driver, settled, "the upload to settle")
         driver.find_element(By.XPATH, "//button[.//p[text()='Load these files']]").click()
         wait(driver, text_present("New data loaded"), "the hostile release loaded")
-        go(driver, "Calibrate", "Run the attack and calibrate")
-        driver.find_element(By.XPATH, "//button[.//p[text()='Run the attack and calibrate']]").click()
-        wait(driver, text_present("Threshold and coverage per confidence level"), "the calibration results", 180)
-        wait(driver, settled, "the calibration to settle")
+        calibrate(driver)
         for title, expect in (("Explore", "Documents at risk"), ("Flagged documents", "Drill-down"),
                               ("Report", "Redaction worklist"), ("Data", "Auditing")):
             go(driver, title, expect)
@@ -295,10 +289,7 @@ def test_click_a_flagged_row_then_edit_and_rescore_in_a_real_browser(browser, ap
     driver.get(app_url)
     wait(driver, text_present("Conformal Privacy Auditing"), "the home page")
     wait(driver, settled, "the home page to settle")
-    go(driver, "Calibrate", "Run the attack and calibrate")
-    driver.find_element(By.XPATH, "//button[.//p[text()='Run the attack and calibrate']]").click()
-    wait(driver, text_present("Threshold and coverage per confidence level"), "the calibration results", 180)
-    wait(driver, settled, "the calibration to settle")
+    calibrate(driver)
     go(driver, "Flagged documents", "Drill-down")
     wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".cpa-document"), "the document text")
     wait(driver, text_present(f"Released text of {ids[0]}"), "the first flagged document's drill-down")

@@ -16,6 +16,21 @@ from cpa_core.evidence import TermExplainer
 from cpa_core.redaction import Edit, apply_edits, released_offsets, suggest
 
 
+def audited_sample(sample_paths, overrides=None):
+    """The sample release audited as its configuration declares (``overrides`` of ``[audit]``): project,
+    documents, registry, configuration, attacker, result and the texts by doc id."""
+    from cpa_core.audit import run_audit
+    from cpa_core.config import declare_audit, load_config
+
+    project = load_config(sample_paths["config"])
+    documents = project.load_documents(sample_paths["documents"])
+    registry = project.load_registry(sample_paths["registry"])
+    config, attacker = declare_audit(project, registry, documents=documents, overrides=overrides)
+    result = run_audit(documents, registry, attacker, config)
+    texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
+    return project, documents, registry, config, attacker, result, texts
+
+
 def test_edits_apply_from_the_end_and_keep_the_rest():
     text = "Zoë drove a bus in Gdańsk"
     edits = [Edit(0, 3, "Zoë", "[REDACTED]", "zoe"), Edit(19, 6, "Gdańsk", "", "gdansk")]
@@ -45,15 +60,10 @@ def test_greedy_removes_the_heaviest_term_everywhere_until_the_set_reaches_k():
 @pytest.mark.integration
 def test_the_sample_release_redacted_and_audited_again_flags_fewer_documents(sample_paths):
     from cpa_core.audit import run_audit
-    from cpa_core.config import declare_audit, load_config
+    from cpa_core.config import declare_audit
     from cpa_core.redaction import suggest_redactions
 
-    project = load_config(sample_paths["config"])
-    documents = project.load_documents(sample_paths["documents"])
-    registry = project.load_registry(sample_paths["registry"])
-    config, attacker = declare_audit(project, registry, documents=documents)
-    result = run_audit(documents, registry, attacker, config)
-    texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
+    project, documents, registry, config, attacker, result, texts = audited_sample(sample_paths)
     suggestions = suggest_redactions(result, attacker, registry, texts)
     cert = result.certificate(config.policy_confidence)
     stored = dict(zip(cert.split.table.doc_ids, cert.set_sizes))
@@ -174,16 +184,9 @@ def test_a_replacement_the_releases_encoding_cannot_write_is_refused_naming_the_
 
 @pytest.mark.integration
 def test_suggestions_for_some_documents_and_each_strategy_on_the_sample(sample_paths):
-    from cpa_core.audit import run_audit
-    from cpa_core.config import declare_audit, load_config
     from cpa_core.redaction import suggest_redactions
 
-    project = load_config(sample_paths["config"])
-    documents = project.load_documents(sample_paths["documents"])
-    registry = project.load_registry(sample_paths["registry"])
-    config, attacker = declare_audit(project, registry, documents=documents)
-    result = run_audit(documents, registry, attacker, config)
-    texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
+    project, documents, registry, config, attacker, result, texts = audited_sample(sample_paths)
     full = {s: suggest_redactions(result, attacker, registry, texts, strategy=s)[:12]
             for s in ("delete", "placeholder", "generalize")}
     some = [s.doc_id for s in full["generalize"][::3]]
@@ -203,16 +206,10 @@ def test_suggestions_for_some_documents_and_each_strategy_on_the_sample(sample_p
 def test_under_the_split_protocol_calibration_documents_are_redacted_alike(sample_paths):
     """The redacted release is one release mechanism: the rule "redact what the stored thresholds flag" applies
     to the calibration documents as to the audited ones, or a new calibration would not certify it."""
-    from cpa_core.audit import run_audit
-    from cpa_core.config import declare_audit, load_config
     from cpa_core.redaction import release_flags, suggest_redactions
 
-    project = load_config(sample_paths["config"])
-    documents = project.load_documents(sample_paths["documents"])
-    registry = project.load_registry(sample_paths["registry"])
-    config, attacker = declare_audit(project, registry, documents=documents,
-                                     overrides={"protocol": "split", "n_cal": 500, "n_test": 500})
-    result = run_audit(documents, registry, attacker, config)
+    _, documents, registry, config, attacker, result, texts = audited_sample(
+        sample_paths, {"protocol": "split", "n_cal": 500, "n_test": 500})
     level = config.policy_confidence
     audited, calibration = result.certificate(level), result.calibration_certificate(level)
     expected = {str(c.split.table.doc_ids[r]) for c in (audited, calibration)
@@ -222,7 +219,6 @@ def test_under_the_split_protocol_calibration_documents_are_redacted_alike(sampl
     assert {c.split is result.test_split for c, _ in flagged} == {True, False}  # both splits have flags
     sizes = [int(c.set_sizes[r]) for c, r in flagged]
     assert sizes == sorted(sizes)
-    texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
     some = [str(c.split.table.doc_ids[r]) for c, r in flagged if c.split is result.calibration_split][:3]
     suggestions = suggest_redactions(result, attacker, registry, texts, doc_ids=some)
     stored = {str(c.split.table.doc_ids[r]): int(c.set_sizes[r]) for c, r in flagged
