@@ -15,13 +15,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from cpa_core.attackers.base import Attacker
 from cpa_core.audit import Certificate
+from cpa_core.errors import CPAError
 from cpa_core.data import Documents
 from cpa_core.evidence import Span
 from cpa_core.policy import ReleasePolicy
 from cpa_core.redaction import REPLACEMENTS, Suggestion, apply_edits, rescorer, suggest_redactions
 
 from .analysis import row_of
+from .attackers import declare
+from .history import declared_attacker
 from .state import AuditRun, DataSet
 
 
@@ -39,6 +43,20 @@ class Rescored:
 
     set_size: int
     evidence: tuple[Span, ...]
+
+
+def reaudit_attacker(run: AuditRun, data: DataSet, threat, scores) -> Attacker:
+    """A fresh attacker of the run's declared threat model for the re-audit (the run's own keeps what it learned
+    from the release it audited): the one declared on the Threat model page when it still declares the run's
+    configuration (its LLM endpoint included), else the run's attacker rebuilt from its parameters."""
+    if threat is not None:
+        try:
+            config, attacker = declare(data, threat, scores)
+        except CPAError:
+            config = None
+        if config is not None and config.config_id == run.result.config.config_id:
+            return attacker
+    return declared_attacker(run.result.config, data)
 
 
 def texts_of(documents: Documents) -> dict[str, str]:

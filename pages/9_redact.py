@@ -15,9 +15,8 @@ from cpa_ui import nav
 from cpa_ui.cache import audit_run, explained_worklist, explainer
 from cpa_ui.components import policy_controls, require_data, require_run, show_error, stale_notice, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
-from cpa_ui.history import declared_attacker
-from cpa_ui.redaction import (STRATEGIES, STRATEGY_LABELS, before_after, redacted_documents, release_suggestions,
-                              suggestions_table)
+from cpa_ui.redaction import (STRATEGIES, STRATEGY_LABELS, before_after, reaudit_attacker, redacted_documents,
+                              release_suggestions, suggestions_table)
 from cpa_ui.state import RedactionRun, state, widget_key
 from cpa_ui.text import fmt_confidence, plain
 
@@ -103,8 +102,8 @@ if redaction.after is None:
         placeholder = st.empty()
         try:
             with placeholder.container():
-                after = audit_run(data, result.config, declared_attacker(result.config, data), documents=released,
-                                  label=f"{run.label} · redacted ({strategy})")
+                after = audit_run(data, result.config, reaudit_attacker(run, data, state.threat, state.scores),
+                                  documents=released, label=f"{run.label} · redacted ({strategy})")
         except CPAError as error:
             show_error(error, "The redacted release could not be audited: ")
             st.stop()
