@@ -49,9 +49,78 @@ def top_candidates(values: np.ndarray, k: int | None) -> tuple[np.ndarray, np.nd
     return np.take_along_axis(columns, order, axis=1), np.take_along_axis(picked, order, axis=1)
 
 
+def ranked_columns(similarities: np.ndarray, k: int | None) -> np.ndarray:
+    """The columns of the ``k`` largest entries of each row (all when ``None``), in the canonical order:
+    decreasing value, ties by increasing column.
+
+    The order is a function of the values alone, so any way of computing the same similarities (a dense block,
+    a multithreaded kernel) gives the same shortlist: among tied entries at the cut, the lowest columns stay.
+
+    Returns
+    -------
+    int64 ndarray of shape (n, min(k, M))
+    """
+    n, m = similarities.shape
+    if k is None or k >= m:
+        return np.argsort(-similarities, axis=1, kind="stable")
+    columns = np.argpartition(similarities, m - k, axis=1)[:, m - k:]  # some k largest: ties at the cut arbitrary
+    picked = np.take_along_axis(similarities, columns, axis=1)
+    cut = picked.min(axis=1)
+    tied = np.count_nonzero(similarities == cut[:, None], axis=1)
+    for row in np.flatnonzero(tied > np.count_nonzero(picked == cut[:, None], axis=1)):
+        values = similarities[row]  # ties at the cut left out: keep those of the lowest columns
+        above = np.flatnonzero(values > cut[row])
+        columns[row] = np.concatenate([above, np.flatnonzero(values == cut[row])[: k - above.size]])
+    columns = np.sort(columns, axis=1)
+    order = np.argsort(-np.take_along_axis(similarities, columns, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(columns, order, axis=1)
+
+
+class BlockBuffers:
+    """Blocks of similarities written into reused arrays (:func:`rank_by_similarity`'s kernel path).
+
+    A block function may offer ``into(start, stop, out)``, writing the ``float32`` similarities of queries
+    ``start`` to ``stop`` into ``out`` (a multithreaded product, :class:`~cpa_core.attackers.tfidf.SimilarityBlocks`);
+    the ranking then works in place on one ``float32`` and one ``float64`` array of ``chunk_size x m``, allocated
+    once, instead of a handful of new temporaries per block.
+    """
+
+    def __init__(self, rows: int, m: int):
+        self.similarities = np.empty((rows, m), dtype=np.float32)
+        self.exponentials = np.empty((rows, m), dtype=np.float64)
+
+
+def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: int | None, temperature: float
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Candidates, weights and tail of one block, computed in place; the same numbers as the dense path.
+
+    The weights are bitwise those of :func:`softmax_rows` (the same operations on the same values: float64
+    similarities over ``T``, minus the row maximum, exponentials, their row sum); the tail is the row sum of the
+    left-out exponentials over that total, the dense path's sorted sum of the left-out weights up to rounding
+    (a sum of positive terms: relative difference of a few ``1e-16`` times ``log2 m``).
+    """
+    rows = np.arange(similarities.shape[0])[:, None]
+    columns = ranked_columns(similarities, top_k)
+    np.copyto(scratch, similarities)  # float64, as the dense path's astype
+    np.divide(scratch, temperature, out=scratch)
+    top = np.max(scratch, axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    np.subtract(scratch, top, out=scratch)
+    np.exp(scratch, out=scratch)
+    total = scratch.sum(axis=1, keepdims=True)
+    kept = scratch[rows, columns]
+    weights = np.divide(kept, total, out=np.zeros_like(kept), where=total > 0)
+    tail = None
+    if columns.shape[1] < scratch.shape[1]:
+        scratch[rows, columns] = 0.0
+        left = scratch.sum(axis=1, keepdims=True)
+        tail = np.divide(left, total, out=np.zeros_like(left), where=total > 0)[:, 0]
+    return columns, weights, tail
+
+
 def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m: int, top_k: int | None,
-                       temperature: float, chunk_size: int, progress: Progress | None = None
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       temperature: float, chunk_size: int, progress: Progress | None = None,
+                       kernel: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-``top_k`` candidates of ``n`` queries among ``m`` (all when ``None``), their softmax weights over
     the *whole* pool, and the mass of the candidates left out.
 
@@ -59,6 +128,11 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
     (no renormalisation); the mass of the others is summed directly (not as one minus the kept mass, which
     would lose a tiny tail). ``similarities(start, stop)`` returns the dense ``(stop - start, m)`` block of
     queries ``start`` to ``stop``; blocks of ``chunk_size`` queries keep memory at ``chunk_size x m``.
+    Candidates are ranked by decreasing similarity, ties by increasing column (:func:`ranked_columns`).
+
+    ``kernel`` (default: the block function's own ``kernel`` attribute, else off): when the block function
+    writes blocks in place (``into``, see :class:`BlockBuffers`), rank them in reused arrays; the results are
+    those of the dense path (same candidates, bitwise weights, tails to rounding).
 
     Returns
     -------
@@ -69,14 +143,30 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
     candidates = np.empty((n, width), dtype=np.int32)
     weights = np.empty((n, width), dtype=np.float64)
     tail = np.zeros(n)
+    if kernel is None:
+        kernel = bool(getattr(similarities, "kernel", False))
+    into = getattr(similarities, "into", None) if kernel else None
+    buffers = BlockBuffers(min(chunk_size, n), m) if into is not None and n > 0 else None
     for start in range(0, n, chunk_size):
         stop = min(start + chunk_size, n)
-        block = softmax_rows(similarities(start, stop).astype(np.float64), temperature)
-        index, values = top_candidates(block, top_k)
-        candidates[start:stop] = index
-        weights[start:stop] = values
-        if width < m:
-            tail[start:stop] = np.sort(np.partition(block, m - width, axis=1)[:, : m - width], axis=1).sum(axis=1)
+        if buffers is not None:
+            block = buffers.similarities[: stop - start]
+            into(start, stop, block)
+            index, values, left = _rank_block_in_place(block, buffers.exponentials[: stop - start], top_k,
+                                                       temperature)
+            candidates[start:stop] = index
+            weights[start:stop] = values
+            if left is not None:
+                tail[start:stop] = left
+        else:
+            raw = np.asarray(similarities(start, stop)).astype(np.float64)
+            block = softmax_rows(raw, temperature)
+            index = ranked_columns(raw, top_k)
+            candidates[start:stop] = index
+            weights[start:stop] = np.take_along_axis(block, index, axis=1)
+            if width < m:
+                np.put_along_axis(block, index, 0.0, axis=1)  # what is left: the cut candidates
+                tail[start:stop] = np.sort(block, axis=1).sum(axis=1)
         if progress:
             progress(stop, n, "ranking the registry")
     return candidates, weights, tail

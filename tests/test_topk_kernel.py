@@ -1,0 +1,141 @@
+"""The multithreaded similarity kernel gives exactly the results of the dense reference path: the same
+shortlists (ties by increasing column, zero similarities included), bitwise weights, tails to rounding, and
+the same certificates."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from cpa_core.attackers.tfidf import SimilarityBlocks, TfidfAttacker
+from cpa_core.candidates import rank_by_similarity, ranked_columns, softmax_rows
+
+TAIL_RTOL = 1e-12  # a sum of positive terms in another order: a few 1e-16 times log2(M), far below this
+
+
+def tied_matrices(rng, n, m, vocabulary=12, density=0.15, empty_rows=3):
+    """TF-IDF-like float32 queries and profiles with few distinct values (many tied similarities), duplicated
+    profiles, and all-zero query and profile rows."""
+    def matrix(rows):
+        dense = (rng.random((rows, vocabulary)) < density) * rng.integers(1, 3, (rows, vocabulary))
+        return sp.csr_matrix(dense.astype(np.float32))
+
+    queries, profiles = matrix(n), matrix(m)
+    queries = sp.csr_matrix(np.vstack([queries.toarray()[: n - empty_rows], np.zeros((empty_rows, vocabulary))])
+                            .astype(np.float32))
+    profiles = profiles.toarray()
+    profiles[m // 2: m // 2 + 5] = profiles[1]  # exact duplicates
+    profiles[-2:] = 0  # profiles with no word
+    return queries, sp.csr_matrix(profiles)
+
+
+def canonical(similarities, k):
+    """The reference order, by brute force: stable sort by decreasing similarity."""
+    order = np.array([sorted(range(len(row)), key=lambda j: (-row[j], j)) for row in similarities])
+    return order if k is None else order[:, :k]
+
+
+def both_paths(queries, profiles, k, temperature, chunk_size):
+    kernel = SimilarityBlocks(queries, profiles.T.tocsr(), kernel=True, threads=2)
+    dense = SimilarityBlocks(queries, profiles.T.tocsr(), kernel=False)
+    assert kernel.kernel and not dense.kernel
+    n, m = queries.shape[0], profiles.shape[0]
+    return (rank_by_similarity(kernel, n, m, k, temperature, chunk_size),
+            rank_by_similarity(dense, n, m, k, temperature, chunk_size), dense(0, n))
+
+
+def assert_same(fast, reference):
+    np.testing.assert_array_equal(fast[0], reference[0])
+    np.testing.assert_array_equal(fast[1], reference[1])  # the same operations on the same values
+    np.testing.assert_allclose(fast[2], reference[2], rtol=TAIL_RTOL, atol=0)
+
+
+@pytest.mark.parametrize("n, m, chunk_size", [(9, 13, 4), (57, 211, 16), (300, 1500, 128)])
+@pytest.mark.parametrize("temperature", [0.005, 0.1, 1.0])
+def test_the_kernel_gives_the_dense_path_results(n, m, chunk_size, temperature):
+    rng = np.random.default_rng(n * m)
+    queries, profiles = tied_matrices(rng, n, m)
+    for k in (1, 3, 20, m - 1, m, m + 5, None):  # 20 > the nonzeros of sparse rows; K = M; no cut
+        fast, reference, similarities = both_paths(queries, profiles, k, temperature, chunk_size)
+        assert_same(fast, reference)
+        expected = canonical(similarities, k)
+        np.testing.assert_array_equal(reference[0], expected)
+        full = softmax_rows(similarities.astype(np.float64), temperature)
+        np.testing.assert_array_equal(reference[1], np.take_along_axis(full, expected, axis=1))
+        if k is not None and k < m:
+            left = full.copy()
+            np.put_along_axis(left, expected, 0.0, axis=1)
+            np.testing.assert_allclose(fast[2], np.sort(left, axis=1).sum(axis=1), rtol=TAIL_RTOL)
+        else:
+            assert not fast[2].any()
+
+
+def test_the_kernel_product_is_scipy_product_bitwise():
+    rng = np.random.default_rng(1)
+    queries = sp.random(200, 300, density=0.05, format="csr", dtype=np.float32, random_state=rng)
+    profiles = sp.random(900, 300, density=0.05, format="csr", dtype=np.float32, random_state=rng)
+    kernel = SimilarityBlocks(queries, profiles.T.tocsr(), kernel=True, threads=2)
+    reference = SimilarityBlocks(queries, profiles.T.tocsr(), kernel=False)
+    for start, stop in ((0, 200), (17, 64), (199, 200)):
+        block = np.full((stop - start, 900), 7.0, dtype=np.float32)  # ``into`` overwrites what was there
+        kernel.into(start, stop, block)
+        np.testing.assert_array_equal(block, reference(start, stop))
+        np.testing.assert_array_equal(kernel(start, stop), reference(start, stop))
+
+
+def test_all_zero_rows_keep_the_lowest_columns_with_uniform_weights():
+    queries = sp.csr_matrix((3, 4), dtype=np.float32)  # no word in common with anything
+    profiles = sp.csr_matrix(np.eye(5, 4, dtype=np.float32))
+    fast, reference, _ = both_paths(queries, profiles, 3, 0.1, 2)
+    assert_same(fast, reference)
+    assert fast[0].tolist() == [[0, 1, 2]] * 3
+    np.testing.assert_allclose(fast[1], 0.2)
+    np.testing.assert_allclose(fast[2], 0.4)
+
+
+def test_ranked_columns_breaks_ties_by_column_when_the_cut_splits_them():
+    values = np.array([[0.5, 0.2, 0.5, 0.2, 0.2, 0.9], [0, 0, 0, 0, 0, 0.0]], dtype=np.float32)
+    assert ranked_columns(values, 4).tolist() == [[5, 0, 2, 1], [0, 1, 2, 3]]
+    assert ranked_columns(values, None).tolist() == [[5, 0, 2, 1, 3, 4], [0, 1, 2, 3, 4, 5]]
+
+
+@pytest.fixture(scope="module")
+def sample(sample_paths):
+    from cpa_core.data import load_documents, load_registry
+    from cpa_core.knowledge import KnowledgeLevel
+
+    documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
+    return documents, registry, KnowledgeLevel("K2", ("age_band", "gender", "occupation", "city", "keywords",
+                                                      "events"))
+
+
+@pytest.mark.parametrize("top_k", [1, 10, None])
+def test_the_attack_table_is_the_same_with_and_without_the_kernel(sample, top_k):
+    documents, registry, level = sample
+    ids, texts = documents.frame["doc_id"].tolist(), documents.frame["text"].tolist()
+    tables = [TfidfAttacker(top_k=top_k, temperature=0.05, chunk_size=97, kernel=kernel)
+              .attack(ids, texts, registry, level) for kernel in (True, False)]
+    fast, reference = tables
+    np.testing.assert_array_equal(fast.candidates, reference.candidates)
+    np.testing.assert_array_equal(fast.weights, reference.weights)
+    np.testing.assert_array_equal(fast.pool_sizes, reference.pool_sizes)
+    np.testing.assert_allclose(fast.tail_mass, reference.tail_mass, rtol=TAIL_RTOL, atol=0)
+    assert fast.queries == reference.queries
+
+
+@pytest.mark.integration
+def test_a_whole_audit_certifies_the_same_sets_with_and_without_the_kernel(sample):
+    from cpa_core.audit import AuditConfig, run_audit
+    from tables import toy_attacker
+
+    documents, registry, level = sample
+    config = AuditConfig(knowledge=level, attacker=toy_attacker("tfidf"), confidences=(0.8, 0.9), top_k=20)
+    results = [run_audit(documents, registry, TfidfAttacker(top_k=20, kernel=kernel), config)
+               for kernel in (True, False)]
+    fast, reference = results
+    assert fast.inputs["learned"]["temperature"] == reference.inputs["learned"]["temperature"]  # auto: same blocks
+    for confidence in (0.8, 0.9):
+        np.testing.assert_array_equal(fast.certificate(confidence).set_sizes,
+                                      reference.certificate(confidence).set_sizes)
+        np.testing.assert_array_equal(fast.certificate(confidence).covered, reference.certificate(confidence).covered)
