@@ -305,9 +305,9 @@ class Certificate:
     split: ScoredSplit = field(repr=False)
     left_out: np.ndarray | None = field(default=None, repr=False)  # (n,) bool: calibrated without its own score
 
-    @property
+    @cached_property
     def leakage(self) -> np.ndarray:
-        """Leakage proxy ``1 / max(1, |C|)``: not a re-identification probability."""
+        """Leakage proxy ``1 / max(1, |C|)``: not a re-identification probability (computed once)."""
         return 1.0 / np.maximum(1, self.set_sizes)
 
     def members(self, row: int) -> np.ndarray:
