@@ -126,12 +126,14 @@ def report(info: dict, a: dict, b: dict, c: dict, quick: bool, write: bool, star
     row_a(f"floor: `np.argsort(P, axis=1)` of all {n_rows:,} rows", "floor")
     row_a("**cpa_core**: calibration rows `get_score('aps').truth_scores` -> `calibrate`; test rows sorted "
           "weights -> `sorted_scores` -> `set_sizes` x3 -> boolean membership (n_test, M) x3", "core")
-    row_a("cpa_core via audit objects: `CandidateTable` -> `ScoredSplit.build` x2 -> `AuditResult.certificate` x3",
+    row_a("**`run_audit`'s certificate path** from the attacker's ranked table: rows of the two splits -> "
+          "`ScoredSplit.build` x2 -> `calibrate` -> `AuditResult.certificate` x3", "path")
+    row_a("the same with the ranking included: `P` -> ranked `CandidateTable` (argsort + gather) -> the path above",
           "objects")
     row_a("MAPIE 1.6 `SplitConformalClassifier(conformity_score='aps', prefit=True, random_state=0)`: "
           "`conformalize` + `predict_set` (3 levels at once)", "mapie")
     add("")
-    add("Runs were interleaved (floor, cpa_core, audit objects, MAPIE, then again), so that a burst of load "
+    add("Runs were interleaved (floor, cpa_core, the certificate path, with the ranking, MAPIE, then again), so that a burst of load "
         "from other processes hits every pipeline alike. All wall times (ms): " + "; ".join(
             f"{name} " + ", ".join(f"{t * 1e3:.0f}" for t in times) for name, times in a["times"].items()) + ".")
     add("")
@@ -151,12 +153,13 @@ def report(info: dict, a: dict, b: dict, c: dict, quick: bool, write: bool, star
         "is the deterministic mass with ties entering together; MAPIE returns boolean (n, M, 3) sets, "
         "cpa_core a set size per document (the set is that prefix of the ranked pool).")
     add("")
-    targets.append(("(a) >= 20x faster than MAPIE", f"{a['speedup_vs_mapie']:.1f}x",
-                    f"{a['cpu_speedup_vs_mapie']:.1f}x", a["speedup_vs_mapie"] >= TARGET_MAPIE_SPEEDUP,
-                    a["cpu_speedup_vs_mapie"] >= TARGET_MAPIE_SPEEDUP))
-    targets.append(("(a) <= 1.5x the np.argsort floor", f"{a['ratio_to_floor']:.2f}x",
-                    f"{a['cpu_ratio_to_floor']:.2f}x",
-                    a["ratio_to_floor"] <= TARGET_FLOOR_RATIO, a["cpu_ratio_to_floor"] <= TARGET_FLOOR_RATIO))
+    for name, suffix in (("cpa_core's functions", ""), ("`run_audit`'s certificate path", "path_")):
+        speedup, ratio = a[f"speedup_{suffix}vs_mapie"], a[f"ratio_{suffix}to_floor"]
+        cpu_speedup, cpu_ratio = a[f"cpu_speedup_{suffix}vs_mapie"], a[f"cpu_ratio_{suffix}to_floor"]
+        targets.append((f"(a) {name}: >= 20x faster than MAPIE", f"{speedup:.1f}x", f"{cpu_speedup:.1f}x",
+                        speedup >= TARGET_MAPIE_SPEEDUP, cpu_speedup >= TARGET_MAPIE_SPEEDUP))
+        targets.append((f"(a) {name}: <= 1.5x the np.argsort floor", f"{ratio:.2f}x", f"{cpu_ratio:.2f}x",
+                        ratio <= TARGET_FLOOR_RATIO, cpu_ratio <= TARGET_FLOOR_RATIO))
     targets.append(("(a) coverage >= level - 3 SE at 0.90/0.95/0.99",
                     " / ".join(f"{r['coverage']:.3f}" for r in a["levels"].values()), "", coverage_ok, None))
 

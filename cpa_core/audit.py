@@ -34,7 +34,7 @@ from .metrics import AuditSummary, summarize
 from .policy import ReleasePolicy
 from .records import write_audit
 from .params import Param
-from .scores import SCORES, Score, get_score
+from .scores import SCORES, Score, get_score, tie_pessimistic_ranks
 from .split import split_indices
 
 if TYPE_CHECKING:
@@ -249,12 +249,12 @@ class ScoredSplit:
     def build(cls, table: CandidateTable, truth_ids, groups, score: str) -> "ScoredSplit":
         positions = table.truth_positions(truth_ids)
         scores = get_score(score).sorted_scores(table.weights, table.pool_sizes, table.tail_mass)
-        ranks = SCORES["rank"].sorted_scores(table.weights, table.pool_sizes)
         rows = np.arange(len(table))
         hit = positions >= 0
         if len(table) and table.width:
             truth_scores = np.where(hit, scores[rows, np.maximum(positions, 0)], np.inf)
-            truth_ranks = np.where(hit, ranks[rows, np.maximum(positions, 0)], 0).astype(np.int64)
+            ranks = tie_pessimistic_ranks(table.weights, table.pool_sizes, np.maximum(positions, 0))
+            truth_ranks = np.where(hit, ranks, 0).astype(np.int64)
         else:  # no document has a candidate: every truth is a miss
             truth_scores, truth_ranks = np.full(len(table), np.inf), np.zeros(len(table), dtype=np.int64)
         return cls(table, np.asarray(truth_ids, dtype=object), None if groups is None else np.asarray(groups, dtype=object),

@@ -63,23 +63,60 @@ def _tie_group_end(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return values
 
 
-def mass_below(weights: np.ndarray, tail_mass: np.ndarray | None = None) -> np.ndarray:
-    """Mass strictly after each position of each row, plus the row's ``tail_mass`` (Neumaier-compensated).
+MASS_BLOCK_ENTRIES = 1 << 16
+"""Entries of the row blocks :func:`mass_below` works on: temporaries that stay in the cache, whatever the table's size."""
 
-    ``weights`` are sorted by decreasing weight, with padding as 0; the sum runs from the bottom, so tiny
-    tails keep their relative precision.
+
+def mass_below(weights: np.ndarray, tail_mass: np.ndarray | None = None, *, negated: bool = False) -> np.ndarray:
+    """Mass strictly after each position of each row, plus the row's ``tail_mass`` (Neumaier-compensated);
+    ``negated``: minus that mass (the stored APS score, written in the same pass).
+
+    ``weights`` are sorted by decreasing weight; padding (any entry that is not finite) adds no mass. The sum
+    runs from the bottom, so tiny tails keep their relative precision.
+
+    Neumaier's running sum is the plain sequential sum, and its compensation the plain sequential sum of each
+    step's rounding error, which the partial sums determine exactly (Knuth's two-sum): both are prefix sums
+    (``np.add.accumulate`` is sequential), so the result equals the step-by-step loop bitwise, computed over
+    row blocks of :data:`MASS_BLOCK_ENTRIES` entries.
     """
     n, width = weights.shape
-    total = np.zeros(n) if tail_mass is None else np.asarray(tail_mass, dtype=float).copy()
-    compensation = np.zeros(n)
+    tail = np.zeros(n) if tail_mass is None else np.asarray(tail_mass, dtype=float)
     below = np.empty((n, width))
-    for j in range(width - 1, -1, -1):
-        below[:, j] = total + compensation
-        w = weights[:, j]
-        summed = total + w
-        compensation += np.where(np.abs(total) >= np.abs(w), (total - summed) + w, (w - summed) + total)
-        total = summed
+    if width == 0:
+        return below
+    step = max(1, MASS_BLOCK_ENTRIES // width)
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        # the terms from the bottom: the tail, then the weights from the last position up to the second
+        terms = np.empty((stop - start, width))
+        terms[:, 0] = tail[start:stop]
+        terms[:, 1:] = weights[start:stop, :0:-1]
+        np.copyto(terms, 0.0, where=~np.isfinite(terms))
+        sums = np.add.accumulate(terms, axis=1)
+        before, added, after = sums[:, :-1], terms[:, 1:], sums[:, 1:]
+        part = after - before                 # two-sum: the exact error of each step, in place
+        errors = after - part
+        np.subtract(before, errors, out=errors)
+        np.subtract(added, part, out=part)
+        errors += part
+        np.add.accumulate(errors, axis=1, out=errors)
+        after += errors
+        if negated:
+            np.negative(sums[:, ::-1], out=below[start:stop])
+        else:
+            below[start:stop] = sums[:, ::-1]
     return below
+
+
+def tie_pessimistic_ranks(weights: np.ndarray, pool_sizes: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The rank score of one candidate per row (``positions``, each inside its row's pool): the number of pool
+    candidates weighing at least as much (1 = the unique top; tied candidates share the worst rank)."""
+    weights = np.asarray(weights)
+    if weights.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    chosen = weights[np.arange(weights.shape[0]), positions]
+    pool = np.arange(weights.shape[1])[None, :] < np.asarray(pool_sizes)[:, None]
+    return np.count_nonzero((weights >= chosen[:, None]) & pool, axis=1).astype(np.int64)
 
 
 def _padding(weights: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray | None:
@@ -154,8 +191,7 @@ class Score:
 
 
 def _aps(weights: np.ndarray, tail: np.ndarray) -> np.ndarray:
-    real = np.where(np.isfinite(weights), weights, 0.0)  # padding (-inf) adds no mass
-    return _tie_group_end(-mass_below(real, tail), weights)
+    return _tie_group_end(mass_below(weights, tail, negated=True), weights)  # padding (-inf) adds no mass
 
 
 def _rank(weights: np.ndarray, tail: np.ndarray) -> np.ndarray:

@@ -2,10 +2,13 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from unittest.mock import patch
+
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpa_core.errors import ConfigError
+from cpa_core import scores as score_module
 from cpa_core.scores import SCORES, get_score
 
 
@@ -159,3 +162,42 @@ def test_a_sum_of_small_masses_equals_one_mass_of_the_same_decimal_value():
     many, one = ["0.7", "0.1", "0.1", "0.1"], ["0.7", "0.3", "0", "0"]
     for rows in ([many, one], [one, many]):
         assert _float_sets(rows, [0, 0], 1, 0.5) == _exact_sets(rows, [0, 0], 1, 0.5) == [1]
+
+
+def neumaier_loop(weights: np.ndarray, tail: np.ndarray) -> np.ndarray:
+    """Neumaier's compensated sum from the bottom of each row, one position at a time: the reference."""
+    total, compensation = tail.astype(float).copy(), np.zeros(weights.shape[0])
+    below = np.empty(weights.shape)
+    for j in range(weights.shape[1] - 1, -1, -1):
+        below[:, j] = total + compensation
+        w = weights[:, j]
+        summed = total + w
+        compensation += np.where(np.abs(total) >= np.abs(w), (total - summed) + w, (w - summed) + total)
+        total = summed
+    return below
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 70), st.floats(0.01, 2.0), st.integers(0, 2**32 - 1), st.booleans())
+def test_mass_below_equals_the_compensated_loop_bitwise(n, width, concentration, seed, with_tail):
+    rng = np.random.default_rng(seed)
+    raw = rng.standard_gamma(concentration, size=(n, width)) * 10.0 ** rng.integers(-30, 1, size=(n, width))
+    weights = -np.sort(-raw / raw.sum(axis=1, keepdims=True), axis=1)
+    tail = rng.random(n) * 1e-6 if with_tail else np.zeros(n)
+    expected = neumaier_loop(weights, tail)
+    for block in (1, 7, 1 << 16):  # row blocks of one row, a few rows, everything at once
+        with patch.object(score_module, "MASS_BLOCK_ENTRIES", block * width):
+            assert np.array_equal(score_module.mass_below(weights, tail), expected)
+            assert np.array_equal(score_module.mass_below(weights, tail, negated=True), -expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, 0.05, 0.1, 0.25, 0.5]), min_size=1, max_size=8), min_size=1, max_size=10),
+       st.data())
+def test_tie_pessimistic_ranks_equal_the_rank_score(rows, data):
+    width = max(map(len, rows))
+    pools = np.array([len(r) for r in rows])
+    weights = np.array([sorted(r, reverse=True) + [0.0] * (width - len(r)) for r in rows])
+    positions = np.array([data.draw(st.integers(0, p - 1)) for p in pools])
+    ranks = SCORES["rank"].sorted_scores(weights, pools)[np.arange(len(rows)), positions]
+    assert score_module.tie_pessimistic_ranks(weights, pools, positions).tolist() == ranks.astype(int).tolist()
