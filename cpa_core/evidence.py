@@ -96,6 +96,8 @@ class Span:
 
 TermWeights = Callable[[str, Sequence[int]], Mapping[str, float]]
 """A term attacker's explanation: for a query and candidate rows, the weight of each term that drives the match."""
+TermWeightsBatch = Callable[[Sequence[str], Sequence[Sequence[int]]], list[Mapping[str, float]]]
+"""The same for many queries at once, with the same results: one mapping per query and its candidate rows."""
 Similarity = Callable[[Sequence[str], Sequence[int]], np.ndarray]
 """An attacker's similarity: for some query texts and candidate rows, each text's similarity to the candidates'
 profiles, summed over them (one number per text)."""
@@ -117,10 +119,22 @@ class Explainer:
         (the query is :func:`clue_query` of both)."""
         raise NotImplementedError
 
+    def evidence_batch(self, texts: Sequence[str], candidate_rows: Sequence[Sequence[int]],
+                       clues: Sequence[Sequence[str]]) -> list[list[Span]]:
+        """:meth:`evidence` of many texts (each with its candidate rows and clues); subclasses that can explain
+        many matches in one computation override it with the same results."""
+        return [self.evidence(text, rows, text_clues) for text, rows, text_clues in zip(texts, candidate_rows, clues)]
+
     def spans(self, text: str, candidate_rows: Sequence[int], n_terms: int = N_TERMS,
               clues: Sequence[str] = ()) -> list[Span]:
         """Every span, in text order, of the ``n_terms`` heaviest terms of the match."""
-        return heaviest_terms(self.evidence(text, candidate_rows, clues), n_terms)
+        return self.spans_batch([text], [candidate_rows], n_terms, [clues])[0]
+
+    def spans_batch(self, texts: Sequence[str], candidate_rows: Sequence[Sequence[int]], n_terms: int = N_TERMS,
+                    clues: Sequence[Sequence[str]] | None = None) -> list[list[Span]]:
+        """:meth:`spans` of many texts, through :meth:`evidence_batch`."""
+        clues = [()] * len(texts) if clues is None else clues
+        return [heaviest_terms(found, n_terms) for found in self.evidence_batch(texts, candidate_rows, clues)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -186,16 +200,30 @@ def term_spans(text: str, weights: Mapping[str, float], normalize: Callable[[str
 class TermExplainer(Explainer):
     """Evidence as words: ``weights`` explains the match term by term, ``normalize`` turns a token of the text
     into the attacker's term, ``token_pattern`` finds the tokens; ``similarity`` (optional) weighs the clues of
-    a ``direct_plus_clues`` query by leaving each out."""
+    a ``direct_plus_clues`` query by leaving each out; ``batch_weights`` (optional) explains many queries in one
+    computation, with the results of ``weights``."""
 
     weights: TermWeights
     normalize: Callable[[str], str]
     token_pattern: str = r"(?u)\b\w\w+\b"
     placeholders: tuple[str, ...] = DEFAULT_PLACEHOLDERS
     similarity: Similarity | None = None
+    batch_weights: TermWeightsBatch | None = None
 
     def evidence(self, text: str, candidate_rows: Sequence[int], clues: Sequence[str] = ()) -> list[Span]:
-        weights = self.weights(clue_query(text, clues), candidate_rows)
+        return self.evidence_batch([text], [candidate_rows], [clues])[0]
+
+    def evidence_batch(self, texts, candidate_rows, clues) -> list[list[Span]]:
+        """Every text's term weights (in one call of :attr:`batch_weights` when given), then its spans."""
+        queries = [clue_query(text, text_clues) for text, text_clues in zip(texts, clues)]
+        rows = [list(r) for r in candidate_rows]
+        all_weights = (self.batch_weights(queries, rows) if self.batch_weights is not None
+                       else [self.weights(query, r) for query, r in zip(queries, rows)])
+        return [self._spans(text, weights, rows, tuple(text_clues))
+                for text, weights, rows, text_clues in zip(texts, all_weights, candidate_rows, clues)]
+
+    def _spans(self, text: str, weights: Mapping[str, float], candidate_rows: Sequence[int],
+               clues: Sequence[str]) -> list[Span]:
         spans = term_spans(text, weights, self.normalize, self.token_pattern, self.placeholders)
         if not clues:
             return spans
@@ -439,11 +467,25 @@ def document_evidence(split: "ScoredSplit", row: int, explainer: Explainer | Non
                       n_candidates: int = N_CANDIDATES, n_terms: int = N_TERMS) -> list[Span]:
     """The spans of a document's released text that drive its match to its top candidates (none without an
     explainer or a stored query), offsets into the released text."""
-    found = document_query(split, row)
-    if explainer is None or found is None:
-        return []
-    text, clues = found
-    return explainer.spans(text, evidence_rows(split, row, n_candidates), n_terms, clues)
+    return documents_evidence(split, [row], explainer, n_candidates, n_terms)[0]
+
+
+def documents_evidence(split: "ScoredSplit", rows: Sequence[int], explainer: Explainer | None,
+                       n_candidates: int = N_CANDIDATES, n_terms: int = N_TERMS) -> list[list[Span]]:
+    """:func:`document_evidence` of many documents, explained in one batch (:meth:`Explainer.spans_batch`)."""
+    out: list[list[Span]] = [[] for _ in rows]
+    if explainer is None:
+        return out
+    found = [(i, document_query(split, row)) for i, row in enumerate(rows)]
+    found = [(i, query) for i, query in found if query is not None]
+    if not found:
+        return out
+    explained = explainer.spans_batch([text for _, (text, _) in found],
+                                      [evidence_rows(split, rows[i], n_candidates) for i, _ in found],
+                                      n_terms, [clues for _, (_, clues) in found])
+    for (i, _), spans in zip(found, explained):
+        out[i] = spans
+    return out
 
 
 def document_inferred_clues(split: "ScoredSplit", row: int, explainer: Explainer | None = None) -> list[str]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .evidence import N_CANDIDATES, document_evidence, document_inferred_clues, driving_terms
+from .evidence import N_CANDIDATES, document_inferred_clues, documents_evidence, driving_terms
 
 if TYPE_CHECKING:
     from .evidence import Explainer
@@ -71,10 +71,10 @@ def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, expl
     rows = np.flatnonzero(policy.flags(cert.set_sizes))
     rows = rows[np.lexsort((split.table.doc_ids[rows].astype(str), cert.set_sizes[rows]))]
     records = []
-    for row in rows:
+    evidence = documents_evidence(split, rows.tolist(), explain)  # one batch for every flagged document
+    for row, spans in zip(rows, evidence):
         pool = min(n_candidates, int(split.table.pool_sizes[row]))
         index = split.table.candidates[row, :pool]
-        spans = document_evidence(split, row, explain)
         records.append({
             "doc_id": split.table.doc_ids[row],
             "group": None if split.groups is None else split.groups[row],

@@ -43,7 +43,15 @@ def check_records_carry_the_worklist_evidence(result, paths, texts: dict[str, st
 
 
 @pytest.fixture(scope="module")
-def toy_audit(tmp_path_factory):
+def toy_audit(tmp_path_factory, toy_release):
+    result, explainer, documents = toy_release
+    paths = result.write(tmp_path_factory.mktemp("toy-audit"), explainer)
+    return result, paths, dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
+
+
+@pytest.fixture(scope="module")
+def toy_release():
+    """A toy TF-IDF audit, its explainer and its documents."""
     from conftest import toy_frames
 
     from cpa_core.attackers.tfidf import TfidfAttacker
@@ -66,8 +74,19 @@ def toy_audit(tmp_path_factory):
     result = run_audit(documents, registry, attacker, config)
     explainer = audit_explainer(attacker, registry, config)
     assert explainer is not None
-    paths = result.write(tmp_path_factory.mktemp("toy-audit"), explainer)
-    return result, paths, dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
+    return result, explainer, documents
+
+
+def test_evidence_explained_in_one_batch_is_each_document_explained_alone(toy_release):
+    from cpa_core.evidence import document_evidence, documents_evidence
+
+    result, explainer, _ = toy_release
+    split = result.test_split
+    rows = list(range(len(split)))[::-1]  # any order, every document
+    batch = documents_evidence(split, rows, explainer)
+    assert sum(map(len, batch)) > 0
+    assert batch == [document_evidence(split, row, explainer) for row in rows]
+    assert documents_evidence(split, rows, None) == [[] for _ in rows]
 
 
 def test_toy_records_of_flagged_documents_carry_the_worklist_evidence(toy_audit):

@@ -224,3 +224,24 @@ def test_spec_with_clues_needs_an_llm_endpoint(registry):
     clues = KnowledgeLevel("K", ("city",), "direct_plus_clues")
     with pytest.raises(ConfigError, match="needs an endpoint"):
         SPEC.build(SPEC.resolve({}), BuildContext(registry, clues))
+
+
+def test_term_weights_of_many_queries_at_once_equal_each_query_alone(index):
+    """The batch (one transform, two sparse products) against each query's own product with its candidates'
+    summed profiles, including rows outside the registry, repeated rows and a query without candidates."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    queries = ["the chess club", "the zymurgy and painting club", "no match at all", "chess chess painting", ""]
+    rows = [[1], [0, 3], [3], [1, 1, 4, -1, 99], []]
+    batch = index.term_weights_batch(queries, rows)
+    for query, picked, got in zip(queries, rows, batch):
+        kept = [r for r in picked if 0 <= r < index.profiles_.shape[0]]
+        if not kept:
+            assert got == {}
+            continue
+        alone = index.transform([query]).multiply(index.profiles_[kept].sum(axis=0)).tocoo()
+        expected = {str(index.terms_[c]): float(v) for c, v in zip(alone.col, alone.data)
+                    if v > 0 and str(index.terms_[c]) not in ENGLISH_STOP_WORDS}
+        assert got.keys() == expected.keys()
+        for term in expected:
+            assert got[term] == pytest.approx(expected[term], rel=1e-6)

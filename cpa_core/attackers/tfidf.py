@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -107,15 +107,28 @@ class TfidfIndex:
     def term_weights(self, query: str, candidate_rows: Sequence[int]) -> dict[str, float]:
         """Each term's contribution to the cosine of the query with the candidates (summed over them), for the
         terms they share; English stop words are left out (they still count in the attack)."""
-        n_profiles = self.profiles_.shape[0]
-        rows = [r for r in candidate_rows if 0 <= r < n_profiles]
-        if not rows:
-            return {}
+        return self.term_weights_batch([query], [candidate_rows])[0]
+
+    def term_weights_batch(self, queries: Sequence[str], candidate_rows: Sequence[Sequence[int]]
+                           ) -> list[dict[str, float]]:
+        """:meth:`term_weights` of many queries: one transform and two sparse products for all of them."""
+        from scipy import sparse
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-        contributions = self.transform([query]).multiply(self.profiles_[rows].sum(axis=0)).tocoo()
-        return {str(self.terms_[column]): float(value) for column, value in zip(contributions.col, contributions.data)
-                if value > 0 and str(self.terms_[column]) not in ENGLISH_STOP_WORDS}
+        n_profiles = self.profiles_.shape[0]
+        pairs = [(i, r) for i, rows in enumerate(candidate_rows) for r in rows if 0 <= r < n_profiles]
+        if not queries:
+            return []
+        picks = sparse.csr_matrix((np.ones(len(pairs), dtype=np.float32),
+                                   ([i for i, _ in pairs], [r for _, r in pairs])), shape=(len(queries), n_profiles))
+        contributions = self.transform(queries).multiply(picks @ self.profiles_).tocsr()
+        out = []
+        for i in range(len(queries)):
+            start, stop = contributions.indptr[i], contributions.indptr[i + 1]
+            terms = self.terms_[contributions.indices[start:stop]]
+            out.append({str(term): float(value) for term, value in zip(terms, contributions.data[start:stop])
+                        if value > 0 and str(term) not in ENGLISH_STOP_WORDS})
+        return out
 
     def summed_similarity(self, texts: Sequence[str], candidate_rows: Sequence[int]) -> np.ndarray:
         """Each text's cosine with the candidates' profiles, summed over them (what the term weights add up to)."""
@@ -130,7 +143,7 @@ class TfidfIndex:
         weighted by :meth:`term_weights`; the clues of a ``direct_plus_clues`` query weigh what leaving each out
         of the query takes from :meth:`summed_similarity`."""
         return TermExplainer(self.term_weights, self.vectorizer.build_preprocessor(), self.vectorizer.token_pattern,
-                             similarity=self.summed_similarity)
+                             similarity=self.summed_similarity, batch_weights=self.term_weights_batch)
 
 
 @dataclass
