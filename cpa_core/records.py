@@ -1,8 +1,10 @@
 """Per-document records, the manifest and the audit's output folder.
 
 Records (JSONL, one object per document) hold the query, the top candidates with their weights and
-scores, the true identity's rank and score, and the certified set at each confidence level, so any
-result can be re-derived. The manifest holds the full declared configuration, the checksums of the
+scores, the true identity's rank and score, and the certified sets, so any result can be re-derived: the
+widest set once (``set``, in ranked order) and, at each confidence level, the set's size (the level's set is
+that many first members of ``set``), the threshold, the leakage proxy, whether the truth is covered and whether
+the set is (nearly) the whole pool (``whole_pool``: no certificate of safety). The manifest holds the full declared configuration, the checksums of the
 inputs, the seed, the split sizes and the package versions.
 
 Evidence: the record of a document the worklist flags (at the declared flagging level, under the declared
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import platform
 import tempfile
@@ -29,7 +30,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
+import numpy as np
+
 from .conformal import confidence_label
+from .diagnostics import whole_pool
 from .errors import ConfigError
 from .scores import get_score
 from .bundle import CONFIG_FILE, declared_toml, input_files, reproduce_command
@@ -47,10 +51,6 @@ VERSIONED_PACKAGES = ("cpa-core", "numpy", "pandas", "scikit-learn", "scipy", "p
                       "torch", "openai")
 EVIDENCE_FIELDS = ("evidence", "driving_terms", "inferred_clues")
 """The worklist's columns that a flagged document's record carries too."""
-
-
-def _number(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
 
 
 def package_versions() -> dict:
@@ -77,41 +77,61 @@ def worklist_evidence(work: "pd.DataFrame") -> dict[str, dict]:
             for row in work.to_dict(orient="records")}
 
 
+def _numbers(values: np.ndarray) -> list[float | None]:
+    """Finite values as floats, the others as ``None`` (strict JSON has no infinity)."""
+    values = np.asarray(values, dtype=float)
+    return np.where(np.isfinite(values), values, None).tolist()
+
+
 def split_records(split: "ScoredSplit", certificates: list["Certificate"], split_name: str, config_id: str,
                   n_candidates: int = RECORD_CANDIDATES, evidence: Mapping[str, dict] | None = None) -> Iterator[dict]:
     """The records of a split's documents; ``evidence`` (:func:`worklist_evidence`): the evidence fields of the
-    flagged ones, by doc id, added to their records."""
+    flagged ones, by doc id, added to their records.
+
+    Every level's set is a prefix of the document's ranking, so ``set`` lists the widest of them once (the
+    members at the highest level, in ranked order) and each level gives its ``set_size``: the level's set is
+    the first ``set_size`` members of ``set``. Each document costs the same whatever the number of documents:
+    the per-level columns are converted once, not per record."""
     evidence = evidence or {}
     table = split.table
-    for row in range(len(split)):
-        pool = min(n_candidates, int(table.pool_sizes[row]))
-        index = table.candidates[row, :pool]
+    n = len(split)
+    ids = np.asarray(table.candidate_ids).astype(str)
+    top = min(n_candidates, table.width)
+    shown = np.minimum(top, table.pool_sizes).tolist()
+    top_ids = ids[np.maximum(table.candidates[:, :top], 0)].tolist()
+    top_weights = table.weights[:, :top].astype(float).tolist() if table.weight_kind == "probability" else None
+    top_scores = _numbers(split.sorted_scores[:, :top])
+    widest = (np.max([cert.set_sizes for cert in certificates], axis=0) if certificates
+              else np.zeros(n, dtype=np.int64))
+    levels = [(confidence_label(cert.confidence), _numbers(cert.q_hat), cert.set_sizes.tolist(), cert.leakage.tolist(),
+               cert.covered.tolist(), whole_pool(cert).tolist()) for cert in certificates]
+    certified_by = [_certified_by(certificates[0], row) for row in range(n)] if certificates else [None] * n
+    doc_ids, truth_ids = table.doc_ids.tolist(), split.truth_ids.tolist()
+    groups = [None] * n if split.groups is None else split.groups.tolist()
+    in_pool, ranks = split.in_pool.tolist(), split.truth_ranks.tolist()
+    truth_scores, pool_sizes = _numbers(split.truth_scores), table.pool_sizes.tolist()
+    for row in range(n):
+        k = shown[row]
         record = {
-            "doc_id": table.doc_ids[row],
+            "doc_id": doc_ids[row],
             "config_id": config_id,
             "split": split_name,
-            "group": None if split.groups is None else split.groups[row],
+            "group": groups[row],
             "query": None if table.queries is None else table.queries[row],
-            "identity_id": split.truth_ids[row],
-            "in_pool": bool(split.in_pool[row]),
-            "true_rank": int(split.truth_ranks[row]) if split.in_pool[row] else None,
-            "true_score": _number(split.truth_scores[row]),
-            "pool_size": int(table.pool_sizes[row]),
-            "certified_by": _certified_by(certificates[0], row) if certificates else None,
-            "candidates": [
-                {"id": str(cid), "weight": float(w) if table.weight_kind == "probability" else None, "score": _number(s)}
-                for cid, w, s in zip(table.candidate_ids[index], table.weights[row, :pool], split.sorted_scores[row, :pool])
-            ],
-            "sets": {},
+            "identity_id": truth_ids[row],
+            "in_pool": in_pool[row],
+            "true_rank": int(ranks[row]) if in_pool[row] else None,
+            "true_score": truth_scores[row],
+            "pool_size": int(pool_sizes[row]),
+            "certified_by": certified_by[row],
+            "candidates": [{"id": cid, "weight": weight, "score": score} for cid, weight, score in
+                           zip(top_ids[row][:k], top_weights[row][:k] if top_weights is not None else [None] * k,
+                               top_scores[row][:k])],
+            "set": ids[table.candidates[row, :widest[row]]].tolist(),
+            "sets": {label: {"q_hat": q_hat[row], "set_size": int(sizes[row]), "leakage": leakage[row],
+                             "covered": covered[row], "whole_pool": whole[row]}
+                     for label, q_hat, sizes, leakage, covered, whole in levels},
         }
-        for cert in certificates:
-            record["sets"][confidence_label(cert.confidence)] = {
-                "q_hat": _number(cert.q_hat[row]),
-                "set_size": int(cert.set_sizes[row]),
-                "leakage": float(cert.leakage[row]),
-                "covered": bool(cert.covered[row]),
-                "set": [str(c) for c in cert.members(row)],
-            }
         found = evidence.get(str(record["doc_id"]))
         if found is not None:
             record.update(found)
@@ -197,12 +217,16 @@ def prepare_out_dir(out_dir: str | Path) -> Path:
     return out
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write a file readable by its owner only: records and worklists hold document text and terms."""
+def write_private(path: Path, text: str | Iterable[str]) -> None:
+    """Write a file readable by its owner only: records and worklists hold document text and terms. ``text``:
+    the whole text, or its pieces (written as they come: records are never held in memory at once)."""
     handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(handle, 0o600)  # an existing file keeps its mode otherwise
     with os.fdopen(handle, "w", encoding="utf-8") as stream:
-        stream.write(text)
+        if isinstance(text, str):
+            stream.write(text)
+        else:
+            stream.writelines(text)
 
 
 def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer | None" = None) -> dict[str, Path]:
@@ -218,8 +242,7 @@ def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer 
     write_private(paths["summary.json"], json.dumps(summary_document(result), indent=2))
     work = worklist(result.certificate(config.policy_confidence), config.policy, config.config_id, explain=explain)
     for name in splits:
-        write_private(paths[f"{name}.jsonl"],
-                      "".join(jsonl_lines(records(result, name, work=work if explain is not None else None))))
+        write_private(paths[f"{name}.jsonl"], jsonl_lines(records(result, name, work=work if explain is not None else None)))
     write_private(paths["worklist.csv"], worklist_csv(work))
     write_private(paths["worklist.json"], worklist_json(work))
     write_private(paths["manifest.json"], json.dumps(manifest(result), indent=2, default=str))

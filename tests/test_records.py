@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from cpa_core.conformal import confidence_label
+from cpa_core.diagnostics import whole_pool
 from cpa_core.records import jsonl_lines, manifest, record_splits, records
 from tables import audited_groups
 
@@ -31,7 +33,16 @@ def test_records_files_are_the_records_function(written):
     assert len(test) == len(result.test_split) and {r["split"] for r in test} == {"test"}
     cert = result.certificate(0.8)
     assert [r["sets"]["0.8"]["set_size"] for r in test] == cert.set_sizes.tolist()
-    assert test[0]["sets"]["0.8"]["set"] == [str(c) for c in cert.members(0)]
+    levels = result.config.confidences
+    certs = {confidence_label(level): result.certificate(level) for level in levels}
+    whole = {label: whole_pool(c) for label, c in certs.items()}
+    for row, record in enumerate(test):  # each level's set: the first set_size members of the widest, written once
+        assert len(record["set"]) == max(c.set_sizes[row] for c in certs.values())
+        for label, c in certs.items():
+            entry = record["sets"][label]
+            assert record["set"][:entry["set_size"]] == [str(m) for m in c.members(row)]
+            assert entry["whole_pool"] == bool(whole[label][row])
+            assert entry["covered"] == bool(c.covered[row]) and entry["leakage"] == float(c.leakage[row])
 
 
 def test_summary_file_is_the_summary_object_and_its_verdict(written):
