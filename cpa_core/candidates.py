@@ -6,6 +6,7 @@ attacker is interchangeable. Rows are padded to a common width with candidate ``
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -131,8 +132,9 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
     Candidates are ranked by decreasing similarity, ties by increasing column (:func:`ranked_columns`).
 
     ``kernel`` (default: the block function's own ``kernel`` attribute, else off): when the block function
-    writes blocks in place (``into``, see :class:`BlockBuffers`), rank them in reused arrays; the results are
-    those of the dense path (same candidates, bitwise weights, tails to rounding).
+    writes blocks in place (``into``, see :class:`BlockBuffers`), rank them in reused arrays, the rows of a block
+    split among the block function's ``threads`` (numpy releases the interpreter lock; rows are independent); the
+    results are those of the dense path (same candidates, bitwise weights, tails to rounding).
 
     Returns
     -------
@@ -147,28 +149,42 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
         kernel = bool(getattr(similarities, "kernel", False))
     into = getattr(similarities, "into", None) if kernel else None
     buffers = BlockBuffers(min(chunk_size, n), m) if into is not None and n > 0 else None
-    for start in range(0, n, chunk_size):
-        stop = min(start + chunk_size, n)
-        if buffers is not None:
-            block = buffers.similarities[: stop - start]
-            into(start, stop, block)
-            index, values, left = _rank_block_in_place(block, buffers.exponentials[: stop - start], top_k,
-                                                       temperature)
-            candidates[start:stop] = index
-            weights[start:stop] = values
-            if left is not None:
-                tail[start:stop] = left
-        else:
-            raw = np.asarray(similarities(start, stop)).astype(np.float64)
-            block = softmax_rows(raw, temperature)
-            index = ranked_columns(raw, top_k)
-            candidates[start:stop] = index
-            weights[start:stop] = np.take_along_axis(block, index, axis=1)
-            if width < m:
-                np.put_along_axis(block, index, 0.0, axis=1)  # what is left: the cut candidates
-                tail[start:stop] = np.sort(block, axis=1).sum(axis=1)
-        if progress:
-            progress(stop, n, "ranking the registry")
+    threads = max(1, int(getattr(similarities, "threads", 1))) if buffers is not None else 1
+    pool = ThreadPoolExecutor(threads) if threads > 1 else None
+    try:
+        for start in range(0, n, chunk_size):
+            stop = min(start + chunk_size, n)
+            if buffers is not None:
+                into(start, stop, buffers.similarities[: stop - start])
+
+                def rank(part: slice) -> None:  # rows are independent: each thread ranks its own rows
+                    rows = slice(start + part.start, start + part.stop)
+                    index, values, left = _rank_block_in_place(buffers.similarities[part], buffers.exponentials[part],
+                                                               top_k, temperature)
+                    candidates[rows], weights[rows] = index, values
+                    if left is not None:
+                        tail[rows] = left
+
+                parts = [slice(int(a[0]), int(a[-1]) + 1) for a in np.array_split(np.arange(stop - start), threads)
+                         if a.size]
+                if pool is not None:
+                    list(pool.map(rank, parts))
+                else:
+                    rank(parts[0])
+            else:
+                raw = np.asarray(similarities(start, stop)).astype(np.float64)
+                block = softmax_rows(raw, temperature)
+                index = ranked_columns(raw, top_k)
+                candidates[start:stop] = index
+                weights[start:stop] = np.take_along_axis(block, index, axis=1)
+                if width < m:
+                    np.put_along_axis(block, index, 0.0, axis=1)  # what is left: the cut candidates
+                    tail[start:stop] = np.sort(block, axis=1).sum(axis=1)
+            if progress:
+                progress(stop, n, "ranking the registry")
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return candidates, weights, tail
 
 
