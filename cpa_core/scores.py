@@ -46,20 +46,25 @@ def _tie_group_end(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Replace each entry by its value at the last position of its run of equal weights.
 
     ``values`` must be non-decreasing along each row, so the value at the end of a candidate's tie group
-    is the smallest end value at or after its position. Only rows with ties are touched; ``values`` is
-    modified in place (callers pass a fresh array).
+    is the smallest end value at or after its position. Only rows with ties are touched, a block of rows at a
+    time (temporaries of :data:`MASS_BLOCK_ENTRIES` entries); ``values`` is modified in place (callers pass a
+    fresh array).
     """
     n, width = weights.shape
     if width < 2:
         return values
-    ties = weights[:, :-1] == weights[:, 1:]
-    rows = np.flatnonzero(ties.any(axis=1))
-    if rows.size == 0:  # no ties: every candidate ends its own group
-        return values
-    is_end = np.ones((rows.size, width), dtype=bool)
-    is_end[:, :-1] = ~ties[rows]
-    ends = np.where(is_end, values[rows], np.inf)
-    values[rows] = np.minimum.accumulate(ends[:, ::-1], axis=1)[:, ::-1]
+    step = max(1, MASS_BLOCK_ENTRIES // width)
+    for start in range(0, n, step):
+        block = slice(start, min(n, start + step))
+        ties = weights[block, :-1] == weights[block, 1:]
+        tied = np.flatnonzero(ties.any(axis=1))
+        if tied.size == 0:  # no ties: every candidate ends its own group
+            continue
+        rows = start + tied
+        is_end = np.ones((tied.size, width), dtype=bool)
+        is_end[:, :-1] = ~ties[tied]
+        ends = np.where(is_end, values[rows], np.inf)
+        values[rows] = np.minimum.accumulate(ends[:, ::-1], axis=1)[:, ::-1]
     return values
 
 
@@ -112,11 +117,15 @@ def tie_pessimistic_ranks(weights: np.ndarray, pool_sizes: np.ndarray, positions
     """The rank score of one candidate per row (``positions``, each inside its row's pool): the number of pool
     candidates weighing at least as much (1 = the unique top; tied candidates share the worst rank)."""
     weights = np.asarray(weights)
-    if weights.shape[0] == 0:
-        return np.zeros(0, dtype=np.int64)
-    chosen = weights[np.arange(weights.shape[0]), positions]
-    pool = np.arange(weights.shape[1])[None, :] < np.asarray(pool_sizes)[:, None]
-    return np.count_nonzero((weights >= chosen[:, None]) & pool, axis=1).astype(np.int64)
+    n, width = weights.shape
+    ranks = np.zeros(n, dtype=np.int64)
+    chosen = weights[np.arange(n), positions] if n else np.zeros(0)
+    step = max(1, MASS_BLOCK_ENTRIES // max(width, 1))
+    for start in range(0, n, step):
+        block = slice(start, min(n, start + step))
+        pool = np.arange(width)[None, :] < np.asarray(pool_sizes)[block, None]
+        ranks[block] = np.count_nonzero((weights[block] >= chosen[block, None]) & pool, axis=1)
+    return ranks
 
 
 def _padding(weights: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray | None:

@@ -201,3 +201,20 @@ def test_tie_pessimistic_ranks_equal_the_rank_score(rows, data):
     positions = np.array([data.draw(st.integers(0, p - 1)) for p in pools])
     ranks = SCORES["rank"].sorted_scores(weights, pools)[np.arange(len(rows)), positions]
     assert score_module.tie_pessimistic_ranks(weights, pools, positions).tolist() == ranks.astype(int).tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, 0.05, 0.1, 0.25, 0.5]), min_size=1, max_size=8), min_size=1, max_size=12),
+       st.integers(1, 20))
+def test_scores_do_not_depend_on_the_row_blocks(rows, block):
+    """Ties, padding and pools of every size, scored a few rows at a time and all at once."""
+    width = max(map(len, rows))
+    pools = np.array([len(r) for r in rows])
+    weights = np.array([sorted(r, reverse=True) + [0.0] * (width - len(r)) for r in rows])
+    whole = {name: SCORES[name].sorted_scores(weights, pools) for name in ("aps", "rank")}
+    positions = np.zeros(len(rows), dtype=np.int64)
+    ranks = score_module.tie_pessimistic_ranks(weights, pools, positions)
+    with patch.object(score_module, "MASS_BLOCK_ENTRIES", block):
+        for name, expected in whole.items():
+            assert np.array_equal(SCORES[name].sorted_scores(weights, pools), expected)
+        assert np.array_equal(score_module.tie_pessimistic_ranks(weights, pools, positions), ranks)
