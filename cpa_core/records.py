@@ -2,9 +2,10 @@
 
 Records (JSONL, one object per document) hold the query, the top candidates with their weights and
 scores, the true identity's rank and score, and the certified sets, so any result can be re-derived: the
-widest set once (``set``, in ranked order) and, at each confidence level, the set's size (the level's set is
-that many first members of ``set``), the threshold, the leakage proxy, whether the truth is covered and whether
-the set is (nearly) the whole pool (``whole_pool``: no certificate of safety). The manifest holds the full declared configuration, the checksums of the
+widest set once (``set``, in ranked order; a set that is the entire candidate pool is the pool, not listed
+again) and, at each confidence level, the set's size (the level's set is that many first members of ``set``,
+or the entire pool when the size is ``pool_size``), the threshold, the leakage proxy, whether the truth is
+covered and whether the set is (nearly) the whole pool (``whole_pool``: no certificate of safety). The manifest holds the full declared configuration, the checksums of the
 inputs, the seed, the split sizes and the package versions.
 
 Evidence: the record of a document the worklist flags (at the declared flagging level, under the declared
@@ -88,10 +89,11 @@ def split_records(split: "ScoredSplit", certificates: list["Certificate"], split
     """The records of a split's documents; ``evidence`` (:func:`worklist_evidence`): the evidence fields of the
     flagged ones, by doc id, added to their records.
 
-    Every level's set is a prefix of the document's ranking, so ``set`` lists the widest of them once (the
-    members at the highest level, in ranked order) and each level gives its ``set_size``: the level's set is
-    the first ``set_size`` members of ``set``. Each document costs the same whatever the number of documents:
-    the per-level columns are converted once, not per record."""
+    Every level's set is a prefix of the document's ranking, so ``set`` lists the widest of them once, in ranked
+    order, and each level gives its ``set_size``: the level's set is the first ``set_size`` members of ``set``.
+    A set that is the document's entire candidate pool (``set_size == pool_size``, e.g. under an infinite
+    threshold) is not listed again: it is the pool. Each document costs the same whatever the number of
+    documents: the per-level columns are converted once, not per record."""
     evidence = evidence or {}
     table = split.table
     n = len(split)
@@ -101,8 +103,9 @@ def split_records(split: "ScoredSplit", certificates: list["Certificate"], split
     top_ids = ids[np.maximum(table.candidates[:, :top], 0)].tolist()
     top_weights = table.weights[:, :top].astype(float).tolist() if table.weight_kind == "probability" else None
     top_scores = _numbers(split.sorted_scores[:, :top])
-    widest = (np.max([cert.set_sizes for cert in certificates], axis=0) if certificates
-              else np.zeros(n, dtype=np.int64))
+    listed = np.zeros(n, dtype=np.int64)  # the widest set that is not the entire pool (that is the pool itself)
+    for cert in certificates:
+        listed = np.maximum(listed, np.where(cert.set_sizes < table.pool_sizes, cert.set_sizes, 0))
     levels = [(confidence_label(cert.confidence), _numbers(cert.q_hat), cert.set_sizes.tolist(), cert.leakage.tolist(),
                cert.covered.tolist(), whole_pool(cert).tolist()) for cert in certificates]
     certified_by = [_certified_by(certificates[0], row) for row in range(n)] if certificates else [None] * n
@@ -127,7 +130,7 @@ def split_records(split: "ScoredSplit", certificates: list["Certificate"], split
             "candidates": [{"id": cid, "weight": weight, "score": score} for cid, weight, score in
                            zip(top_ids[row][:k], top_weights[row][:k] if top_weights is not None else [None] * k,
                                top_scores[row][:k])],
-            "set": ids[table.candidates[row, :widest[row]]].tolist(),
+            "set": ids[table.candidates[row, :listed[row]]].tolist(),
             "sets": {label: {"q_hat": q_hat[row], "set_size": int(sizes[row]), "leakage": leakage[row],
                              "covered": covered[row], "whole_pool": whole[row]}
                      for label, q_hat, sizes, leakage, covered, whole in levels},
