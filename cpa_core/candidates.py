@@ -207,7 +207,8 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
     The rule is a symmetric function of all the documents and of all the labelled ones (it never singles out
     calibration documents): their scores under the chosen ``T`` stay exchangeable, so the certificates keep
     their guarantee. It needs two passes over the similarity blocks: one for the truths' scores (hence the
-    thresholds), one for the set sizes. Ties go to the larger ``T``; ``None`` when no document's identity is
+    thresholds), one for the set sizes (each block sorted once for the whole grid: the softmax keeps the order
+    of the similarities, so the sorted weights are those of ``np.sort``). Ties go to the larger ``T``; ``None`` when no document's identity is
     in the pool.
 
     Parameters
@@ -238,8 +239,9 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
     for start in blocks:
         stop = min(start + chunk_size, n)
         block = np.asarray(similarities(start, stop), dtype=np.float64)
+        order = np.argsort(block, axis=1)  # weights rise with similarity at every T: one sort serves the grid
         for j, temperature in enumerate(grid):
-            ascending = np.sort(softmax_rows(block, temperature), axis=1)
+            ascending = np.take_along_axis(softmax_rows(block, temperature), order, axis=1)
             below = np.cumsum(ascending, axis=1) - ascending  # mass below each candidate (ties aside)
             totals[j] += float(np.count_nonzero(-below <= thresholds[j][start:stop, None]))
     best = np.flatnonzero(totals == totals.min())

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cpa_core.candidates import rank_by_similarity, softmax_rows, top_candidates
 
@@ -65,3 +67,15 @@ def test_the_auto_temperature_gives_the_smallest_mean_certified_set_over_the_gri
     order = rng.permutation(150)  # symmetric: the order of the documents does not matter
     assert fit_temperature(lambda a, b: similarities[order][a:b], 150, truth[order], chunk_size=7) == chosen
     assert fit_temperature(lambda a, b: similarities[a:b], 150, np.full(150, -1), chunk_size=50) is None
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 60), st.integers(0, 2**32 - 1), st.sampled_from([0.005, 0.05, 0.3, 2.0]))
+def test_sorting_the_similarities_once_sorts_the_weights_at_every_temperature(n, m, seed, temperature):
+    """What fit_temperature relies on: the softmax keeps the order of the similarities (ties and zeros included)."""
+    rng = np.random.default_rng(seed)
+    block = np.round(rng.random((n, m)), int(rng.integers(1, 4))).astype(np.float32).astype(np.float64)
+    block[rng.random(n) < 0.2] = 0.0
+    weights = softmax_rows(block, temperature)
+    ascending = np.take_along_axis(weights, np.argsort(block, axis=1), axis=1)
+    assert np.array_equal(ascending, np.sort(weights, axis=1))
