@@ -79,3 +79,21 @@ def test_sorting_the_similarities_once_sorts_the_weights_at_every_temperature(n,
     weights = softmax_rows(block, temperature)
     ascending = np.take_along_axis(weights, np.argsort(block, axis=1), axis=1)
     assert np.array_equal(ascending, np.sort(weights, axis=1))
+
+
+def test_a_pool_the_machine_cannot_hold_is_refused_with_the_shortlist_that_fits():
+    from cpa_core.candidates import BYTES_PER_CANDIDATE, check_pool_fits
+    from cpa_core.errors import ConfigError
+
+    gigabyte = 2**30
+    check_pool_fits(10_000, 10_000, None, available=4 * gigabyte)  # 3.0 GB: fits
+    check_pool_fits(30_000, 30_000, 100, available=4 * gigabyte)   # a shortlist: 96 MB
+    check_pool_fits(0, 10**6, None, available=1)                   # nothing to rank
+    with pytest.raises(ConfigError) as refused:
+        check_pool_fits(30_000, 30_000, None, available=4 * gigabyte)
+    message = str(refused.value)
+    assert "30,000 documents against 30,000 candidates" in message and "26.8 GB" in message and "4.0 GB" in message
+    # the advice fits in half the available memory, rounded down to one significant digit
+    assert "--top-k 2000" in message and 30_000 * 2000 * BYTES_PER_CANDIDATE <= 2 * gigabyte
+    with pytest.raises(ConfigError, match="Audit fewer documents"):
+        check_pool_fits(10**9, 10, None, available=gigabyte)
