@@ -226,26 +226,35 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
         return None
     truth_scores = np.full((len(grid), n), np.inf)
     blocks = list(range(0, n, chunk_size))
-    for start in blocks:
-        stop = min(start + chunk_size, n)
-        rows = np.flatnonzero(members[start:stop])
-        if rows.size == 0:
-            continue
-        block = np.asarray(similarities(start, stop), dtype=np.float64)[rows]
-        for j, temperature in enumerate(grid):
-            weights = softmax_rows(block, temperature)
-            truth = weights[np.arange(rows.size), truth_columns[start:stop][rows]][:, None]
-            truth_scores[j, start + rows] = -np.where(weights < truth, weights, 0.0).sum(axis=1)
-    thresholds = [leave_one_out_thresholds(truth_scores[j], members, confidence) for j in range(len(grid))]
-    totals = np.zeros(len(grid))
-    for start in blocks:
-        stop = min(start + chunk_size, n)
-        block = np.asarray(similarities(start, stop), dtype=np.float64)
-        order = np.argsort(block, axis=1)  # weights rise with similarity at every T: one sort serves the grid
-        for j, temperature in enumerate(grid):
-            ascending = np.take_along_axis(softmax_rows(block, temperature), order, axis=1)
-            below = np.cumsum(ascending, axis=1) - ascending  # mass below each candidate (ties aside)
-            totals[j] += float(np.count_nonzero(-below <= thresholds[j][start:stop, None]))
+    threads = max(1, int(getattr(similarities, "threads", 1)))
+    with ThreadPoolExecutor(threads) as pool:  # the grid's temperatures of a block on every core
+        for start in blocks:
+            stop = min(start + chunk_size, n)
+            rows = np.flatnonzero(members[start:stop])
+            if rows.size == 0:
+                continue
+            block = np.asarray(similarities(start, stop), dtype=np.float64)[rows]
+            columns = truth_columns[start:stop][rows]
+
+            def truth_score(j: int) -> None:
+                weights = softmax_rows(block, grid[j])
+                truth = weights[np.arange(rows.size), columns][:, None]
+                truth_scores[j, start + rows] = -np.where(weights < truth, weights, 0.0).sum(axis=1)
+
+            list(pool.map(truth_score, range(len(grid))))
+        thresholds = [leave_one_out_thresholds(truth_scores[j], members, confidence) for j in range(len(grid))]
+        totals = np.zeros(len(grid))
+        for start in blocks:
+            stop = min(start + chunk_size, n)
+            block = np.asarray(similarities(start, stop), dtype=np.float64)
+            order = np.argsort(block, axis=1)  # weights rise with similarity at every T: one sort serves the grid
+
+            def set_sizes(j: int) -> int:
+                ascending = np.take_along_axis(softmax_rows(block, grid[j]), order, axis=1)
+                below = np.cumsum(ascending, axis=1) - ascending  # mass below each candidate (ties aside)
+                return int(np.count_nonzero(-below <= thresholds[j][start:stop, None]))
+
+            totals += np.array(list(pool.map(set_sizes, range(len(grid)))), dtype=float)
     best = np.flatnonzero(totals == totals.min())
     return grid[int(best[-1])]
 

@@ -198,9 +198,12 @@ def records(result: "AuditResult", split_name: str, confidences: Iterable | None
 
 
 def jsonl_lines(items: Iterable[dict]) -> Iterator[str]:
-    """One JSON object per line (text kept as written; never a bare NaN or Infinity: strict JSON)."""
+    """One JSON object per line (text kept as written, UTF-8; strict JSON: a non-finite number would be ``null``;
+    a value JSON has no type for as its text), encoded by ``orjson``."""
+    import orjson
+
     for item in items:
-        yield json.dumps(item, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+        yield orjson.dumps(item, default=str, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS).decode()
 
 
 def prepare_out_dir(out_dir: str | Path) -> Path:
