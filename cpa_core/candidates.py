@@ -259,6 +259,15 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
     return grid[int(best[-1])]
 
 
+def as_rows(index) -> np.ndarray | slice:
+    """Row positions as an index: a slice when they are consecutive and ascending (numpy then gives views, which
+    share the table's memory), else an integer array (copies)."""
+    index = np.asarray(index, dtype=np.int64)
+    if index.ndim == 1 and index.size and index[0] >= 0 and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
+        return slice(int(index[0]), int(index[0]) + index.size)
+    return index
+
+
 @dataclass(frozen=True)
 class CandidateTable:
     """Ranked candidate pools of ``n`` documents.
@@ -303,13 +312,13 @@ class CandidateTable:
         return int(self.candidates.shape[1])
 
     def rows(self, index: np.ndarray) -> "CandidateTable":
-        """The table restricted to the given rows (in that order)."""
-        index = np.asarray(index, dtype=int)
+        """The table restricted to the given rows (in that order); consecutive rows are views, not copies."""
+        index = as_rows(index)
         return replace(self, doc_ids=self.doc_ids[index], candidates=self.candidates[index],
                        weights=self.weights[index], pool_sizes=self.pool_sizes[index],
-                       queries=None if self.queries is None else tuple(self.queries[i] for i in index),
+                       queries=None if self.queries is None else tuple(np.asarray(self.queries, dtype=object)[index]),
                        tail_mass=None if self.tail_mass is None else self.tail_mass[index],
-                       clues=None if self.clues is None else tuple(self.clues[i] for i in index))
+                       clues=None if self.clues is None else tuple(self.clues[i] for i in np.arange(len(self))[index]))
 
     def truncate(self, k: int) -> "CandidateTable":
         """The top-``k`` shortlist of each pool; the weights of the kept candidates are unchanged and the
