@@ -24,7 +24,7 @@ import numpy as np
 
 from .attackers.base import Attacker
 from .evidence import DEFAULT_PLACEHOLDERS, Explainer, check_placeholders
-from .candidates import CandidateTable, Progress
+from .candidates import CandidateTable, Progress, as_rows
 from .conformal import (ALL, Calibration, calibrate, confidence_label, exact_fraction, leave_one_out_thresholds,
                         set_sizes)
 from .data import Documents, Registry, registry_share
@@ -287,7 +287,8 @@ class ScoredSplit:
         return self.truth_scores[keep], None if self.groups is None else self.groups[keep]
 
     def rows(self, index) -> "ScoredSplit":
-        index = np.asarray(index, dtype=int)
+        """The split restricted to the given rows (in that order); consecutive rows are views, not copies."""
+        index = as_rows(index)
         return ScoredSplit(self.table.rows(index), self.truth_ids[index],
                            None if self.groups is None else self.groups[index], self.sorted_scores[index],
                            self.truth_positions[index], self.truth_scores[index], self.truth_ranks[index],

@@ -261,7 +261,9 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
 
 def as_rows(index) -> np.ndarray | slice:
     """Row positions as an index: a slice when they are consecutive and ascending (numpy then gives views, which
-    share the table's memory), else an integer array (copies)."""
+    share the table's memory), else an integer array (copies). A slice is kept as it is."""
+    if isinstance(index, slice):
+        return index
     index = np.asarray(index, dtype=np.int64)
     if index.ndim == 1 and index.size and index[0] >= 0 and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
         return slice(int(index[0]), int(index[0]) + index.size)
