@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from .attackers.base import Attacker
+from .attackers.base import Attacker, RetrievalAttacker
 from .evidence import DEFAULT_PLACEHOLDERS, Explainer, check_placeholders
-from .candidates import CandidateTable, Progress, as_rows
+from .candidates import CandidateTable, Progress, as_rows, check_pool_fits
 from .conformal import (ALL, Calibration, calibrate, confidence_label, exact_fraction, leave_one_out_thresholds,
                         set_sizes)
 from .data import Documents, Registry, registry_share
@@ -478,15 +478,26 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
     """
     config = config.with_data({**config.data, **input_facts(documents, registry)})  # refuses other files
     groups, cal, test = _split(documents, config)
-    if table is None:  # each document attacked once, whether it calibrates, is audited or both
-        selected = np.union1d(cal, test)
-        attacked, learned = attack_documents(documents, registry, attacker, config.knowledge, selected, progress)
-        cal_table, test_table = attacked.rows(np.searchsorted(selected, cal)), attacked.rows(np.searchsorted(selected, test))
+    release = config.protocol == "release"
+    # each document attacked once, in an order where each split is a run of rows (views, not copies): every
+    # document in file order (release: the audited documents are all of them, the calibrating ones among them),
+    # or the calibration documents then the audited ones (split)
+    order = test if release else np.concatenate([cal, test])
+    if table is None:
+        if isinstance(attacker, RetrievalAttacker):  # it ranks the whole registry, or its shortlist
+            check_pool_fits(len(order), len(registry), attacker.top_k)
+        attacked, learned = attack_documents(documents, registry, attacker, config.knowledge, order, progress)
     else:
-        cal_table, test_table, learned = table.rows(cal), table.rows(test), {}
+        attacked, learned = table.rows(order), {}
     truth = documents.frame["identity_id"].to_numpy(dtype=object)
-    cal_split = score_table(cal_table, truth[cal], None if groups is None else groups[cal], config)
-    test_split = score_table(test_table, truth[test], None if groups is None else groups[test], config)
+    if release:  # the calibration documents' scores are their rows of the audited split's
+        test_split = score_table(attacked, truth[test], None if groups is None else groups[test], config)
+        cal_split = test_split.rows(cal)
+    else:
+        cal_split = score_table(attacked.rows(np.arange(len(cal))), truth[cal],
+                                None if groups is None else groups[cal], config)
+        test_split = score_table(attacked.rows(np.arange(len(cal), len(order))), truth[test],
+                                 None if groups is None else groups[test], config)
     scores, strata = cal_split.calibration_scores(config.miss_policy)
     calibration = calibrate(scores, config.confidences, strata)
     inputs = {"documents": {"file": documents.file, "sha256": documents.sha256, "rows": len(documents),

@@ -167,3 +167,43 @@ def test_the_auto_temperature_is_chosen_from_all_labelled_documents_and_recorded
     assert split.inputs["learned"]["temperature"] == learned["temperature"]
     with pytest.raises(ConfigError, match="temperature 'auto'"):
         TfidfAttacker().attack(["d"], ["text"], registry, level)  # outside an audit: nothing to learn from
+
+
+def test_an_audit_the_machine_cannot_hold_is_refused_before_the_attack(sample_paths, monkeypatch):
+    from cpa_core import candidates
+    from cpa_core.attackers.tfidf import TfidfAttacker
+    from cpa_core.data import load_documents, load_registry
+
+    documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
+    level = LEVEL.__class__("K1", ("age_band", "gender", "occupation", "city"))
+    config = AuditConfig(knowledge=level, attacker=toy_attacker("tfidf"), confidences=(0.9,))
+    needed = len(documents) * len(registry) * candidates.BYTES_PER_CANDIDATE
+    monkeypatch.setattr(candidates, "available_memory", lambda: needed // 4)
+    attacker = TfidfAttacker(temperature=0.1)
+    monkeypatch.setattr(attacker, "attack", lambda *a, **k: pytest.fail("the attack ran"))
+    with pytest.raises(ConfigError, match=f"ranking {len(documents):,} documents against {len(registry):,} "
+                                          "candidates each .*--top-k"):
+        run_audit(documents, registry, attacker, config)
+    # a shortlist that fits runs
+    fits = run_audit(documents, registry, TfidfAttacker(temperature=0.1, top_k=20), replace(config, top_k=20))
+    assert fits.test_split.table.width == 20
+
+
+def test_splits_are_the_same_whichever_order_the_documents_are_attacked_in(sample_paths):
+    """The attack runs calibration documents first, then audited ones (each split a run of rows); the tables
+    equal those cut from an attack of every document in file order."""
+    from cpa_core.attackers.tfidf import TfidfAttacker
+    from cpa_core.audit import attack_documents
+    from cpa_core.data import load_documents, load_registry
+
+    documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
+    level = LEVEL.__class__("K2", ("age_band", "gender", "occupation", "city", "keywords", "events"))
+    config = AuditConfig(knowledge=level, attacker=toy_attacker("tfidf"), confidences=(0.9, 0.95), protocol="split",
+                         seed=5)
+    result = run_audit(documents, registry, TfidfAttacker(), config)
+    everything, _ = attack_documents(documents, registry, TfidfAttacker(), level)  # file order, temperature learnt
+    index = {doc: row for row, doc in enumerate(everything.doc_ids)}
+    for split in (result.calibration_split, result.test_split):
+        rows = [index[doc] for doc in split.table.doc_ids]
+        assert np.array_equal(split.table.candidates, everything.candidates[rows])
+        assert np.array_equal(split.table.weights, everything.weights[rows])
