@@ -38,6 +38,7 @@ from .scores import SCORES, Score, get_score, tie_pessimistic_ranks
 from .split import split_indices
 
 if TYPE_CHECKING:
+    from .engine import DaskEngine
     from .attackers.imported import CandidateScores
 
 MISS_POLICIES = ("infinite", "exclude")
@@ -429,12 +430,16 @@ def score_table(table: CandidateTable, truth_ids, groups, config: AuditConfig) -
 
 
 def attack_documents(documents: Documents, registry: Registry, attacker: Attacker, level: KnowledgeLevel,
-                     rows: np.ndarray | None = None, progress: Progress | None = None) -> tuple[CandidateTable, dict]:
+                     rows: np.ndarray | None = None, progress: Progress | None = None,
+                     engine: "DaskEngine | None" = None) -> tuple[CandidateTable, dict]:
     """Let the attacker learn from the given rows (all when ``None``; every one of them alike, labelled or not)
-    and attack them; returns the table and what the attacker chose (e.g. a temperature ``auto``)."""
+    and attack them, in this process or on ``engine`` (:class:`~cpa_core.engine.DaskEngine`: the same results);
+    returns the table and what the attacker chose (e.g. a temperature ``auto``)."""
     frame = documents.frame if rows is None else documents.frame.iloc[rows]
     doc_ids, texts = frame["doc_id"].tolist(), frame["text"].tolist()
     learned = attacker.learn(doc_ids, texts, registry, level, frame["identity_id"].tolist(), progress)
+    if engine is not None:
+        return engine.attack(attacker, learned, doc_ids, texts, registry, level, progress), learned
     return attacker.attack(doc_ids, texts, registry, level, progress), learned
 
 
@@ -467,7 +472,8 @@ def estimate_llm_calls(documents: Documents, registry: Registry, attacker: Attac
 
 
 def run_audit(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig,
-              progress: Progress | None = None, table: CandidateTable | None = None) -> AuditResult:
+              progress: Progress | None = None, table: CandidateTable | None = None,
+              engine: "DaskEngine | None" = None) -> AuditResult:
     """Attack, score, calibrate: every document (release protocol) or a disjoint split (split protocol).
 
     Parameters
@@ -475,6 +481,8 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
     table : CandidateTable over all documents (in file order), optional
         A precomputed attack (e.g. shared by several audits on matched splits); the attacker is
         not called when it is given.
+    engine : where the attack runs (:class:`~cpa_core.engine.DaskEngine`; default this process); the results
+        do not depend on it, and the result's inputs record it.
     """
     config = config.with_data({**config.data, **input_facts(documents, registry)})  # refuses other files
     groups, cal, test = _split(documents, config)
@@ -486,7 +494,7 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
     if table is None:
         if isinstance(attacker, RetrievalAttacker):  # it ranks the whole registry, or its shortlist
             check_pool_fits(len(order), len(registry), attacker.top_k)
-        attacked, learned = attack_documents(documents, registry, attacker, config.knowledge, order, progress)
+        attacked, learned = attack_documents(documents, registry, attacker, config.knowledge, order, progress, engine)
     else:
         attacked, learned = table.rows(order), {}
     truth = documents.frame["identity_id"].to_numpy(dtype=object)
@@ -505,4 +513,6 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
               "registry": {"file": registry.file, "sha256": registry.sha256, "rows": len(registry)}}
     if learned:
         inputs["learned"] = learned  # what the attacker chose from all labelled documents
+    if engine is not None and table is None:
+        inputs["engine"] = engine.describe()
     return AuditResult(config, cal_split, test_split, calibration, inputs)

@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                                             "worklist.csv, worklist.json and manifest.json to --out.")
     _add_audit_options(audit)
     audit.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    audit.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run the attack on a Dask cluster: a scheduler address (tcp://host:8786), or 'local' "
+                            "for two worker processes on this machine; the results are the same")
     add_audit_history_options(audit)
     stress = commands.add_parser("stress", help="stress tests of a configuration (tables as CSV)")
     tests = stress.add_subparsers(dest="test", required=True, metavar="TEST")
@@ -322,18 +325,25 @@ def cmd_audit(args) -> int:
         prepare_out_dir(args.out)  # before any work: an unusable folder is said at once
         check_audit_history(args)  # and so is an unusable audit history
     _, documents, registry, config, attacker = _load(args)
+    engine = None
     try:
-        return _audit(args, documents, registry, config, attacker)
+        if args.scheduler and not args.dry_run:
+            from .engine import DaskEngine, shipped_attacker
+            shipped_attacker(attacker, {})  # an attacker that cannot run on a cluster is said before it starts
+            engine = DaskEngine(args.scheduler)
+        return _audit(args, documents, registry, config, attacker, engine)
     finally:
         close_clients(attacker)
+        if engine is not None:
+            engine.close()
 
 
-def _audit(args, documents, registry, config, attacker) -> int:
+def _audit(args, documents, registry, config, attacker, engine=None) -> int:
     if args.dry_run:
         calls = estimate_llm_calls(documents, registry, attacker, config)
         print(f"{calls} LLM calls needed (answers already cached are not counted)")
         return 0
-    result = run_audit(documents, registry, attacker, config, ProgressBar())
+    result = run_audit(documents, registry, attacker, config, ProgressBar(), engine=engine)
     result = _llm_report(result, attacker)
     paths = result.write(args.out, audit_explainer(attacker, registry, config))
     _write_attribute_sets(result, attacker, args.out)

@@ -1,0 +1,144 @@
+"""The attack on a Dask cluster gives the results of the attack in one process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from cpa_core.candidates import CandidateTable
+from cpa_core.errors import ConfigError
+
+CLI = [sys.executable, "-m", "cpa_core.cli"]
+
+
+def table(doc_ids, candidates, weights, ids, tail=None, queries=None) -> CandidateTable:
+    candidates = np.array(candidates, dtype=np.int64)
+    return CandidateTable(np.array(doc_ids, dtype=object), candidates, np.array(weights, dtype=float),
+                          (candidates >= 0).sum(axis=1), np.array(ids, dtype=object), queries,
+                          tail_mass=None if tail is None else np.array(tail, dtype=float))
+
+
+def test_partitions_put_back_together_keep_every_row_and_identity():
+    from cpa_core.engine import concat_tables
+
+    a = table(["d1", "d2"], [[0, 1], [1, -1]], [[0.6, 0.4], [1.0, 0.0]], ["P1", "P2"], tail=[0.0, 0.1],
+              queries=("q1", "q2"))
+    b = table(["d3"], [[2, 0, 1]], [[0.5, 0.3, 0.2]], ["P1", "P3", "P9"], queries=("q3",))
+    whole = concat_tables([a, b])
+    assert whole.doc_ids.tolist() == ["d1", "d2", "d3"] and whole.queries == ("q1", "q2", "q3")
+    assert whole.candidate_ids.tolist() == ["P1", "P2", "P3", "P9"]
+    named = [[whole.candidate_ids[c] if c >= 0 else None for c in row] for row in whole.candidates.tolist()]
+    assert named == [["P1", "P2", None], ["P2", None, None], ["P9", "P1", "P3"]]
+    assert whole.pool_sizes.tolist() == [2, 1, 3] and whole.tail_mass.tolist() == [0.0, 0.1, 0.0]
+    assert whole.weights[2].tolist() == [0.5, 0.3, 0.2] and whole.weights[0, 2] == 0.0
+    same = concat_tables([a.rows([0]), a.rows([1])])
+    assert np.array_equal(same.candidates, a.candidates) and same.candidate_ids is a.candidate_ids
+
+
+def test_an_attacker_that_keeps_state_per_document_runs_in_this_process_only():
+    from cpa_core.attackers.forced_choice import ForcedChoiceAttacker
+    from cpa_core.attackers.tfidf import TfidfAttacker
+    from cpa_core.engine import shipped_attacker
+
+    with pytest.raises(ConfigError, match="runs in this process only"):
+        shipped_attacker(ForcedChoiceAttacker.__new__(ForcedChoiceAttacker), {})
+    local = TfidfAttacker()
+    local.temperature_ = 0.5
+    local.index_ = object()  # local state must not travel
+    shipped = shipped_attacker(local, {"temperature": 0.25})
+    assert shipped is not local and shipped.index_ is None and shipped.effective_temperature == 0.25
+
+
+# ------------------------------------------------------------------------------------ on a local cluster
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from cpa_core.engine import DaskEngine
+
+    with DaskEngine("local") as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def sample(sample_paths):
+    from cpa_core.config import declare_audit, load_config
+
+    project = load_config(sample_paths["config"])
+    documents = project.load_documents(sample_paths["documents"])
+    registry = project.load_registry(sample_paths["registry"])
+    return project, documents, registry, declare_audit
+
+
+def assert_same_audit(a, b) -> None:
+    for x, y in ((a.test_split, b.test_split), (a.calibration_split, b.calibration_split)):
+        assert x.table.doc_ids.tolist() == y.table.doc_ids.tolist()
+        assert np.array_equal(x.table.candidate_ids, y.table.candidate_ids)
+        assert np.array_equal(x.table.candidates, y.table.candidates)
+        assert np.array_equal(x.table.weights, y.table.weights)  # bitwise
+        assert (x.table.tail_mass is None) == (y.table.tail_mass is None)
+        if x.table.tail_mass is not None:
+            assert np.array_equal(x.table.tail_mass, y.table.tail_mass)
+        assert x.table.queries == y.table.queries
+        assert np.array_equal(x.sorted_scores, y.sorted_scores)
+    for level in a.config.confidences:
+        assert np.array_equal(a.certificate(level).set_sizes, b.certificate(level).set_sizes)
+    assert a.inputs.get("learned") == b.inputs.get("learned")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("protocol, top_k, partition_size", [("release", None, 97), ("split", 20, 1000),
+                                                              ("release", 50, 1)])
+def test_an_audit_on_a_local_cluster_equals_the_audit_in_this_process(engine, sample, protocol, top_k,
+                                                                       partition_size):
+    """Temperature auto, with and without a shortlist, uneven partitions (the last one short; one document per
+    partition; one partition for everything)."""
+    from cpa_core.audit import run_audit
+
+    project, documents, registry, declare_audit = sample
+    if partition_size == 1:  # a thousand tasks of one document: a slice of the release keeps the test short
+        documents = replace(documents, frame=documents.frame.iloc[:60].reset_index(drop=True))
+    results = []
+    for on_cluster in (False, True):
+        config, attacker = declare_audit(project, registry, documents=documents)
+        config = replace(config, protocol=protocol, top_k=top_k)
+        attacker.top_k = top_k
+        engine.partition_size = partition_size
+        results.append(run_audit(documents, registry, attacker, config, engine=engine if on_cluster else None))
+    assert_same_audit(*results)
+    assert results[1].inputs["engine"] == {"engine": "dask", "scheduler": "local", "workers": 2}
+    assert "engine" not in results[0].inputs
+
+
+@pytest.mark.integration
+def test_an_unreachable_scheduler_is_named_quickly(monkeypatch):
+    from cpa_core import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "CONNECT_TIMEOUT", "1s")
+    with pytest.raises(ConfigError, match=r"scheduler tcp://127\.0\.0\.1:9: cannot be reached"):
+        engine_module.DaskEngine("tcp://127.0.0.1:9")
+
+
+@pytest.mark.integration
+def test_cli_audit_on_a_local_cluster_writes_the_same_results(sample_paths, tmp_path):
+    outputs = {}
+    for name, extra in (("cluster", ["--scheduler", "local"]), ("here", [])):
+        out = tmp_path / name
+        done = subprocess.run(CLI + ["audit", "--documents", str(sample_paths["documents"]), "--registry",
+                                     str(sample_paths["registry"]), "--config", str(sample_paths["config"]),
+                                     "--out", str(out), "--no-history", *extra], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "Traceback" not in done.stderr
+        outputs[name] = out
+    for file in ("documents.jsonl", "worklist.csv", "worklist.json"):
+        assert (outputs["cluster"] / file).read_bytes() == (outputs["here"] / file).read_bytes(), file
+    summaries = [json.loads((outputs[n] / "summary.json").read_text(encoding="utf-8")) for n in ("cluster", "here")]
+    assert summaries[0]["confidence"] == summaries[1]["confidence"]
+    manifest = json.loads((outputs["cluster"] / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["inputs"]["engine"]["scheduler"] == "local"
+
