@@ -84,10 +84,20 @@ def scores_from_upload(data: bytes, name: str) -> CandidateScores:
     return read_candidate_scores(data, name=name)
 
 
+@st.cache_resource(show_spinner="Connecting to the Dask scheduler…", max_entries=2)
+def engine(address: str):
+    """The Dask engine of a scheduler address (``local``: two worker processes on this machine), kept while the
+    dashboard runs."""
+    from cpa_core.engine import DaskEngine
+
+    return DaskEngine(address)
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def audit(key: str, _documents: Documents, _registry: Registry, _attacker: Attacker,
-          _config: AuditConfig) -> AuditResult:
-    """Split, attack, calibrate (``key``: data fingerprint + configuration id), with a progress bar.
+          _config: AuditConfig, _engine=None) -> AuditResult:
+    """Split, attack, calibrate (``key``: data fingerprint + configuration id), with a progress bar; ``_engine``:
+    where the attack runs (the results, hence the cache, do not depend on it).
 
     The bar is drawn inside the cached function, so a cache hit replays it in its final state; callers
     draw it in a placeholder they clear afterwards.
@@ -97,7 +107,7 @@ def audit(key: str, _documents: Documents, _registry: Registry, _attacker: Attac
     def progress(done: int, total: int, step: str) -> None:
         bar.progress(min(done / max(total, 1), 1.0), text=f"{step.capitalize()}: {done:,} of {total:,} documents")
 
-    result = run_audit(_documents, _registry, _attacker, _config, progress=progress)
+    result = run_audit(_documents, _registry, _attacker, _config, progress=progress, engine=_engine)
     bar.progress(1.0, text=f"Calibrated on {sum(result.calibration.n_.values()):,} documents; "
                            f"{len(result.test_split):,} test documents certified")
     return result
@@ -108,8 +118,9 @@ def run_label(config: AuditConfig) -> str:
 
 
 def audit_run(data: DataSet, config: AuditConfig, attacker: Attacker, documents: Documents | None = None,
-              label: str | None = None) -> AuditRun:
-    """Run (or fetch) the audit of ``config`` on the data; ``documents`` overrides the data's documents."""
+              label: str | None = None, scheduler: str | None = None) -> AuditRun:
+    """Run (or fetch) the audit of ``config`` on the data; ``documents`` overrides the data's documents;
+    ``scheduler``: a Dask scheduler address (or ``local``) to run the attack on."""
     documents = documents if documents is not None else data.documents
     data_key = data.fingerprint if documents is data.documents else fingerprint(data.fingerprint, documents.file,
                                                                                len(documents), documents.sha256)
@@ -117,7 +128,10 @@ def audit_run(data: DataSet, config: AuditConfig, attacker: Attacker, documents:
         config = replace(config, data={})
     key = f"{data_key}:{config.config_id}"
     start = time.perf_counter()
-    result = audit(key, documents, data.registry, attacker, config)
+    if scheduler:
+        from cpa_core.engine import shipped_attacker
+        shipped_attacker(attacker, {})  # an attacker that runs in this process only is said before connecting
+    result = audit(key, documents, data.registry, attacker, config, engine(scheduler) if scheduler else None)
     return AuditRun(result, key, label or run_label(config), data_key, time.perf_counter() - start, attacker)
 
 

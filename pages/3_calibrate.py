@@ -40,13 +40,21 @@ with st.expander("Every declared setting (audit.toml)", icon=":material/settings
                "and the release policy chosen on later pages are added to it in the exports.")
     st.code(declared_toml(config), language="toml")
 
+with st.expander("Where the attack runs", icon=":material/hub:"):
+    scheduler = st.text_input(
+        "Dask scheduler", key="calibrate.scheduler", placeholder="this process",
+        help="Empty: the attack runs in this process, on every core. 'local': two worker processes on this machine. "
+             "An address such as tcp://10.0.0.5:8786: the workers of that cluster. The results are the same.").strip()
+    st.caption("On a cluster, the documents and the registry are sent to its workers: use only a cluster you "
+               "are allowed to process these data on.")
+
 label = "Run the attack and calibrate" if not current else "Run again"
 if st.button(label, type="primary" if not current else "secondary", icon=":material/play_arrow:",
              key="calibrate.run"):
     placeholder = st.empty()
     try:
         with placeholder.container():
-            run = audit_run(data, config, attacker)
+            run = audit_run(data, config, attacker, scheduler=scheduler or None)
     except CPAError as error:
         show_error(error, "The audit could not run: ")
         st.stop()

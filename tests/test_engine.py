@@ -142,3 +142,36 @@ def test_cli_audit_on_a_local_cluster_writes_the_same_results(sample_paths, tmp_
     manifest = json.loads((outputs["cluster"] / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["inputs"]["engine"]["scheduler"] == "local"
 
+
+
+@pytest.mark.integration
+def test_the_dashboard_runs_the_attack_on_a_local_cluster_with_the_same_results():
+    from test_app import assert_clean, new_app
+
+    from cpa_core.audit import run_audit
+    from cpa_ui import nav
+
+    at = new_app().run()
+    at.switch_page(nav.CALIBRATE).run()
+    at.text_input(key="calibrate.scheduler").set_value("local").run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    run, data = at.session_state["cpa.run"], at.session_state["cpa.data"]
+    assert run.result.inputs["engine"]["scheduler"] == "local"
+    here = run_audit(data.documents, data.registry, replace(run.attacker), run.result.config)  # a fresh attacker
+    assert_same_audit(run.result, here)
+
+
+@pytest.mark.integration
+def test_the_dashboard_names_an_unreachable_scheduler(monkeypatch):
+    from test_app import new_app, shown
+
+    from cpa_ui import nav
+
+    at = new_app().run()
+    at.switch_page(nav.CALIBRATE).run()
+    at.text_input(key="calibrate.scheduler").set_value("tcp://127.0.0.1:9").run()
+    at.button(key="calibrate.run").click().run()
+    assert not at.exception
+    assert any("scheduler tcp://127.0.0.1:9: cannot be reached" in shown(e) for e in at.error), [shown(e) for e in at.error]
+    assert at.session_state["cpa.run"] is None
