@@ -25,8 +25,8 @@ import numpy as np
 from .attackers.base import Attacker, RetrievalAttacker
 from .evidence import DEFAULT_PLACEHOLDERS, Explainer, check_placeholders
 from .candidates import CandidateTable, Progress, as_rows, check_pool_fits
-from .conformal import (ALL, Calibration, calibrate, confidence_label, exact_fraction, leave_one_out_thresholds,
-                        set_sizes)
+from .conformal import (ALL, Calibration, calibrate, confidence_label, exact_fraction, leave_one_out_threshold_table,
+                        leave_one_out_thresholds, set_size_table, set_sizes)
 from .data import Documents, Registry, registry_share
 from .errors import ConfigError
 from .knowledge import QUERY_MODES, KnowledgeLevel
@@ -277,9 +277,9 @@ class ScoredSplit:
     def in_pool(self) -> np.ndarray:
         return self.truth_positions >= 0
 
-    @property
+    @cached_property
     def labelled(self) -> np.ndarray:
-        """Documents whose true identity is known (a blank identity_id: unlabelled)."""
+        """Documents whose true identity is known (a blank identity_id: unlabelled); computed once."""
         return np.array([t is not None for t in self.truth_ids], dtype=bool)
 
     def calibration_scores(self, miss_policy: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -339,6 +339,10 @@ def certify(split: ScoredSplit, calibration: Calibration, confidence) -> Certifi
     return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split)
 
 
+KEPT_CERTIFICATES = 16
+"""Certificates an :class:`AuditResult` keeps, the levels asked most recently."""
+
+
 @dataclass(frozen=True)
 class AuditResult:
     """Everything an audit computed; certificates at any confidence level are derived from it."""
@@ -349,6 +353,7 @@ class AuditResult:
     calibration: Calibration
     inputs: dict = field(default_factory=dict)
     _extra_levels: dict = field(default_factory=dict, repr=False, compare=False)  # calibrations of other levels
+    _certificates: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # by level, the latest
 
     def calibrate_at(self, confidences) -> Calibration:
         scores, strata = self.calibration_split.calibration_scores(self.config.miss_policy)
@@ -363,7 +368,7 @@ class AuditResult:
             self._extra_levels[label] = self.calibrate_at([confidence])
         return self._extra_levels[label]
 
-    @property
+    @cached_property
     def members(self) -> np.ndarray:
         """Release protocol: the audited documents that calibrate (labelled; in the pool under 'exclude')."""
         split = self.test_split
@@ -373,11 +378,47 @@ class AuditResult:
         """Certified sets of the audited documents at ``confidence`` (any level: no re-attack).
 
         Release protocol: every document, leave-one-out (:func:`certify_release`); split protocol: the test
-        split, with the calibration split's thresholds.
+        split, with the calibration split's thresholds. The latest :data:`KEPT_CERTIFICATES` levels asked are kept
+        (a certificate is immutable): a page, its summary and its figures share one.
         """
+        label = confidence_label(confidence)
+        found = self._certificates.pop(label, None)
+        if found is None:
+            if self.config.protocol == "release":
+                found = certify_release(self.test_split, self.members, confidence, bool(self.config.group_column))
+            else:
+                found = certify(self.test_split, self.calibration_for(confidence), confidence)
+        self._certificates[label] = found  # the most recent last
+        while len(self._certificates) > KEPT_CERTIFICATES:
+            self._certificates.pop(next(iter(self._certificates)))
+        return found
+
+    def certificates(self, confidences) -> list[Certificate]:
+        """:meth:`certificate` at many levels at once (a confidence curve): the thresholds of every level from one
+        sort of the calibration scores, the sets' sizes from one pass over the scores (:func:`set_size_table`)."""
+        levels = [exact_fraction(c) for c in confidences]
+        split = self.test_split
+        if not levels:
+            return []
         if self.config.protocol == "release":
-            return certify_release(self.test_split, self.members, confidence, bool(self.config.group_column))
-        return certify(self.test_split, self.calibration_for(confidence), confidence)
+            strata = split.groups if self.config.group_column and split.groups is not None else None
+            thresholds = leave_one_out_threshold_table(split.truth_scores, self.members, levels, strata)
+            left_out = self.members
+        else:
+            missing = [c for c in levels if confidence_label(c) not in self.calibration.q_hat_]
+            extra = self.calibrate_at(missing) if missing else None
+
+            def per_document(level) -> np.ndarray:
+                calibration = self.calibration if confidence_label(level) in self.calibration.q_hat_ else extra
+                if split.groups is None or set(calibration.strata) == {ALL}:
+                    return calibration.thresholds_for(level, None, len(split))
+                return calibration.thresholds_by_code(level, *split.group_codes)
+
+            thresholds = np.array([per_document(level) for level in levels]).reshape(len(levels), len(split))
+            left_out = None
+        sizes = set_size_table(split.sorted_scores, split.table.pool_sizes, thresholds)
+        return [Certificate(level, thresholds[i], sizes[i], split.in_pool & (split.truth_positions < sizes[i]), split,
+                            left_out) for i, level in enumerate(levels)]
 
     def calibration_certificate(self, confidence) -> Certificate:
         """The calibration documents' own sets (for the records; no guarantee applies to them)."""

@@ -250,10 +250,17 @@ def leave_one_out_thresholds(scores: np.ndarray, members: np.ndarray, confidence
     confidence : the confidence level ``1 - alpha``
     strata : sequence of length N, optional
     """
+    return leave_one_out_threshold_table(scores, members, [confidence], strata)[0]
+
+
+def leave_one_out_threshold_table(scores: np.ndarray, members: np.ndarray, confidences: Sequence,
+                                  strata: Sequence[Hashable] | None = None) -> np.ndarray:
+    """:func:`leave_one_out_thresholds` at several confidence levels, shape ``(len(confidences), N)``: each
+    stratum's members are sorted once for every level."""
     scores = np.asarray(scores, dtype=float)
     members = np.asarray(members, dtype=bool)
-    alpha = alpha_from_confidence(confidence)
-    out = np.full(scores.shape[0], math.inf)
+    alphas = [alpha_from_confidence(c) for c in confidences]
+    out = np.full((len(alphas), scores.shape[0]), math.inf)
     labels = np.zeros(scores.shape[0], dtype=np.int64) if strata is None else \
         np.unique(np.asarray(strata, dtype=object).astype(str), return_inverse=True)[1]
     for label in np.unique(labels):
@@ -263,14 +270,52 @@ def leave_one_out_thresholds(scores: np.ndarray, members: np.ndarray, confidence
         n = mine.shape[0]
         order = np.argsort(scores[mine], kind="stable")
         ranked = scores[mine][order]
-        if n:
-            k = math.ceil(n * (1 - alpha))  # the rank among the other n - 1 scores
-            position = np.empty(n, dtype=np.int64)
-            position[order] = np.arange(n)
-            below = position < k  # removing a score below the k-th shifts the k-th up by one
-            shifted = ranked[k] if k < n else math.inf
-            kept = ranked[k - 1] if k <= n - 1 else math.inf
-            out[mine] = np.where(below, shifted, kept)
-        k_all = threshold_rank(n, alpha)
-        out[others] = ranked[k_all - 1] if 1 <= k_all <= n else math.inf
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        for level, alpha in enumerate(alphas):
+            if n:
+                k = math.ceil(n * (1 - alpha))  # the rank among the other n - 1 scores
+                below = position < k  # removing a score below the k-th shifts the k-th up by one
+                shifted = ranked[k] if k < n else math.inf
+                kept = ranked[k - 1] if k <= n - 1 else math.inf
+                out[level, mine] = np.where(below, shifted, kept)
+            k_all = threshold_rank(n, alpha)
+            out[level, others] = ranked[k_all - 1] if 1 <= k_all <= n else math.inf
     return out
+
+
+SIZE_TABLE_ENTRIES = 1 << 20
+"""Scores :func:`set_size_table` buckets at a time (bounded temporaries, whatever the table's size)."""
+SIZE_TABLE_VALUES = 4096
+"""Beyond this many distinct thresholds, :func:`set_size_table` counts level by level."""
+
+
+def set_size_table(sorted_scores: np.ndarray, pool_sizes: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """:func:`set_sizes` at several thresholds per document, shape ``(L, n)`` for thresholds of shape ``(L, n)``,
+    in one pass over the scores.
+
+    Thresholds are few distinct values (one or two per stratum and level), so each score is placed once among
+    them (its bucket), each row's buckets are counted, and a set's size is the count of its row's scores in the
+    buckets at or below its threshold: the count :func:`set_sizes` makes, level by level, with the same tolerance.
+    """
+    thresholds = np.asarray(thresholds, dtype=float)
+    n = sorted_scores.shape[0]
+    q = within_tolerance(thresholds)
+    values = np.unique(q[np.isfinite(q)])
+    if values.size > SIZE_TABLE_VALUES or np.isneginf(q).any():
+        return np.array([set_sizes(sorted_scores, pool_sizes, row) for row in thresholds], dtype=np.int64)
+    width = values.size + 1  # bucket b: the scores above the first b values (the last: above them all)
+    where = np.searchsorted(values, np.where(np.isfinite(q), q, values[-1] if values.size else 0.0))
+    sizes = np.empty(thresholds.shape, dtype=np.int64)
+    step = max(1, SIZE_TABLE_ENTRIES // max(sorted_scores.shape[1], 1))
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        block = sorted_scores[start:stop]
+        bucket = np.searchsorted(values, block, side="left")  # a score <= values[j] exactly when j >= its bucket
+        rows = np.arange(stop - start)[:, None]
+        counts = np.bincount((rows * width + bucket).ravel(), minlength=(stop - start) * width)
+        at_most = np.cumsum(counts.reshape(stop - start, width), axis=1)  # at_most[r, j]: scores <= values[j]
+        sizes[:, start:stop] = at_most[np.arange(stop - start)[None, :], where[:, start:stop]]
+    infinite = np.isposinf(q)
+    sizes[infinite] = np.broadcast_to(np.asarray(pool_sizes)[None, :], sizes.shape)[infinite]
+    return np.minimum(sizes, np.asarray(pool_sizes)[None, :])

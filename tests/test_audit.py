@@ -207,3 +207,34 @@ def test_splits_are_the_same_whichever_order_the_documents_are_attacked_in(sampl
         rows = [index[doc] for doc in split.table.doc_ids]
         assert np.array_equal(split.table.candidates, everything.candidates[rows])
         assert np.array_equal(split.table.weights, everything.weights[rows])
+
+
+LEVELS = (0.5, 0.8, 0.85, 0.9, 0.93, 0.95, 0.99, 0.995, 0.999)
+
+
+@pytest.mark.parametrize("protocol, group_column, miss_policy, top_k, n", [
+    ("split", "group", "infinite", None, 600), ("split", None, "exclude", 5, 600),
+    ("release", "group", "infinite", 8, 600), ("release", None, "exclude", None, 600),
+    ("release", "group", "infinite", None, 30),  # too few documents for the high levels: infinite thresholds
+])
+def test_certificates_at_many_levels_equal_each_level_alone(protocol, group_column, miss_policy, top_k, n):
+    """The confidence curve's one pass (thresholds from one sort, sizes from one bucketing of the scores) against
+    each level certified on its own, with strata, shortlists (padding), misses and infinite thresholds."""
+    rng = np.random.default_rng(11)
+    probabilities = probability_matrix(n, 30, rng)
+    truth = sample_truth(probabilities, rng)
+    truth[::7] = 29  # an identity the shortlists often cut: misses
+    groups = np.where(np.arange(n) % 3 == 0, "a", "b")
+    documents, registry = documents_and_registry([f"p{t}" for t in truth], groups=groups, m=30)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), protocol=protocol, group_column=group_column,
+                         miss_policy=miss_policy, top_k=top_k, confidences=(0.9,), seed=2,
+                         **({"n_cal": n // 3, "n_test": n // 2} if protocol == "split" else {}))
+    result = run_audit(documents, registry, None, config, table=table_from_matrix(probabilities))
+    together = result.certificates(LEVELS)
+    for level, cert in zip(LEVELS, together):
+        alone = replace(result, _extra_levels={}).certificate(level)
+        assert cert.confidence == alone.confidence
+        assert np.array_equal(cert.q_hat, alone.q_hat)
+        assert np.array_equal(cert.set_sizes, alone.set_sizes), level
+        assert np.array_equal(cert.covered, alone.covered)
+    assert np.isinf(together[-1].q_hat).any()  # 0.999 needs more calibration documents than any case has

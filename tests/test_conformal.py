@@ -219,3 +219,25 @@ def test_leave_one_out_per_stratum():
     out = leave_one_out_thresholds(scores, members, 0.5, strata)
     # a, b: n = 3, k = ceil(1.5) = 2 among the other two; c has no member: no threshold
     assert out.tolist() == [0.3, 0.3, 0.2, 0.9, 0.9, 0.8, math.inf]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 25), st.integers(1, 9), st.integers(1, 6), st.integers(0, 2**32 - 1), st.sampled_from([3, 50, 1 << 20]),
+       st.sampled_from([1, 4096]))
+def test_set_size_table_counts_as_set_sizes_level_by_level(n, width, levels, seed, entries, values):
+    """Ties with the thresholds (within tolerance), padding, infinite thresholds, blocks of any size, and the
+    level-by-level path when there are many distinct thresholds."""
+    from unittest.mock import patch
+
+    import cpa_core.conformal as conformal
+
+    rng = np.random.default_rng(seed)
+    grid = np.round(rng.random(12) - 1.0, 2)  # few values: ties between scores and thresholds
+    scores = np.sort(rng.choice(grid, size=(n, width)), axis=1)
+    pools = rng.integers(0, width + 1, size=n)
+    scores[np.arange(width)[None, :] >= pools[:, None]] = np.inf
+    thresholds = rng.choice(np.append(grid, np.inf), size=(levels, n))
+    thresholds[:, ::3] *= 1 + 1e-16  # within the tolerance of a score
+    expected = np.array([set_sizes(scores, pools, row) for row in thresholds])
+    with patch.object(conformal, "SIZE_TABLE_ENTRIES", entries), patch.object(conformal, "SIZE_TABLE_VALUES", values):
+        assert np.array_equal(conformal.set_size_table(scores, pools, thresholds), expected)
