@@ -199,11 +199,11 @@ def edit_and_rescore_seconds(driver, text: str, label: str = "|C| of the edited 
     return time.perf_counter() - start, metric_value(driver, label)
 
 
-def calibrate(driver) -> None:
-    """Run the declared audit from the Calibrate page and wait for its results."""
+def calibrate(driver, timeout: float = 180) -> None:
+    """Run the declared audit from the Calibrate page and wait (``timeout`` seconds at most) for its results."""
     from selenium.webdriver.common.by import By
 
     go(driver, "Calibrate", "Run the attack and calibrate")
     driver.find_element(By.XPATH, "//button[.//p[text()='Run the attack and calibrate']]").click()
-    wait(driver, text_present("Threshold and coverage per confidence level"), "the calibration results", 180)
+    wait(driver, text_present("Threshold and coverage per confidence level"), "the calibration results", timeout)
     wait(driver, settled, "the calibration to settle")

@@ -1,0 +1,128 @@
+"""How long the Explore page takes to follow the confidence slider in a real browser, at 10,000 and 100,000
+documents.
+
+For each size: serves the dashboard (``streamlit run app.py`` on a loopback port), drives headless Chromium to
+upload synthetic documents and a registry (``cpa_core.synthetic``, 1,000 people; the sample configuration: K2,
+temperature ``auto``), declares a top-K shortlist on the threat-model page, calibrates (every document certified),
+opens Explore (timed: the first visit computes the confidence curve), then times ``--repeat`` steps of the
+confidence slider (the keyboard's right arrow): from the key press until the histogram's title shows the new level
+and the page has settled (Streamlit's rerun, the certificate at the new level, the KPIs, figures and tables, and
+the browser's rendering).
+
+Usage: ``.venv/bin/python bench/bench_slider.py [WORKDIR] [--documents 10000,100000] [--repeat 10]``. Prints
+markdown rows for ``bench/RESULTS.md`` with the machine's load. Needs Chromium and chromedriver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+sys.path.insert(0, str(REPO_ROOT))
+
+from bench_scale import dataset  # noqa: E402
+from browser import calibrate, chromium, dashboard, go, missing, settled, text_present, wait  # noqa: E402
+
+TARGET_MS = 300
+TITLE = "document.querySelector('[data-testid=\"stPlotlyChart\"] .gtitle')?.textContent || ''"
+
+
+def upload(driver, data: Path) -> None:
+    """The Data page's uploads: documents, registry and the sample configuration, then "Load these files"."""
+    from selenium.webdriver.common.by import By
+
+    go(driver, "Data", "Upload your own documents")
+    driver.find_element(By.XPATH, "//summary[.//p[contains(text(), 'Upload your own documents')]]").click()
+    wait(driver, text_present("Load these files"), "the upload form")
+    inputs = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stFileUploader"] input[type="file"]')
+    for element, path in zip(inputs, (data / "documents.csv", data / "registry.csv",
+                                      REPO_ROOT / "sample_data" / "audit.toml")):
+        element.send_keys(str(path))
+        wait(driver, text_present(path.name), f"the upload of {path.name}", timeout=300)
+    wait(driver, settled, "the uploads to settle", timeout=300)
+    button = driver.find_element(By.XPATH, "//button[.//p[text()='Load these files']]")
+    wait(driver, lambda d: button.is_enabled(), "the load button")
+    button.click()
+    wait(driver, lambda d: "documents.csv" in d.find_element(By.TAG_NAME, "body").text and settled(d),
+         "the files to load", timeout=600)
+
+
+def shortlist(driver) -> None:
+    """The threat model with a top-K shortlist (the page's default K) instead of the whole registry."""
+    from selenium.webdriver.common.by import By
+
+    go(driver, "Threat model", "Rank the whole registry")
+    box = driver.find_element(By.XPATH, "//label[.//p[text()='Rank the whole registry']]")
+    box.click()
+    wait(driver, text_present("Top-K"), "the top-K input")
+    wait(driver, settled, "the threat model to settle")
+
+
+def slider_steps(driver, repeat: int) -> list[float]:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    seconds = []
+    for _ in range(repeat):
+        slider = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSlider"] input[type="range"]')[0]
+        driver.execute_script("arguments[0].focus();", slider)
+        before = driver.execute_script(f"return {TITLE};")
+        start = time.perf_counter()
+        ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()
+        wait(driver, lambda d: d.execute_script(f"return {TITLE};") != before and settled(d),
+             "the page to follow the slider", poll=0.01)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def measure(workdir: Path, n: int, repeat: int) -> dict:
+    data = dataset(workdir, 1000, n)
+    with dashboard() as url, chromium() as driver:
+        driver.get(url)
+        wait(driver, text_present("Conformal Privacy Auditing"), "the home page")
+        upload(driver, data)
+        shortlist(driver)
+        start = time.perf_counter()
+        calibrate(driver, timeout=900)
+        calibration = time.perf_counter() - start
+        start = time.perf_counter()
+        go(driver, "Explore", "Documents at risk")
+        wait(driver, lambda d: d.execute_script(f"return {TITLE};"), "the histogram")
+        first = time.perf_counter() - start
+        steps = slider_steps(driver, repeat + 1)[1:]  # the first step warms the page's caches
+    return {"n": n, "calibration_s": calibration, "first_visit_s": first, "steps": steps}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workdir", nargs="?", default="/tmp/cpa_bench_scale")
+    parser.add_argument("--documents", default="10000,100000")
+    parser.add_argument("--repeat", type=int, default=10)
+    args = parser.parse_args()
+    reason = missing()
+    if reason:
+        print(f"skipped: {reason}", file=sys.stderr)
+        return 1
+    print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores")
+    for n in (int(x) for x in args.documents.split(",")):
+        before = os.getloadavg()
+        row = measure(Path(args.workdir), n, args.repeat)
+        after = os.getloadavg()
+        median, worst = statistics.median(row["steps"]) * 1000, max(row["steps"]) * 1000
+        print(f"| {n:,} documents (1,000 people, top-K 50) | {median:.0f} ms median, {worst:.0f} ms worst of "
+              f"{len(row['steps'])} | target ≤ {TARGET_MS} ms: {'met' if median <= TARGET_MS else 'missed'} | "
+              f"first Explore visit {row['first_visit_s']:.1f} s | calibration {row['calibration_s']:.0f} s | "
+              f"load {before[0]:.2f} before, {after[0]:.2f} after |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
