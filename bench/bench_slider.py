@@ -5,7 +5,7 @@ For each size: serves the dashboard (``streamlit run app.py`` on a loopback port
 upload synthetic documents and a registry (``cpa_core.synthetic``, 1,000 people; the sample configuration: K2,
 temperature ``auto``), declares a top-K shortlist on the threat-model page, calibrates (every document certified),
 opens Explore (timed: the first visit computes the confidence curve), then times ``--repeat`` steps of the
-confidence slider (the keyboard's right arrow): from the key press until the histogram's title shows the new level
+confidence slider (the keyboard's left arrow): from the key press until the histogram's title shows the new level
 and the page has settled (Streamlit's rerun, the certificate at the new level, the KPIs, figures and tables, and
 the browser's rendering).
 
@@ -76,7 +76,7 @@ def slider_steps(driver, repeat: int) -> list[float]:
         driver.execute_script("arguments[0].focus();", slider)
         before = driver.execute_script(f"return {TITLE};")
         start = time.perf_counter()
-        ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()
+        ActionChains(driver).send_keys(Keys.ARROW_LEFT).perform()  # down from the declared level: new levels
         wait(driver, lambda d: d.execute_script(f"return {TITLE};") != before and settled(d),
              "the page to follow the slider", poll=0.01)
         seconds.append(time.perf_counter() - start)
