@@ -29,7 +29,8 @@ sys.path.insert(0, str(HERE))
 import bench_conformal  # noqa: E402
 import bench_tfidf  # noqa: E402
 
-STANDALONE_MARKER = "<!-- standalone benchmarks: recorded from bench_dense.py, bench_dashboard.py, bench_llm.py -->"
+STANDALONE_MARKER = "<!-- standalone benchmarks below"
+"""The start of the comment after which ``--write`` keeps RESULTS.md as it is (the standalone benchmarks' sections)."""
 TARGET_MAPIE_SPEEDUP = 20.0
 TARGET_FLOOR_RATIO = 1.5
 TARGET_RETHRESHOLD_MS = 50.0
@@ -285,8 +286,12 @@ def main(argv=None) -> int:
     if args.write:
         results = HERE / "RESULTS.md"
         # sections recorded by the standalone benchmarks (dense, dashboard, LLM) follow the marker: keep them
-        kept = results.read_text(encoding="utf-8").partition(STANDALONE_MARKER)[2] if results.exists() else ""
-        results.write_text(text.rstrip() + "\n\n" + STANDALONE_MARKER + kept, encoding="utf-8")
+        previous = results.read_text(encoding="utf-8") if results.exists() else ""
+        if previous and STANDALONE_MARKER not in previous:
+            raise SystemExit(f"{results}: no line starting with '{STANDALONE_MARKER}'; not rewritten (the sections "
+                             "of the standalone benchmarks would be lost)")
+        kept = STANDALONE_MARKER + previous.partition(STANDALONE_MARKER)[2] if previous else STANDALONE_MARKER + " -->\n"
+        results.write_text(text.rstrip() + "\n\n" + kept, encoding="utf-8")
         log(f"wrote {HERE / 'RESULTS.md'}")
     return 0
 

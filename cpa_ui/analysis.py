@@ -25,6 +25,9 @@ COMPARE_COLUMNS = ["n_test", "coverage", "coverage_conditional", "candidate_miss
                    "mean_set_size", "mean_leakage", "n_flagged", "flagged_share", "top1", "mrr"]
 
 
+DRILLDOWN_CHOICES = 1000
+"""Documents the drill-down's list offers (smallest sets first); any other opens from a click in the table."""
+
 def kpis(result: AuditResult, confidence: float, policy: ReleasePolicy) -> dict:
     """The figures of the KPI row: the summary's entry at ``confidence`` under ``policy``."""
     return result.summary([confidence], policy).level(confidence)

@@ -93,11 +93,12 @@ def engine(address: str):
     return DaskEngine(address)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_resource(show_spinner=False, max_entries=8)
 def audit(key: str, _documents: Documents, _registry: Registry, _attacker: Attacker,
           _config: AuditConfig, _engine=None) -> AuditResult:
     """Split, attack, calibrate (``key``: data fingerprint + configuration id), with a progress bar; ``_engine``:
-    where the attack runs (the results, hence the cache, do not depend on it).
+    where the attack runs (the results, hence the cache, do not depend on it). The result is immutable: sessions
+    share the one object (no pickled copy of its tables).
 
     The bar is drawn inside the cached function, so a cache hit replays it in its final state; callers
     draw it in a placeholder they clear afterwards.

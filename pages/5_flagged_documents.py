@@ -9,7 +9,7 @@ from cpa_core.evidence import N_CANDIDATES, document_evidence, driving_terms
 from cpa_core.policy import worklist
 from cpa_core.redaction import apply_edits
 from cpa_ui import nav
-from cpa_ui.analysis import candidate_table, document_facts, flagged_table, kpis, row_of, text_of
+from cpa_ui.analysis import DRILLDOWN_CHOICES, candidate_table, document_facts, flagged_table, kpis, row_of, text_of
 from cpa_ui.cache import explainer
 from cpa_ui.redaction import STRATEGIES, STRATEGY_LABELS, document_suggestion, edits_table, rescore
 from cpa_ui.components import policy_controls, require_data, require_run, show_warnings, stale_notice, table_columns
@@ -54,7 +54,12 @@ if clicked and st.session_state.get("flagged.clicked") != clicked[0]:  # a new c
 st.session_state["flagged.clicked"] = clicked[0] if clicked else None
 if st.session_state[key] not in sizes:
     st.session_state[key] = choices[0]
-doc_id = st.selectbox("Document", choices, key=key, format_func=lambda d: f"{d} · |C| = {sizes[d]}")
+listed = choices[:DRILLDOWN_CHOICES]  # a long release: the riskiest ones, and the one picked in the table
+if st.session_state[key] not in set(listed):
+    listed.append(st.session_state[key])
+doc_id = st.selectbox("Document", listed, key=key, format_func=lambda d: f"{d} · |C| = {sizes[d]}",
+                      help=None if len(listed) == len(choices) else
+                      f"The {DRILLDOWN_CHOICES:,} smallest sets; click any row of the table above to open another.")
 row = row_of(cert, doc_id)
 facts = document_facts(cert, row)
 level = result.config.knowledge

@@ -78,6 +78,25 @@ def test_a_clicked_row_opens_its_drill_down(flagged_page):
     assert at.selectbox(key="w.flagged.drilldown").value == ids[0]
 
 
+def test_a_long_release_lists_the_riskiest_documents_and_opens_any_clicked_one(flagged_page, monkeypatch):
+    from cpa_core.policy import worklist
+    from cpa_ui import analysis
+
+    monkeypatch.setattr(analysis, "DRILLDOWN_CHOICES", 3)
+    at = flagged_page
+    run, data, cert = _core(at)
+    ids = worklist(cert, _policy(at), run.result.config.config_id)["doc_id"].astype(str).tolist()
+    assert len(ids) > 5
+    at.session_state["flagged.table"] = {"selection": {"rows": [], "columns": []}}
+    at.selectbox(key="w.flagged.drilldown").set_value(ids[0]).run()
+    assert at.selectbox(key="w.flagged.drilldown").options == ids[:3]
+    at.session_state["flagged.table"] = {"selection": {"rows": [5], "columns": []}}  # a row beyond the list
+    at.run()
+    assert_clean(at)
+    box = at.selectbox(key="w.flagged.drilldown")
+    assert box.value == ids[5] and box.options == ids[:3] + [ids[5]]
+
+
 def _policy(at):
     from cpa_core.policy import ReleasePolicy
     return ReleasePolicy(at.session_state["cpa.flag_below"], at.session_state["cpa.leakage_threshold"])
