@@ -89,12 +89,12 @@ def test_a_long_release_lists_the_riskiest_documents_and_opens_any_clicked_one(f
     assert len(ids) > 5
     at.session_state["flagged.table"] = {"selection": {"rows": [], "columns": []}}
     at.selectbox(key="w.flagged.drilldown").set_value(ids[0]).run()
-    assert at.selectbox(key="w.flagged.drilldown").options == ids[:3]
+    assert [o.split(" · ")[0] for o in at.selectbox(key="w.flagged.drilldown").options] == ids[:3]
     at.session_state["flagged.table"] = {"selection": {"rows": [5], "columns": []}}  # a row beyond the list
     at.run()
     assert_clean(at)
     box = at.selectbox(key="w.flagged.drilldown")
-    assert box.value == ids[5] and box.options == ids[:3] + [ids[5]]
+    assert box.value == ids[5] and [o.split(" · ")[0] for o in box.options] == ids[:3] + [ids[5]]
 
 
 def _policy(at):

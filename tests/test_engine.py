@@ -150,7 +150,9 @@ def test_the_dashboard_runs_the_attack_on_a_local_cluster_with_the_same_results(
 
     from cpa_core.audit import run_audit
     from cpa_ui import nav
+    from cpa_ui.cache import audit
 
+    audit.clear()  # an audit of the same declared configuration, cached by another test, would be served as is
     at = new_app().run()
     at.switch_page(nav.CALIBRATE).run()
     at.text_input(key="calibrate.scheduler").set_value("local").run()
