@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scale import _top_k, dataset  # noqa: E402
-from bench_tfidf import StepMemory, _load  # noqa: E402
+from bench_tfidf import StepMemory, _load, run_script_worker  # noqa: E402
 
 
 def worker_attack(data: str, top_k: str, engine: str, out: str) -> dict:
@@ -52,11 +51,7 @@ def worker_attack(data: str, top_k: str, engine: str, out: str) -> dict:
 
 
 def run_worker(*args) -> dict:
-    command = [sys.executable, str(Path(__file__).resolve()), *map(str, args)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"benchmark worker {args[0]} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_script_worker(__file__, *args)
 
 
 def main() -> None:

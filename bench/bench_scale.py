@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_tfidf import StepMemory, _load, run_worker as _run_tfidf_worker  # noqa: E402
+from bench_tfidf import StepMemory, _load, run_script_worker, run_worker as _run_tfidf_worker  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,11 +99,7 @@ def worker_cli(data: str, top_k: str, out: str) -> dict:
 
 
 def run_worker(*args) -> dict:
-    command = [sys.executable, str(Path(__file__).resolve()), *map(str, args)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"benchmark worker {args[0]} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_script_worker(__file__, *args)
 
 
 def dataset(workdir: Path, people: int, documents: int) -> Path:

@@ -165,8 +165,13 @@ WORKERS = {"generate": worker_generate, "audit": worker_audit, "raw": worker_raw
 
 
 def run_worker(*args) -> dict:
-    """Run a worker in a fresh interpreter and return its JSON answer."""
-    command = [sys.executable, str(Path(__file__).resolve()), *map(str, args)]
+    """Run a worker of this file in a fresh interpreter and return its JSON answer."""
+    return run_script_worker(__file__, *args)
+
+
+def run_script_worker(script: str, *args) -> dict:
+    """Run a worker of a benchmark ``script`` (``script WORKER ARGS...``) in a fresh interpreter; its JSON answer."""
+    command = [sys.executable, str(Path(script).resolve()), *map(str, args)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"benchmark worker {args[0]} failed ({done.returncode}):\n{done.stderr[-4000:]}")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_tfidf import StepMemory, _load, run_worker as _run_tfidf_worker  # noqa: E402
+from bench_tfidf import StepMemory, _load, run_script_worker, run_worker as _run_tfidf_worker  # noqa: E402
 
 TOP_K = 100
 
@@ -49,7 +49,6 @@ def worker_raw(data: str, registry_file: str, top_k: str) -> dict:
 
     from cpa_core import TfidfAttacker
     from cpa_core.attackers.tfidf import kernel_threads
-    from cpa_core.knowledge import profile_texts
 
     documents, registry, level = _load(Path(data), registry_file)
     attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0)
@@ -73,13 +72,7 @@ WORKERS = {"attack": worker_attack, "raw": worker_raw}
 
 
 def run_worker(*args) -> dict:
-    import subprocess
-
-    command = [sys.executable, str(Path(__file__).resolve()), *map(str, args)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"benchmark worker {args[0]} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_script_worker(__file__, *args)
 
 
 def load_average() -> str:
