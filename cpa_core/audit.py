@@ -389,8 +389,8 @@ class AuditResult:
             else:
                 found = certify(self.test_split, self.calibration_for(confidence), confidence)
         self._certificates[label] = found  # the most recent last
-        while len(self._certificates) > KEPT_CERTIFICATES:
-            self._certificates.pop(next(iter(self._certificates)))
+        for stale in list(self._certificates)[:-KEPT_CERTIFICATES]:  # list(): one step, safe across sessions
+            self._certificates.pop(stale, None)
         return found
 
     def certificates(self, confidences) -> list[Certificate]:

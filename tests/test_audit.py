@@ -238,3 +238,17 @@ def test_certificates_at_many_levels_equal_each_level_alone(protocol, group_colu
         assert np.array_equal(cert.set_sizes, alone.set_sizes), level
         assert np.array_equal(cert.covered, alone.covered)
     assert np.isinf(together[-1].q_hat).any()  # 0.999 needs more calibration documents than any case has
+
+
+def test_an_audit_keeps_its_latest_certificates_and_they_are_those_computed_afresh(audited):
+    from cpa_core import audit as audit_module
+
+    result = replace(audited[0], _extra_levels={})
+    levels = [round(0.5 + 0.02 * i, 2) for i in range(audit_module.KEPT_CERTIFICATES + 4)]
+    first = [result.certificate(level) for level in levels]
+    assert len(result._certificates) == audit_module.KEPT_CERTIFICATES
+    assert result.certificate(levels[-1]) is first[-1]  # kept: the same object
+    again = result.certificate(levels[0])  # dropped long ago: computed again, the same sets
+    assert again is not first[0] and np.array_equal(again.set_sizes, first[0].set_sizes)
+    fresh = replace(audited[0], _extra_levels={}).certificate(levels[3])
+    assert np.array_equal(result.certificate(levels[3]).q_hat, fresh.q_hat)
