@@ -25,8 +25,8 @@ import numpy as np
 from .attackers.base import Attacker, RetrievalAttacker
 from .evidence import DEFAULT_PLACEHOLDERS, Explainer, check_placeholders
 from .candidates import CandidateTable, Progress, as_rows, check_pool_fits
-from .conformal import (ALL, Calibration, calibrate, confidence_label, exact_fraction, leave_one_out_threshold_table,
-                        leave_one_out_thresholds, set_size_table, set_sizes)
+from .conformal import (ALL, Calibration, CalibrationScores, LeaveOneOutRanking, calibrate, confidence_label,
+                        exact_fraction, set_size_table, set_sizes)
 from .data import Documents, Registry, registry_share
 from .errors import ConfigError
 from .knowledge import QUERY_MODES, KnowledgeLevel
@@ -318,14 +318,19 @@ class Certificate:
         return self.split.table.candidate_ids[index]
 
 
-def certify_release(split: ScoredSplit, members: np.ndarray, confidence, stratified: bool) -> Certificate:
+def release_ranking(split: ScoredSplit, members: np.ndarray, stratified: bool) -> LeaveOneOutRanking:
+    """The members' scores sorted once (per group when ``stratified``): what :func:`certify_release` reads."""
+    codes = split.group_codes[1] if stratified and split.groups is not None else None
+    return LeaveOneOutRanking(split.truth_scores, members, codes)
+
+
+def certify_release(split: ScoredSplit, ranking: LeaveOneOutRanking, confidence) -> Certificate:
     """Every document's set: members with the threshold of the other members (leave-one-out), the others
-    with the threshold of all members; per group when ``stratified``."""
-    q_hat = leave_one_out_thresholds(split.truth_scores, members, confidence,
-                                     split.groups if stratified and split.groups is not None else None)
+    with the threshold of all members; per group when the ranking is (:func:`release_ranking`)."""
+    q_hat = ranking.thresholds([confidence])[0]
     sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
     covered = split.in_pool & (split.truth_positions < sizes)
-    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, members)
+    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, ranking.members)
 
 
 def certify(split: ScoredSplit, calibration: Calibration, confidence) -> Certificate:
@@ -355,9 +360,14 @@ class AuditResult:
     _extra_levels: dict = field(default_factory=dict, repr=False, compare=False)  # calibrations of other levels
     _certificates: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # by level, the latest
 
-    def calibrate_at(self, confidences) -> Calibration:
+    @cached_property
+    def calibration_scores(self) -> CalibrationScores:
+        """The calibration split's scores under the miss policy, by stratum: thresholds at any level."""
         scores, strata = self.calibration_split.calibration_scores(self.config.miss_policy)
-        return calibrate(scores, confidences, strata if self.config.group_column else None)
+        return CalibrationScores(scores, strata if self.config.group_column else None)
+
+    def calibrate_at(self, confidences) -> Calibration:
+        return self.calibration_scores.calibrate(confidences)
 
     def calibration_for(self, confidence) -> Calibration:
         """The stored calibration when it holds ``confidence``, else a fresh one from the stored scores."""
@@ -374,6 +384,11 @@ class AuditResult:
         split = self.test_split
         return split.labelled & (split.in_pool if self.config.miss_policy == "exclude" else True)
 
+    @cached_property
+    def release_ranking(self) -> LeaveOneOutRanking:
+        """Release protocol: the members' scores sorted once, for the thresholds at every level."""
+        return release_ranking(self.test_split, self.members, bool(self.config.group_column))
+
     def certificate(self, confidence) -> Certificate:
         """Certified sets of the audited documents at ``confidence`` (any level: no re-attack).
 
@@ -385,7 +400,7 @@ class AuditResult:
         found = self._certificates.pop(label, None)
         if found is None:
             if self.config.protocol == "release":
-                found = certify_release(self.test_split, self.members, confidence, bool(self.config.group_column))
+                found = certify_release(self.test_split, self.release_ranking, confidence)
             else:
                 found = certify(self.test_split, self.calibration_for(confidence), confidence)
         self._certificates[label] = found  # the most recent last
@@ -401,8 +416,7 @@ class AuditResult:
         if not levels:
             return []
         if self.config.protocol == "release":
-            strata = split.groups if self.config.group_column and split.groups is not None else None
-            thresholds = leave_one_out_threshold_table(split.truth_scores, self.members, levels, strata)
+            thresholds = self.release_ranking.thresholds(levels)
             left_out = self.members
         else:
             missing = [c for c in levels if confidence_label(c) not in self.calibration.q_hat_]

@@ -161,36 +161,47 @@ def calibrate(calibration_scores: np.ndarray, confidences: Iterable,
     strata : sequence of length n, optional
         Stratum of each calibration document; thresholds are computed within each stratum.
     """
-    scores = np.asarray(calibration_scores, dtype=float)
-    if np.isnan(scores).any():
-        raise ConfigError("calibration scores contain NaN")
-    levels = tuple(exact_fraction(c) for c in confidences)
-    for level in levels:
-        alpha_from_confidence(level)
-    if strata is None:
-        groups = {ALL: scores}
-    else:
-        keys = np.asarray(list(strata), dtype=object)
-        if keys.shape[0] != scores.shape[0]:
-            raise ConfigError(f"{keys.shape[0]} strata given for {scores.shape[0]} calibration scores")
-        groups = {key: scores[keys == key] for key in dict.fromkeys(keys.tolist())}
-    q_hat: dict[str, dict[Hashable, float]] = {}
-    notes: list[CalibrationNote] = []
-    for level in levels:
-        alpha = 1 - level
-        row = {}
-        for key, values in groups.items():
-            row[key] = conformal_threshold(values, alpha)
-            if math.isinf(row[key]) and threshold_rank(values.shape[0], alpha) > values.shape[0]:
-                where = "" if key == ALL else f" in group '{key}'"
-                notes.append(CalibrationNote(
-                    confidence_label(level), key,
-                    f"calibration set too small for confidence {confidence_label(level)}{where}: "
-                    f"n = {values.shape[0]}, needs at least {minimum_calibration_size(alpha)}; "
-                    "the threshold is infinite and every set is the whole pool"))
-        q_hat[confidence_label(level)] = row
-    return Calibration(confidences=levels, q_hat_=q_hat, n_={key: int(values.shape[0]) for key, values in groups.items()},
-                       notes_=tuple(notes))
+    return CalibrationScores(calibration_scores, strata).calibrate(confidences)
+
+
+class CalibrationScores:
+    """Calibration scores split by stratum once: :meth:`calibrate` at any level without regrouping them (what a
+    confidence slider asks for, level after level). Parameters are those of :func:`calibrate`."""
+
+    def __init__(self, calibration_scores: np.ndarray, strata: Sequence[Hashable] | None = None):
+        scores = np.asarray(calibration_scores, dtype=float)
+        if np.isnan(scores).any():
+            raise ConfigError("calibration scores contain NaN")
+        if strata is None:
+            self.groups = {ALL: scores}
+        else:
+            keys = np.asarray(list(strata), dtype=object)
+            if keys.shape[0] != scores.shape[0]:
+                raise ConfigError(f"{keys.shape[0]} strata given for {scores.shape[0]} calibration scores")
+            self.groups = {key: scores[keys == key] for key in dict.fromkeys(keys.tolist())}
+
+    def calibrate(self, confidences: Iterable) -> Calibration:
+        """``q_hat`` of each stratum at each level, with a note where the calibration set is too small."""
+        levels = tuple(exact_fraction(c) for c in confidences)
+        for level in levels:
+            alpha_from_confidence(level)
+        q_hat: dict[str, dict[Hashable, float]] = {}
+        notes: list[CalibrationNote] = []
+        for level in levels:
+            alpha = 1 - level
+            row = {}
+            for key, values in self.groups.items():
+                row[key] = conformal_threshold(values, alpha)
+                if math.isinf(row[key]) and threshold_rank(values.shape[0], alpha) > values.shape[0]:
+                    where = "" if key == ALL else f" in group '{key}'"
+                    notes.append(CalibrationNote(
+                        confidence_label(level), key,
+                        f"calibration set too small for confidence {confidence_label(level)}{where}: "
+                        f"n = {values.shape[0]}, needs at least {minimum_calibration_size(alpha)}; "
+                        "the threshold is infinite and every set is the whole pool"))
+            q_hat[confidence_label(level)] = row
+        return Calibration(confidences=levels, q_hat_=q_hat,
+                           n_={key: int(values.shape[0]) for key, values in self.groups.items()}, notes_=tuple(notes))
 
 
 def set_sizes(sorted_scores: np.ndarray, pool_sizes: np.ndarray, q_hat: np.ndarray | float) -> np.ndarray:
@@ -256,32 +267,52 @@ def leave_one_out_thresholds(scores: np.ndarray, members: np.ndarray, confidence
 def leave_one_out_threshold_table(scores: np.ndarray, members: np.ndarray, confidences: Sequence,
                                   strata: Sequence[Hashable] | None = None) -> np.ndarray:
     """:func:`leave_one_out_thresholds` at several confidence levels, shape ``(len(confidences), N)``: each
-    stratum's members are sorted once for every level."""
-    scores = np.asarray(scores, dtype=float)
-    members = np.asarray(members, dtype=bool)
-    alphas = [alpha_from_confidence(c) for c in confidences]
-    out = np.full((len(alphas), scores.shape[0]), math.inf)
-    labels = np.zeros(scores.shape[0], dtype=np.int64) if strata is None else \
-        np.unique(np.asarray(strata, dtype=object).astype(str), return_inverse=True)[1]
-    for label in np.unique(labels):
-        inside = labels == label
-        mine = np.flatnonzero(inside & members)
-        others = np.flatnonzero(inside & ~members)
-        n = mine.shape[0]
-        order = np.argsort(scores[mine], kind="stable")
-        ranked = scores[mine][order]
-        position = np.empty(n, dtype=np.int64)
-        position[order] = np.arange(n)
-        for level, alpha in enumerate(alphas):
-            if n:
-                k = math.ceil(n * (1 - alpha))  # the rank among the other n - 1 scores
-                below = position < k  # removing a score below the k-th shifts the k-th up by one
-                shifted = ranked[k] if k < n else math.inf
-                kept = ranked[k - 1] if k <= n - 1 else math.inf
-                out[level, mine] = np.where(below, shifted, kept)
-            k_all = threshold_rank(n, alpha)
-            out[level, others] = ranked[k_all - 1] if 1 <= k_all <= n else math.inf
-    return out
+    stratum's members are sorted once for every level (:class:`LeaveOneOutRanking`)."""
+    codes = None if strata is None else np.unique(np.asarray(strata, dtype=object).astype(str), return_inverse=True)[1]
+    return LeaveOneOutRanking(scores, members, codes).thresholds(confidences)
+
+
+class LeaveOneOutRanking:
+    """Each stratum's member scores sorted once: :func:`leave_one_out_thresholds` at any level then costs one
+    pass over the documents, no sort (what a confidence slider asks for, level after level).
+
+    Parameters are those of :func:`leave_one_out_thresholds`, the strata given as integer codes (documents with
+    the same code share a stratum; ``None``: one stratum).
+    """
+
+    def __init__(self, scores: np.ndarray, members: np.ndarray, codes: np.ndarray | None = None):
+        self.scores = np.asarray(scores, dtype=float)
+        members = np.asarray(members, dtype=bool)
+        n_docs = self.scores.shape[0]
+        codes = np.zeros(n_docs, dtype=np.int64) if codes is None else np.asarray(codes)
+        self.size = n_docs
+        self.members = members
+        self.strata = []  # per stratum: its members, its other documents, the members' sorted scores and ranks
+        for code in np.unique(codes):
+            inside = codes == code
+            mine = np.flatnonzero(inside & members)
+            others = np.flatnonzero(inside & ~members)
+            order = np.argsort(self.scores[mine], kind="stable")
+            position = np.empty(mine.shape[0], dtype=np.int64)
+            position[order] = np.arange(mine.shape[0])
+            self.strata.append((mine, others, self.scores[mine][order], position))
+
+    def thresholds(self, confidences: Sequence) -> np.ndarray:
+        """Every document's threshold at each level, shape ``(len(confidences), N)`` (``+inf`` where none exists)."""
+        alphas = [alpha_from_confidence(c) for c in confidences]
+        out = np.full((len(alphas), self.size), math.inf)
+        for mine, others, ranked, position in self.strata:
+            n = mine.shape[0]
+            for level, alpha in enumerate(alphas):
+                if n:
+                    k = math.ceil(n * (1 - alpha))  # the rank among the other n - 1 scores
+                    below = position < k  # removing a score below the k-th shifts the k-th up by one
+                    shifted = ranked[k] if k < n else math.inf
+                    kept = ranked[k - 1] if k <= n - 1 else math.inf
+                    out[level, mine] = np.where(below, shifted, kept)
+                k_all = threshold_rank(n, alpha)
+                out[level, others] = ranked[k_all - 1] if 1 <= k_all <= n else math.inf
+        return out
 
 
 SIZE_TABLE_ENTRIES = 1 << 20

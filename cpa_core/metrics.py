@@ -81,7 +81,8 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
     n, n_labelled = int(mask.sum()), int(labelled.sum())
     alpha = 1 - float(cert.confidence)
     miss = float(np.mean(~in_pool)) if n_labelled else None
-    q = np.unique(cert.q_hat[mask])
+    q = cert.q_hat[mask]
+    one_threshold = q.shape[0] > 0 and bool(np.all(q == q[0]))
     interval = clopper_pearson(int(covered.sum()), n_labelled) or (None, None)
     interval_in_pool = clopper_pearson(int(covered[in_pool].sum()), int(in_pool.sum())) or (None, None)
     pools = split.table.pool_sizes[mask]
@@ -107,8 +108,8 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
         "mean_leakage": float(np.mean(1.0 / np.maximum(1, sizes))) if n else None,
         "empty_rate": float(np.mean(sizes == 0)) if n else None,
         "pool_size": int(np.median(pools)) if pools.size else None,
-        "q_hat": _finite(split.score.to_method(q[0])) if q.shape[0] == 1 else None,
-        "threshold": threshold_text(split.score.to_method(q[0])) if q.shape[0] == 1 else "per-group",
+        "q_hat": _finite(split.score.to_method(q[0])) if one_threshold else None,
+        "threshold": threshold_text(split.score.to_method(q[0])) if one_threshold else "per-group",
     }
     out.update(ranking_metrics(split.truth_ranks[mask][labelled]))
     if policy is not None:

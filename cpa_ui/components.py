@@ -175,8 +175,7 @@ def audit_status() -> None:
         if run is None:
             st.caption("Not calibrated yet.")
         else:
-            st.caption(f"Calibrated: {plain(run.label)}, config {run.result.config.config_id}; viewing at "
-                       f"{fmt_confidence(state.confidence)}, k = {state.flag_below}")
+            st.caption(f"Calibrated: {plain(run.label)}, config {run.result.config.config_id}")
         st.caption(plain(data_flow_note()))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from cpa_core.audit import AuditResult
 from cpa_ui import nav
 from cpa_ui.analysis import group_table, without_empty
 from cpa_ui.cache import curve
@@ -13,42 +14,48 @@ from cpa_ui.figures import fig_confidence_curve, fig_group_breakdown, fig_set_si
 from cpa_ui.help import HELP
 from cpa_ui.text import fmt_confidence, plain
 
+
+@st.fragment
+def certificate_at_level(result: AuditResult) -> None:
+    """What a slider changes: the certificate, its KPIs and figures. A fragment: moving a slider reruns this
+    part only (the confidence curve below does not depend on the sliders and is not sent again)."""
+    confidence = confidence_control("explore")
+    policy = policy_controls("explore")
+    cert = result.certificate(confidence)
+    summary = result.summary([confidence], policy)  # the KPIs and the group table, computed once
+    metrics = summary.level(confidence)
+    kpi_row(metrics, confidence, result.config.protocol)
+    show_warnings(metrics["warnings"])
+
+    groups = group_table(summary, confidence)
+    left, right = st.columns(2) if not groups.empty else (st.container(), None)
+    with left:
+        st.plotly_chart(fig_set_size_histogram(cert.set_sizes, policy.flag_below,
+                                               title=f"Certified set sizes at {fmt_confidence(confidence)}"),
+                        key="explore.histogram")
+        st.caption(f"{HELP['set_size']} Red bars are flagged ({policy.rule}); the grey line is the "
+                   "cumulative share of documents.")
+    if right is not None:
+        with right:
+            st.plotly_chart(fig_group_breakdown(groups, confidence), key="explore.groups")
+        shown = without_empty(groups, ("n_cal",))
+        st.dataframe(shown, hide_index=True, width="stretch", column_config=table_columns(shown))
+        if not result.config.group_column:
+            st.caption("Calibrated on all groups together: the guarantee holds on average over groups, not within "
+                       "each one. Declare per-group calibration on the threat-model page for per-group guarantees.")
+    st.page_link(nav.FLAGGED, label=f"Next: the {metrics['n_flagged']:,} flagged documents",
+                 icon=":material/arrow_forward:")
+
+
 run = require_run()
-result = run.result
 st.title("Explore")
-st.caption(f"Configuration {result.config.config_id} ({plain(run.label)}); {len(result.test_split):,} test documents. "
-           "Moving a slider recomputes the sets from the stored attack: nothing is attacked again.")
+st.caption(f"Configuration {run.result.config.config_id} ({plain(run.label)}); {len(run.result.test_split):,} test "
+           "documents. Moving a slider recomputes the sets from the stored attack: nothing is attacked again.")
 stale_notice(run)
+certificate_at_level(run.result)
 
-confidence = confidence_control("explore")
-policy = policy_controls("explore")
-cert = result.certificate(confidence)
-summary = result.summary([confidence], policy)  # the KPIs and the group table, computed once
-metrics = summary.level(confidence)
-kpi_row(metrics, confidence, result.config.protocol)
-show_warnings(metrics["warnings"])
-
-left, right = st.columns(2)
-with left:
-    st.plotly_chart(fig_set_size_histogram(cert.set_sizes, policy.flag_below,
-                                           title=f"Certified set sizes at {fmt_confidence(confidence)}"),
-                    key="explore.histogram")
-    st.caption(f"{HELP['set_size']} Red bars are flagged ({policy.rule}); the grey line is the "
-               "cumulative share of documents.")
-with right:
-    st.plotly_chart(fig_confidence_curve(curve(run.key, result), confidence), key="explore.curve")
-    st.caption("Coverage should track the dotted diagonal (the target) from above; the orange line shows the "
-               "price: higher confidence, larger sets. Coverage levels off below the diagonal at the share of "
-               "documents whose identity is in the pool (1 − ρ).")
-
-groups = group_table(summary, confidence)
-if not groups.empty:
-    st.subheader("Per group")
-    st.plotly_chart(fig_group_breakdown(groups, confidence), key="explore.groups")
-    shown = without_empty(groups, ("n_cal",))
-    st.dataframe(shown, hide_index=True, width="stretch", column_config=table_columns(shown))
-    if not result.config.group_column:
-        st.caption("Calibrated on all groups together: the guarantee holds on average over groups, not within "
-                   "each one. Declare per-group calibration on the threat-model page for per-group guarantees.")
-st.page_link(nav.FLAGGED, label=f"Next: the {metrics['n_flagged']:,} flagged documents",
-             icon=":material/arrow_forward:")
+st.subheader("Across confidence levels")
+st.plotly_chart(fig_confidence_curve(curve(run.key, run.result)), key="explore.curve")
+st.caption("Coverage should track the dotted diagonal (the target) from above; the orange line shows the "
+           "price: higher confidence, larger sets. Coverage levels off below the diagonal at the share of "
+           "documents whose identity is in the pool (1 − ρ).")

@@ -221,6 +221,29 @@ def test_leave_one_out_per_stratum():
     assert out.tolist() == [0.3, 0.3, 0.2, 0.9, 0.9, 0.8, math.inf]
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.1, 0.2, 0.3, 0.5, math.inf]), st.booleans(), st.sampled_from("abc")),
+                min_size=1, max_size=30),
+       st.lists(st.sampled_from([0.5, 0.6, 0.8, 0.9, 0.95, 0.99]), min_size=1, max_size=4))
+def test_one_sort_serves_every_level_per_stratum(rows, confidences):
+    """A ranking built once gives, at every level asked later, each stratum's brute-force leave-one-out thresholds;
+    calibration scores grouped once give the thresholds of a fresh calibration at every level."""
+    from cpa_core.conformal import CalibrationScores, LeaveOneOutRanking, calibrate
+
+    scores, members, strata = (list(column) for column in zip(*rows))
+    codes = np.unique(np.array(strata), return_inverse=True)[1]
+    ranking = LeaveOneOutRanking(np.array(scores), np.array(members), codes)
+    grouped = CalibrationScores(np.array(scores), strata)
+    for confidence in confidences:
+        expected = [math.inf] * len(scores)
+        for stratum in set(strata):
+            at = [i for i, s in enumerate(strata) if s == stratum]
+            for i, value in zip(at, _brute_loo([scores[i] for i in at], [members[i] for i in at], confidence)):
+                expected[i] = value
+        assert ranking.thresholds([confidence])[0].tolist() == expected
+        assert grouped.calibrate([confidence]) == calibrate(np.array(scores), [confidence], strata)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 25), st.integers(1, 9), st.integers(1, 6), st.integers(0, 2**32 - 1), st.sampled_from([3, 50, 1 << 20]),
        st.sampled_from([1, 4096]))

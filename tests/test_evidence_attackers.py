@@ -24,7 +24,7 @@ from hypothesis import given, settings, strategies as st
 
 from cpa_core.attackers.dense import DenseAttacker
 from cpa_core.attackers.tfidf import TfidfAttacker, TfidfIndex
-from cpa_core.audit import ScoredSplit, certify_release
+from cpa_core.audit import ScoredSplit, certify_release, release_ranking
 from cpa_core.data import Registry, ValidationReport
 from cpa_core.evidence import (DEFAULT_PLACEHOLDERS, LeaveOneOutExplainer, TermExplainer, clue_query,
                                document_evidence, document_inferred_clues, driving_terms, find_clue,
@@ -254,7 +254,7 @@ def clue_extractor(answers: dict):
 
 def flagged(table, truth):
     split = ScoredSplit.build(table, truth, None, "aps")
-    return certify_release(split, np.array([t is not None for t in truth]), 0.5, False)
+    return certify_release(split, release_ranking(split, np.array([t is not None for t in truth]), False), 0.5)
 
 
 def test_dense_clue_mode_by_hand_every_span_in_the_released_text(tmp_path):
