@@ -35,7 +35,7 @@ def _top_k(value: str) -> int | None:
     return None if value in ("none", "0", "") else int(value)
 
 
-def worker_stages(data: str, top_k: str, out: str) -> dict:
+def worker_stages(data: str, top_k: str, out: str, temperature: str = "auto") -> dict:
     from cpa_core import AttackerConfig, AuditConfig, TfidfAttacker
     from cpa_core.audit import attack_documents, run_audit
     from cpa_core.evidence import audit_explainer
@@ -54,7 +54,7 @@ def worker_stages(data: str, top_k: str, out: str) -> dict:
     started = time.perf_counter()
     documents, registry, level = timed("load", lambda: _load(Path(data)))
     k = _top_k(top_k)
-    attacker = TfidfAttacker(top_k=k)
+    attacker = TfidfAttacker(top_k=k, temperature=temperature if temperature == "auto" else float(temperature))
     config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), top_k=k, flag_below=11)
     with StepMemory() as memory:
         table, _ = timed("attack", lambda: attack_documents(documents, registry, attacker, level))
@@ -79,12 +79,14 @@ def worker_stages(data: str, top_k: str, out: str) -> dict:
             "n_registry": len(registry), "n_flagged": len(work), "bytes": sizes}
 
 
-def worker_cli(data: str, top_k: str, out: str) -> dict:
-    """``cpa audit`` on the data (the sample configuration's K2 and levels, ``--top-k`` when given); the command's
-    peak RSS is this worker's only child's."""
+def worker_cli(data: str, top_k: str, out: str, history: str = "no") -> dict:
+    """``cpa audit`` on the data (the sample configuration's K2 and levels, ``--top-k`` when given; the audit
+    history and its snapshot written when ``history`` is "yes"); the command's peak RSS is this worker's only
+    child's."""
     command = [str(Path(sys.executable).with_name("cpa")), "audit", "--documents", f"{data}/documents.csv",
                "--registry", f"{data}/registry.csv", "--config", str(REPO / "sample_data" / "audit.toml"),
-               "--out", out, "--no-history"]
+               "--out", out]
+    command += ["--history", f"{out}/history.jsonl"] if history == "yes" else ["--no-history"]
     k = _top_k(top_k)
     if k is not None:
         command += ["--top-k", str(k)]
@@ -119,7 +121,9 @@ def main() -> None:
     parser.add_argument("--documents", default="10000,30000,100000")
     parser.add_argument("--people", type=int, default=1000)
     parser.add_argument("--top-k", default="none")
+    parser.add_argument("--temperature", default="auto", help="the attacker's temperature (stages only)")
     parser.add_argument("--cli", action="store_true", help="time `cpa audit` itself (peak RSS of the command)")
+    parser.add_argument("--history", action="store_true", help="--cli: also record the audit history and snapshot")
     args = parser.parse_args()
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -128,15 +132,17 @@ def main() -> None:
     for n in (int(x) for x in args.documents.split(",")):
         data = dataset(workdir, args.people, n)
         out = workdir / f"out-{args.people}-{n}-{args.top_k}-{'cli' if args.cli else 'stages'}"
-        row = run_worker("cli" if args.cli else "stages", data, args.top_k, out)
+        extra = ("yes" if args.history else "no") if args.cli else args.temperature
+        row = run_worker("cli" if args.cli else "stages", data, args.top_k, out, extra)
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
         records = sum(size for name, size in row["bytes"].items() if name.endswith(".jsonl")) / 2**20
         if args.cli:
-            print(f"  {n:>7} docs x {args.people} people, top-K {args.top_k}: cpa audit {row['seconds']:.1f} s, "
+            print(f"  {n:>7} docs x {args.people} people, top-K {args.top_k}, history {extra}: cpa audit "
+                  f"{row['seconds']:.1f} s, "
                   f"peak {row['peak_mib']:.0f} MiB, records {records:.0f} MiB (load {load})")
         else:
             stages = ", ".join(f"{name} {seconds:.1f}" for name, seconds in row["stages"].items())
-            print(f"  {n:>7} docs x {row['n_registry']} people, top-K {args.top_k}: {row['seconds']:.1f} s "
+            print(f"  {n:>7} docs x {row['n_registry']} people, top-K {args.top_k}, T {extra}: {row['seconds']:.1f} s "
                   f"({stages}), peak {row['process_peak_mib']:.0f} MiB, {row['n_flagged']} flagged, "
                   f"records {records:.0f} MiB (load {load})")
         print("    " + json.dumps(row))

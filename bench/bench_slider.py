@@ -9,8 +9,12 @@ confidence slider (the keyboard's left arrow): from the key press until the hist
 and the page has settled (Streamlit's rerun, the certificate at the new level, the KPIs, figures and tables, and
 the browser's rendering).
 
-Usage: ``.venv/bin/python bench/bench_slider.py [WORKDIR] [--documents 10000,100000] [--repeat 10]``. Prints
-markdown rows for ``bench/RESULTS.md`` with the machine's load. Needs Chromium and chromedriver.
+Also the server's resident memory: idle, with the data loaded, and once calibrated and explored (with its peak):
+what one dashboard session holds.
+
+Usage: ``.venv/bin/python bench/bench_slider.py [WORKDIR] [--documents 10000,100000] [--people 1000]
+[--top-k 50|none] [--repeat 10]``. Prints markdown rows for ``bench/RESULTS.md`` with the machine's load. Needs
+Chromium and chromedriver.
 """
 
 from __future__ import annotations
@@ -83,13 +87,31 @@ def slider_steps(driver, repeat: int) -> list[float]:
     return seconds
 
 
-def measure(workdir: Path, n: int, repeat: int) -> dict:
-    data = dataset(workdir, 1000, n)
+def server_memory(url: str) -> dict[str, float]:
+    """Resident memory of the dashboard's server process (the one serving ``url``): now and its peak, in MiB."""
+    port = url.rsplit(":", 1)[1]
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            command = (status.parent / "cmdline").read_bytes().split(b"\0")
+            if b"streamlit" not in b" ".join(command) or port.encode() not in command:
+                continue
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:  # a process that ended meanwhile
+            continue
+        return {name: int(fields[key].split()[0]) / 1024 for name, key in (("rss", "VmRSS"), ("peak", "VmHWM"))}
+    return {"rss": float("nan"), "peak": float("nan")}
+
+
+def measure(workdir: Path, n: int, people: int, top_k: bool, repeat: int) -> dict:
+    data = dataset(workdir, people, n)
     with dashboard() as url, chromium() as driver:
         driver.get(url)
         wait(driver, text_present("Conformal Privacy Auditing"), "the home page")
+        idle = server_memory(url)
         upload(driver, data)
-        shortlist(driver)
+        if top_k:
+            shortlist(driver)
+        loaded = server_memory(url)
         start = time.perf_counter()
         calibrate(driver, timeout=900)
         calibration = time.perf_counter() - start
@@ -98,13 +120,18 @@ def measure(workdir: Path, n: int, repeat: int) -> dict:
         wait(driver, lambda d: d.execute_script(f"return {TITLE};"), "the histogram")
         first = time.perf_counter() - start
         steps = slider_steps(driver, repeat + 1)[1:]  # the first step warms the page's caches
-    return {"n": n, "calibration_s": calibration, "first_visit_s": first, "steps": steps}
+        after = server_memory(url)
+    return {"n": n, "calibration_s": calibration, "first_visit_s": first, "steps": steps, "idle": idle,
+            "loaded": loaded, "after": after}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workdir", nargs="?", default="/tmp/cpa_bench_scale")
     parser.add_argument("--documents", default="10000,100000")
+    parser.add_argument("--people", type=int, default=1000)
+    parser.add_argument("--top-k", choices=("50", "none"), default="50",
+                        help="the threat model's shortlist: the page's default top-K 50, or the whole registry")
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
     reason = missing()
@@ -112,14 +139,17 @@ def main() -> int:
         print(f"skipped: {reason}", file=sys.stderr)
         return 1
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores")
+    pool = "top-K 50" if args.top_k == "50" else "whole registry as pool"
     for n in (int(x) for x in args.documents.split(",")):
         before = os.getloadavg()
-        row = measure(Path(args.workdir), n, args.repeat)
+        row = measure(Path(args.workdir), n, args.people, args.top_k == "50", args.repeat)
         after = os.getloadavg()
         median, worst = statistics.median(row["steps"]) * 1000, max(row["steps"]) * 1000
-        print(f"| {n:,} documents (1,000 people, top-K 50) | {median:.0f} ms median, {worst:.0f} ms worst of "
+        print(f"| {n:,} documents ({args.people:,} people, {pool}) | {median:.0f} ms median, {worst:.0f} ms worst of "
               f"{len(row['steps'])} | target ≤ {TARGET_MS} ms: {'met' if median <= TARGET_MS else 'missed'} | "
               f"first Explore visit {row['first_visit_s']:.1f} s | calibration {row['calibration_s']:.0f} s | "
+              f"server RSS idle {row['idle']['rss']:,.0f} MiB, data loaded {row['loaded']['rss']:,.0f} MiB, "
+              f"calibrated {row['after']['rss']:,.0f} MiB (peak {row['after']['peak']:,.0f} MiB) | "
               f"load {before[0]:.2f} before, {after[0]:.2f} after |", flush=True)
     return 0
 

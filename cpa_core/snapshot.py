@@ -17,7 +17,6 @@ half-written snapshot under its name), and must be handled like the release itse
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import tempfile
@@ -74,8 +73,8 @@ def _same_rows(part: CandidateTable, whole: CandidateTable) -> np.ndarray | None
     return index if same else None
 
 
-def snapshot_bytes(result: AuditResult) -> bytes:
-    """The snapshot of ``result`` as the bytes of one ``.npz`` file."""
+def snapshot_arrays(result: AuditResult) -> dict[str, np.ndarray]:
+    """The members of the snapshot of ``result``: the numeric arrays as they are (not copied), and the JSON."""
     arrays: dict[str, np.ndarray] = {}
     splits = {}
     for name, attribute in SPLITS.items():
@@ -98,9 +97,13 @@ def snapshot_bytes(result: AuditResult) -> bytes:
     meta = {"format": FORMAT, "config": asdict(result.config), "inputs": result.inputs, "splits": splits}
     text = json.dumps(meta, default=json_default, ensure_ascii=False)
     arrays[META] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
+    return arrays
+
+
+def file_sha256(stream) -> str:
+    """SHA-256 of an open binary file, read from its start in blocks (never the whole file in memory)."""
+    stream.seek(0)
+    return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def write_snapshot(result: AuditResult, folder: str | Path) -> tuple[Path, str]:
@@ -111,15 +114,16 @@ def write_snapshot(result: AuditResult, folder: str | Path) -> tuple[Path, str]:
     (path, sha256) : the file written (mode 600) and the SHA-256 of its bytes
     """
     folder = Path(folder)
-    data = snapshot_bytes(result)
+    arrays = snapshot_arrays(result)
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         handle, temporary = tempfile.mkstemp(prefix=".snapshot-", suffix=".part", dir=folder)  # mode 600
         try:
-            with os.fdopen(handle, "wb") as stream:
-                stream.write(data)
+            with os.fdopen(handle, "w+b") as stream:
+                np.savez(stream, **arrays)  # written straight to the file: no copy of the arrays in memory
                 stream.flush()
                 os.fsync(stream.fileno())
+                sha256 = file_sha256(stream)
             final = folder / f"{Path(temporary).stem.removeprefix('.snapshot-')}.npz"
             os.replace(temporary, final)  # the name appears only once the file is whole
         except BaseException:
@@ -128,7 +132,7 @@ def write_snapshot(result: AuditResult, folder: str | Path) -> tuple[Path, str]:
     except OSError as error:
         raise HistoryError(f"audit snapshot folder {folder}: cannot be written ({error.strerror or error}); "
                            "expected a writable folder next to the audit history") from None
-    return final, hashlib.sha256(data).hexdigest()
+    return final, sha256
 
 
 def read_snapshot(path: str | Path, sha256: str) -> AuditResult:
@@ -139,25 +143,30 @@ def read_snapshot(path: str | Path, sha256: str) -> AuditResult:
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        stream = path.open("rb")
     except FileNotFoundError:
         raise HistoryError(f"audit snapshot {path}: not found; expected the file written when the audit was "
                            "recorded (its summary is still in the history)") from None
     except OSError as error:
         raise HistoryError(f"audit snapshot {path}: cannot be read ({error.strerror or error})") from None
-    found = hashlib.sha256(data).hexdigest()
-    if found != sha256:
-        raise HistoryError(f"audit snapshot {path}: changed since it was recorded; expected SHA-256 {sha256[:12]}…, "
-                           f"found {found[:12]}… (its summary is still in the history)")
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as stored:
-            arrays = {name: stored[name] for name in stored.files}
-        meta = json.loads(arrays.pop(META).tobytes().decode("utf-8"))
-        if meta.get("format") != FORMAT:
-            raise ValueError(f"format {meta.get('format')!r}")
-        return _result(meta, arrays)
-    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:
-        raise HistoryError(f"audit snapshot {path}: not a readable snapshot of format {FORMAT} ({error})") from None
+    with stream:
+        try:
+            found = file_sha256(stream)
+        except OSError as error:
+            raise HistoryError(f"audit snapshot {path}: cannot be read ({error.strerror or error})") from None
+        if found != sha256:
+            raise HistoryError(f"audit snapshot {path}: changed since it was recorded; expected SHA-256 "
+                               f"{sha256[:12]}…, found {found[:12]}… (its summary is still in the history)")
+        try:
+            stream.seek(0)  # parsed from the same open file whose bytes were just checked
+            with np.load(stream, allow_pickle=False) as stored:
+                arrays = {name: stored[name] for name in stored.files}
+            meta = json.loads(arrays.pop(META).tobytes().decode("utf-8"))
+            if meta.get("format") != FORMAT:
+                raise ValueError(f"format {meta.get('format')!r}")
+            return _result(meta, arrays)
+        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as error:
+            raise HistoryError(f"audit snapshot {path}: not a readable snapshot of format {FORMAT} ({error})") from None
 
 
 def _config(stored: dict) -> AuditConfig:
