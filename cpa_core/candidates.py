@@ -6,9 +6,10 @@ attacker is interchangeable. Rows are padded to a common width with candidate ``
 
 from __future__ import annotations
 
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -200,6 +201,16 @@ FIT_CONFIDENCE = 0.9
 """The confidence level at which ``auto`` compares the certified set sizes of the grid's temperatures."""
 
 
+FIT_BLOCK_ENTRIES = 1 << 22
+"""Similarities in one block of :func:`fit_temperature` at most (its temporaries are a few arrays of this size, on
+each core): a wide registry is read a few documents at a time."""
+
+
+def fit_block_rows(chunk_size: int, n_registry: int) -> int:
+    """Documents per block of :func:`fit_temperature`: the attack's ``chunk_size``, fewer for a wide registry."""
+    return max(1, min(chunk_size, FIT_BLOCK_ENTRIES // max(n_registry, 1)))
+
+
 def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, truth_columns: np.ndarray,
                     chunk_size: int, grid: tuple[float, ...] = TEMPERATURE_GRID,
                     confidence: float = FIT_CONFIDENCE) -> float | None:
@@ -247,7 +258,9 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
         for start in blocks:
             stop = min(start + chunk_size, n)
             block = np.asarray(similarities(start, stop), dtype=np.float64)
-            order = np.argsort(block, axis=1)  # weights rise with similarity at every T: one sort serves the grid
+            halves = [part for part in np.array_split(np.arange(stop - start), threads) if part.size]
+            # weights rise with similarity at every T: one sort serves the grid (rows sorted on every core)
+            order = np.concatenate(list(pool.map(lambda part: np.argsort(block[part], axis=1), halves)))
 
             def set_sizes(j: int) -> int:
                 ascending = np.take_along_axis(softmax_rows(block, grid[j]), order, axis=1)
@@ -257,6 +270,29 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
             totals += np.array(list(pool.map(set_sizes, range(len(grid)))), dtype=float)
     best = np.flatnonzero(totals == totals.min())
     return grid[int(best[-1])]
+
+
+FIT_SIMILARITIES = 200_000_000
+"""The similarities ``auto`` reads at most (documents x registry): beyond, it fits on a sample (:func:`fit_sample`)."""
+
+
+def fit_sample(doc_ids: Sequence[str], n_registry: int, budget: int | None = None) -> np.ndarray | None:
+    """The documents ``auto`` chooses the temperature on: all of them (``None``) while ``n x n_registry`` is within
+    ``budget``; else those whose id hashes below the share ``budget / (n x n_registry)`` (about ``budget /
+    n_registry`` documents; row indices, increasing).
+
+    Whether a document is in the sample depends on its own id alone, never on its position, its text or the other
+    documents: the temperature stays a symmetric function of all the documents, so their scores stay exchangeable
+    and the certificates keep their guarantee, as with :func:`fit_temperature` on every document.
+    """
+    budget = FIT_SIMILARITIES if budget is None else budget
+    n = len(doc_ids)
+    if n * n_registry <= budget:
+        return None
+    share = budget / (n * n_registry)
+    draws = np.array([int.from_bytes(hashlib.blake2b(str(d).encode("utf-8"), digest_size=8).digest(), "big")
+                      for d in doc_ids], dtype=np.float64) / 2.0**64
+    return np.flatnonzero(draws < share)
 
 
 def as_rows(index) -> np.ndarray | slice:

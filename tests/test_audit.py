@@ -169,6 +169,40 @@ def test_the_auto_temperature_is_chosen_from_all_labelled_documents_and_recorded
         TfidfAttacker().attack(["d"], ["text"], registry, level)  # outside an audit: nothing to learn from
 
 
+def test_beyond_its_budget_auto_fits_on_the_documents_whose_id_hashes_into_a_sample(sample_paths, monkeypatch):
+    """A large release: ``auto`` reads the similarities of a sample fixed by the documents' own ids (never by their
+    position or text), and chooses what :func:`fit_temperature` chooses on exactly those documents."""
+    from cpa_core import candidates
+    from cpa_core.attackers.tfidf import TfidfAttacker
+    from cpa_core.candidates import fit_sample, fit_temperature
+    from cpa_core.data import load_documents, load_registry
+
+    documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
+    level = LEVEL.__class__("K2", ("age_band", "gender", "occupation", "city", "keywords", "events"))
+    config = AuditConfig(knowledge=level, attacker=toy_attacker("tfidf"), confidences=(0.9,))
+    doc_ids, all_texts = documents.frame["doc_id"].tolist(), documents.frame["text"].tolist()
+    identities = documents.frame["identity_id"].tolist()
+    n, m = len(doc_ids), len(registry)
+    assert fit_sample(doc_ids, m) is None  # within the budget: every document
+    monkeypatch.setattr(candidates, "FIT_SIMILARITIES", n * m // 4)
+    sample = fit_sample(doc_ids, m)
+    assert 0.15 * n < len(sample) < 0.35 * n  # about a quarter (binomial: 10 SE from the edges at n = 1,000)
+    result = run_audit(documents, registry, TfidfAttacker(), config)
+    learned = result.inputs["learned"]
+    assert learned["documents_sampled"] == len(sample)
+    reference = TfidfAttacker()
+    ids, texts = [doc_ids[i] for i in sample], [all_texts[i] for i in sample]
+    _, similarities = reference.similarities(ids, texts, registry, level)
+    column = {ident: i for i, ident in enumerate(registry.ids.tolist())}
+    truth = np.array([column.get(identities[i], -1) for i in sample])
+    assert learned["temperature"] == fit_temperature(similarities, len(sample), truth, reference.chunk_size)
+    assert learned["labelled_documents_used"] == int((truth >= 0).sum())
+    # the sample is a set of ids: the same documents, and temperature, whatever their order in the release
+    order = np.random.default_rng(5).permutation(n)
+    shuffled = fit_sample([doc_ids[i] for i in order], m)
+    assert sorted(doc_ids[order[i]] for i in shuffled) == sorted(ids)
+
+
 def test_an_audit_the_machine_cannot_hold_is_refused_before_the_attack(sample_paths, monkeypatch):
     from cpa_core import candidates
     from cpa_core.attackers.tfidf import TfidfAttacker

@@ -20,8 +20,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from ..candidates import (AUTO, FALLBACK_TEMPERATURE, CandidateTable, Progress, fit_temperature,
-                          rank_by_similarity)
+from ..candidates import (AUTO, FALLBACK_TEMPERATURE, FIT_SIMILARITIES, CandidateTable, Progress, fit_block_rows,
+                          fit_sample, fit_temperature, rank_by_similarity)
 from ..data import Registry
 from ..errors import ConfigError
 from ..evidence import Explainer, clue_query
@@ -49,7 +49,8 @@ class ClueExtractor(Protocol):
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.001, 1000.0  # beyond them softmax weights overflow or are all equal
 TEMPERATURE_RULE = ("the temperature of a 12-point grid from 0.005 to 2 giving the smallest mean certified set (APS, "
                     "leave-one-out thresholds at 90 % confidence) over all documents, a symmetric function of all "
-                    "labelled documents")
+                    f"labelled documents; beyond {FIT_SIMILARITIES:,} similarities, over the documents whose id "
+                    "hashes into a sample of that size")
 
 
 
@@ -212,13 +213,20 @@ class RetrievalAttacker(AttackerBase):
         (:func:`~cpa_core.candidates.fit_temperature`)."""
         if self.temperature != AUTO:
             return {}
-        _, similarities = self._prepared(doc_ids, texts, registry, level, progress)
         column = {ident: i for i, ident in enumerate(registry.ids.tolist())}
         truth = np.array([column.get(ident, -1) if ident is not None else -1 for ident in identities])
-        chosen = fit_temperature(similarities, len(doc_ids), truth, self.chunk_size)
+        sample = fit_sample(doc_ids, len(registry))
+        if sample is None:
+            _, similarities = self._prepared(doc_ids, texts, registry, level, progress)
+        else:  # the sample's own queries: the whole release's similarities are computed once, by the attack
+            _, similarities = self.similarities([doc_ids[i] for i in sample], [texts[i] for i in sample], registry,
+                                                level, progress)
+            truth = truth[sample]
+        chosen = fit_temperature(similarities, len(truth), truth, fit_block_rows(self.chunk_size, len(registry)))
         self.temperature_ = FALLBACK_TEMPERATURE if chosen is None else chosen
         return {"temperature": self.temperature_, "temperature_rule": TEMPERATURE_RULE,
-                "labelled_documents_used": int((truth >= 0).sum())}
+                "labelled_documents_used": int((truth >= 0).sum()),
+                "documents_sampled": None if sample is None else int(len(sample))}
 
     @property
     def effective_temperature(self) -> float:
