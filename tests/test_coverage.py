@@ -183,12 +183,18 @@ def test_release_certificates_per_group():
         assert mean >= 0.9 - 4 * se, (group, mean, se)
 
 
-def test_release_certificates_with_the_auto_temperature_keep_their_coverage():
+@pytest.mark.parametrize("sampled", [False, True])
+def test_release_certificates_with_the_auto_temperature_keep_their_coverage(sampled, monkeypatch):
     """The temperature chosen from all labelled documents (a symmetric rule) keeps the guarantee: over many
-    random releases, labelled and unlabelled documents are covered at the confidence level."""
+    random releases, labelled and unlabelled documents are covered at the confidence level; so does the one
+    chosen on the documents whose id hashes into a sample (a release beyond the similarity budget)."""
     from dataclasses import dataclass, field
 
+    from cpa_core import candidates
     from cpa_core.attackers.base import RetrievalAttacker
+
+    if sampled:
+        monkeypatch.setattr(candidates, "FIT_SIMILARITIES", 100 * 25 // 3)  # about a third of each release
 
     @dataclass
     class MatrixRetrieval(RetrievalAttacker):
@@ -228,6 +234,7 @@ def test_release_certificates_with_the_auto_temperature_keep_their_coverage():
         base = config(confidences=(0.9,), n_cal=None, n_test=None, protocol="release")
         result = run_audit(documents, registry, attacker, base)
         chosen.add(result.inputs["learned"]["temperature"])
+        assert (result.inputs["learned"]["documents_sampled"] is not None) == sampled
         cert = result.certificate(0.9)
         positions = result.test_split.table.truth_positions([f"p{t}" for t in truth[rows]])
         hit = (positions >= 0) & (positions < cert.set_sizes)
