@@ -250,7 +250,8 @@ def leave_one_out_thresholds(scores: np.ndarray, members: np.ndarray, confidence
     of the *other* ``n - 1`` members' scores of its stratum: the split-conformal threshold with ``n - 1``
     calibration documents, so its own score never enters its own threshold. Any other document gets the
     threshold over all ``n`` members of its stratum, ``ceil((n + 1)(1 - alpha))``-th smallest. A threshold
-    that does not exist (too few members, a stratum without members) is ``+inf``. One sort per stratum.
+    that does not exist (too few members, a stratum without members) is ``+inf``. One sort per stratum
+    (:class:`LeaveOneOutRanking`, which serves any number of levels).
 
     Parameters
     ----------
@@ -261,15 +262,8 @@ def leave_one_out_thresholds(scores: np.ndarray, members: np.ndarray, confidence
     confidence : the confidence level ``1 - alpha``
     strata : sequence of length N, optional
     """
-    return leave_one_out_threshold_table(scores, members, [confidence], strata)[0]
-
-
-def leave_one_out_threshold_table(scores: np.ndarray, members: np.ndarray, confidences: Sequence,
-                                  strata: Sequence[Hashable] | None = None) -> np.ndarray:
-    """:func:`leave_one_out_thresholds` at several confidence levels, shape ``(len(confidences), N)``: each
-    stratum's members are sorted once for every level (:class:`LeaveOneOutRanking`)."""
     codes = None if strata is None else np.unique(np.asarray(strata, dtype=object).astype(str), return_inverse=True)[1]
-    return LeaveOneOutRanking(scores, members, codes).thresholds(confidences)
+    return LeaveOneOutRanking(scores, members, codes).thresholds([confidence])[0]
 
 
 class LeaveOneOutRanking:
@@ -281,9 +275,9 @@ class LeaveOneOutRanking:
     """
 
     def __init__(self, scores: np.ndarray, members: np.ndarray, codes: np.ndarray | None = None):
-        self.scores = np.asarray(scores, dtype=float)
+        scores = np.asarray(scores, dtype=float)
         members = np.asarray(members, dtype=bool)
-        n_docs = self.scores.shape[0]
+        n_docs = scores.shape[0]
         codes = np.zeros(n_docs, dtype=np.int64) if codes is None else np.asarray(codes)
         self.size = n_docs
         self.members = members
@@ -292,10 +286,10 @@ class LeaveOneOutRanking:
             inside = codes == code
             mine = np.flatnonzero(inside & members)
             others = np.flatnonzero(inside & ~members)
-            order = np.argsort(self.scores[mine], kind="stable")
+            order = np.argsort(scores[mine], kind="stable")
             position = np.empty(mine.shape[0], dtype=np.int64)
             position[order] = np.arange(mine.shape[0])
-            self.strata.append((mine, others, self.scores[mine][order], position))
+            self.strata.append((mine, others, scores[mine][order], position))
 
     def thresholds(self, confidences: Sequence) -> np.ndarray:
         """Every document's threshold at each level, shape ``(len(confidences), N)`` (``+inf`` where none exists)."""

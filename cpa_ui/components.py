@@ -21,7 +21,7 @@ from .cache import load_sample
 from .help import COLUMNS, HELP, PERCENT
 from .state import AuditRun, DataSet, set_widget, state, widget_key
 from .text import (ALPHA_PRESETS, CONFIDENCE_PERCENT_RANGE, CONFIDENCE_PERCENT_STEP, confidence_from_alpha, plain,
-                   confidence_from_percent, fmt_confidence, fmt_number, fmt_percent, percent_from_confidence)
+                   confidence_from_percent, fmt_number, fmt_percent, percent_from_confidence)
 
 MAX_FLAG_BELOW = 100
 
