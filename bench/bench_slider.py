@@ -32,39 +32,16 @@ sys.path.insert(0, str(REPO_ROOT / "bench"))
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench_scale import dataset  # noqa: E402
-from browser import calibrate, chromium, dashboard, go, missing, settled, text_present, wait  # noqa: E402
+from browser import calibrate, chromium, click, dashboard, go, missing, settled, text_present, upload, wait  # noqa: E402
 
 TARGET_MS = 300
 TITLE = "document.querySelector('[data-testid=\"stPlotlyChart\"] .gtitle')?.textContent || ''"
 
 
-def upload(driver, data: Path) -> None:
-    """The Data page's uploads: documents, registry and the sample configuration, then "Load these files"."""
-    from selenium.webdriver.common.by import By
-
-    go(driver, "Data", "Upload your own documents")
-    driver.find_element(By.XPATH, "//summary[.//p[contains(text(), 'Upload your own documents')]]").click()
-    wait(driver, text_present("Load these files"), "the upload form")
-    inputs = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stFileUploader"] input[type="file"]')
-    for element, path in zip(inputs, (data / "documents.csv", data / "registry.csv",
-                                      REPO_ROOT / "sample_data" / "audit.toml")):
-        element.send_keys(str(path))
-        wait(driver, text_present(path.name), f"the upload of {path.name}", timeout=300)
-    wait(driver, settled, "the uploads to settle", timeout=300)
-    button = driver.find_element(By.XPATH, "//button[.//p[text()='Load these files']]")
-    wait(driver, lambda d: button.is_enabled(), "the load button")
-    button.click()
-    wait(driver, lambda d: "documents.csv" in d.find_element(By.TAG_NAME, "body").text and settled(d),
-         "the files to load", timeout=600)
-
-
 def shortlist(driver) -> None:
     """The threat model with a top-K shortlist (the page's default K) instead of the whole registry."""
-    from selenium.webdriver.common.by import By
-
     go(driver, "Threat model", "Rank the whole registry")
-    box = driver.find_element(By.XPATH, "//label[.//p[text()='Rank the whole registry']]")
-    box.click()
+    click(driver, "//label[.//p[text()='Rank the whole registry']]", "the whole-registry box")
     wait(driver, text_present("Top-K"), "the top-K input")
     wait(driver, settled, "the threat model to settle")
 
@@ -108,7 +85,8 @@ def measure(workdir: Path, n: int, people: int, top_k: bool, repeat: int) -> dic
         driver.get(url)
         wait(driver, text_present("Conformal Privacy Auditing"), "the home page")
         idle = server_memory(url)
-        upload(driver, data)
+        upload(driver, [data / "documents.csv", data / "registry.csv", REPO_ROOT / "sample_data" / "audit.toml"],
+               timeout=600)
         if top_k:
             shortlist(driver)
         loaded = server_memory(url)

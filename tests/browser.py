@@ -151,6 +151,61 @@ def screenshot(driver, name: str) -> Path:
     return path
 
 
+def click(driver, xpath: str, what: str, timeout: float = WAIT_S) -> None:
+    """Click the first element matching ``xpath`` once the page has settled and the element is shown and enabled;
+    a click that lands while Streamlit re-renders (stale, hidden or covered element) is tried again."""
+    from selenium.common.exceptions import (ElementClickInterceptedException, ElementNotInteractableException,
+                                            StaleElementReferenceException)
+    from selenium.webdriver.common.by import By
+
+    def attempt(d) -> bool:
+        if not settled(d):
+            return False
+        found = d.find_elements(By.XPATH, xpath)
+        try:
+            if not found or not found[0].is_displayed() or not found[0].is_enabled():
+                return False
+            found[0].click()
+        except (ElementClickInterceptedException, ElementNotInteractableException, StaleElementReferenceException):
+            return False
+        return True
+    wait(driver, attempt, what, timeout)
+
+
+def expand(driver, label: str) -> None:
+    """Open the expander whose label contains ``label`` (left open if it already is)."""
+    from selenium.webdriver.common.by import By
+
+    details = f"//details[.//summary//p[contains(text(), '{label}')]]"
+
+    def is_open(d) -> bool:
+        found = d.find_elements(By.XPATH, details)
+        return bool(found) and found[0].get_attribute("open") is not None
+    if not is_open(driver):
+        click(driver, f"{details}/summary", f"the expander '{label}'")
+    wait(driver, is_open, f"the expander '{label}' to open")
+
+
+def upload(driver, paths: list[Path], timeout: float = WAIT_S) -> None:
+    """On the Data page, put each file into the upload field of its position (documents, registry, configuration),
+    press "Load these files" and wait until the page confirms the new data."""
+    from selenium.webdriver.common.by import By
+
+    label = "Upload your own documents"
+    go(driver, "Data", label)
+    expand(driver, label)
+    wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, 'input[type="file"]')) >= len(paths),
+         "the upload fields")
+    for position, path in enumerate(paths):
+        driver.find_elements(By.CSS_SELECTOR, 'input[type="file"]')[position].send_keys(str(path))
+        wait(driver, text_present(path.name), f"the upload of {path.name}", timeout)
+        wait(driver, settled, f"the upload of {path.name} to settle", timeout)
+    expand(driver, label)
+    click(driver, "//button[.//p[text()='Load these files']]", "the load button")
+    wait(driver, text_present("New data loaded"), "the new data to load", timeout)
+    wait(driver, settled, "the new data to settle", timeout)
+
+
 def go(driver, title: str, expect: str) -> None:
     """Open a page from the sidebar navigation (keeps the session) and wait until it has rendered."""
     from selenium.webdriver.common.by import By
@@ -201,9 +256,7 @@ def edit_and_rescore_seconds(driver, text: str, label: str = "|C| of the edited 
 
 def calibrate(driver, timeout: float = 180) -> None:
     """Run the declared audit from the Calibrate page and wait (``timeout`` seconds at most) for its results."""
-    from selenium.webdriver.common.by import By
-
     go(driver, "Calibrate", "Run the attack and calibrate")
-    driver.find_element(By.XPATH, "//button[.//p[text()='Run the attack and calibrate']]").click()
+    click(driver, "//button[.//p[text()='Run the attack and calibrate']]", "the calibrate button")
     wait(driver, text_present("Threshold and coverage per confidence level"), "the calibration results", timeout)
     wait(driver, settled, "the calibration to settle")

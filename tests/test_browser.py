@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from browser import (ARTIFACTS, SCREENSHOTS, calibrate, chromium, dashboard, edit_and_rescore_seconds, go, missing,
-                     no_errors, screenshot, settled, text_present, wait)
+from browser import (ARTIFACTS, SCREENSHOTS, calibrate, chromium, click, dashboard, edit_and_rescore_seconds, go,
+                     missing, no_errors, screenshot, settled, text_present, upload, wait)
 
 pytestmark = pytest.mark.integration
 
@@ -61,18 +61,18 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     screenshot(driver, "1-data")
 
     go(driver, "Threat model", "Declared configuration")
-    driver.find_element(By.XPATH, "//label[.//p[text()='K2']]").click()
+    click(driver, "//label[.//p[text()='K2']]", "the option K2")
     wait(driver, text_present("knowledge level K2"), "the K2 summary")
     wait(driver, settled, "the threat page to settle")
     no_errors(driver)
     screenshot(driver, "2-threat-model")
     # every attacker's form draws from its spec: the dense one (two parameters named 'model' in the past)
-    driver.find_element(By.XPATH, "//label[.//p[text()='Dense retrieval (sentence embeddings)']]").click()
+    click(driver, "//label[.//p[text()='Dense retrieval (sentence embeddings)']]", "the option Dense retrieval (sentence embeddings)")
     wait(driver, text_present("Embedding model"), "the dense form")
     wait(driver, settled, "the dense form to settle")
     no_errors(driver)
     screenshot(driver, "2-threat-model-dense")
-    driver.find_element(By.XPATH, "//label[.//p[text()='TF-IDF retrieval']]").click()
+    click(driver, "//label[.//p[text()='TF-IDF retrieval']]", "the option TF-IDF retrieval")
     wait(driver, text_present("Vocabulary size"), "the TF-IDF form")
     wait(driver, settled, "the TF-IDF form to settle")
 
@@ -110,11 +110,11 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     screenshot(driver, "5-flagged-documents")
 
     go(driver, "Compare", "Configurations side by side")
-    driver.find_element(By.XPATH, "//button[.//p[text()='Run the comparison']]").click()
+    click(driver, "//button[.//p[text()='Run the comparison']]", "the button Run the comparison")
     wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')) >= 2,
           "the comparison charts", 180)
     wait(driver, settled, "the comparison to settle")
-    driver.find_element(By.XPATH, "//button[.//p[text()='Run the drift test']]").click()
+    click(driver, "//button[.//p[text()='Run the drift test']]", "the button Run the drift test")
     wait(driver, text_present("that is why every change of configuration needs its own calibration"),
           "the drift explanation", 180)
     wait(driver, settled, "the drift test to settle")
@@ -147,7 +147,7 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
                           ("Certificate report (PDF)", ".pdf"),
                           ("Reproduce this audit (audit.toml and command, ZIP)", ".zip")):
         wait(driver, settled, "the page to settle before a download")
-        driver.find_element(By.XPATH, f"//button[.//p[text()='{label}']]").click()
+        click(driver, f"//button[.//p[text()='{label}']]", f"the button {label}")
         finished = lambda d: suffix in {p.suffix for p in downloads.iterdir()} and not any(
             p.suffix == ".crdownload" for p in downloads.iterdir())
         wait(driver, finished, f"the download of {label}", 120)
@@ -235,14 +235,7 @@ def test_hostile_content_is_shown_as_text_and_fetches_nothing(browser, app_url, 
         wait(driver, text_present("Conformal Privacy Auditing"), "the home page")
         wait(driver, settled, "the home page to settle")
         driver.get_log("performance")  # start counting from here
-        go(driver, "Data", "Upload your own documents")
-        driver.find_element(By.XPATH, "//summary[.//p[contains(text(), 'Upload your own documents')]]").click()
-        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, 'input[type="file"]'), "the upload fields")
-        driver.find_elements(By.CSS_SELECTOR, 'input[type="file"]')[0].send_keys(str(path))
-        wait(driver, text_present("columns: doc"), "the uploaded columns")
-        wait(driver, settled, "the upload to settle")
-        driver.find_element(By.XPATH, "//button[.//p[text()='Load these files']]").click()
-        wait(driver, text_present("New data loaded"), "the hostile release loaded")
+        upload(driver, [path])
         calibrate(driver)
         for title, expect in (("Explore", "Documents at risk"), ("Flagged documents", "Drill-down"),
                               ("Report", "Redaction worklist"), ("Data", "Auditing")):
