@@ -115,15 +115,28 @@ def mass_below(weights: np.ndarray, tail_mass: np.ndarray | None = None, *, nega
 
 def tie_pessimistic_ranks(weights: np.ndarray, pool_sizes: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """The rank score of one candidate per row (``positions``, each inside its row's pool): the number of pool
-    candidates weighing at least as much (1 = the unique top; tied candidates share the worst rank)."""
+    candidates weighing at least as much (1 = the unique top; tied candidates share the worst rank).
+
+    Rows are ranked by decreasing weight, so a candidate whose successor in the pool weighs strictly less has
+    rank ``position + 1``; only the other rows (a tie, or a weight that does not compare) are counted.
+    """
     weights = np.asarray(weights)
     n, width = weights.shape
-    ranks = np.zeros(n, dtype=np.int64)
-    chosen = weights[np.arange(n), positions] if n else np.zeros(0)
-    step = max(1, MASS_BLOCK_ENTRIES // max(width, 1))
-    for start in range(0, n, step):
-        block = slice(start, min(n, start + step))
-        pool = np.arange(width)[None, :] < np.asarray(pool_sizes)[block, None]
+    pool_sizes = np.asarray(pool_sizes)
+    positions = np.asarray(positions, dtype=np.int64)
+    if n == 0 or width == 0:
+        return np.zeros(n, dtype=np.int64)
+    rows = np.arange(n)
+    chosen = weights[rows, positions]
+    following = positions + 1
+    has_next = following < np.minimum(pool_sizes, width)
+    successor = np.where(has_next, weights[rows, np.minimum(following, width - 1)], -np.inf)
+    ranks = following.copy()
+    counted = np.flatnonzero(~(successor < chosen))
+    step = max(1, MASS_BLOCK_ENTRIES // width)
+    for start in range(0, counted.size, step):
+        block = counted[start:start + step]
+        pool = np.arange(width)[None, :] < pool_sizes[block, None]
         ranks[block] = np.count_nonzero((weights[block] >= chosen[block, None]) & pool, axis=1)
     return ranks
 
