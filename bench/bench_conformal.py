@@ -175,7 +175,7 @@ def bench_conformal(quick: bool = False, seed: int = 20261122) -> dict:
     n_rows, n_classes = (1_000, 500) if quick else (4_000, 2_000)
     n_cal = n_rows // 2
     repeats = 3 if quick else 5
-    mapie_repeats = 2 if quick else 3
+    mapie_repeats = 2 if quick else 5
     probs, labels = probability_matrix(n_rows, n_classes, seed)
     # warm-up (lazy imports, first-call costs) before any timing
     ours_core(probs[:300], labels[:300], 150)

@@ -211,9 +211,8 @@ def go(driver, title: str, expect: str) -> None:
     from selenium.webdriver.common.by import By
 
     links = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSidebarNav"] a')
-    matching = [link for link in links if title in link.text]
-    assert matching, f"no sidebar link '{title}' among {[link.text for link in links]}"
-    matching[0].click()
+    assert any(title in link.text for link in links), f"no sidebar link '{title}' among {[link.text for link in links]}"
+    click(driver, f"//*[@data-testid='stSidebarNav']//a[contains(., '{title}')]", f"the sidebar link {title}")
     wait(driver, text_present(expect), f"page {title}")
     wait(driver, settled, f"page {title} to settle")
 
