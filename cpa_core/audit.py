@@ -235,6 +235,8 @@ class ScoredSplit:
     truth_scores : ndarray (n,), +inf where the truth is outside the pool
     truth_ranks : ndarray (n,), tie-pessimistic rank of the truth (1 = top), 0 outside the pool
     score_name : the nonconformity score (``score.to_method`` gives the METHOD's scale for display)
+    with_candidates : ``False`` for the documents' own facts without their ranked candidates (the table and the
+        scores have no columns; :meth:`documents`): such a split calibrates but certifies nothing
     """
 
     table: CandidateTable
@@ -245,6 +247,7 @@ class ScoredSplit:
     truth_scores: np.ndarray = field(repr=False)
     truth_ranks: np.ndarray = field(repr=False)
     score_name: str = "aps"
+    with_candidates: bool = True
 
     @classmethod
     def build(cls, table: CandidateTable, truth_ids, groups, score: str) -> "ScoredSplit":
@@ -293,7 +296,25 @@ class ScoredSplit:
         return ScoredSplit(self.table.rows(index), self.truth_ids[index],
                            None if self.groups is None else self.groups[index], self.sorted_scores[index],
                            self.truth_positions[index], self.truth_scores[index], self.truth_ranks[index],
-                           self.score_name)
+                           self.score_name, self.with_candidates)
+
+    def documents(self, index) -> "ScoredSplit":
+        """The documents at the given rows with their own facts (ids, groups, the truth's position, score and rank)
+        but not their ranked candidates: what calibration reads, without a copy of the candidates of rows that are
+        not consecutive (the release protocol's calibration documents, whose candidates are this split's rows)."""
+        index = as_rows(index)
+        table = self.table
+        facts = replace(table, candidates=table.candidates[:, :0], weights=table.weights[:, :0], queries=None,
+                        clues=None).rows(index)
+        return ScoredSplit(facts, self.truth_ids[index], None if self.groups is None else self.groups[index],
+                           self.sorted_scores[:, :0][index], self.truth_positions[index], self.truth_scores[index],
+                           self.truth_ranks[index], self.score_name, with_candidates=False)
+
+    def check_candidates(self) -> None:
+        """Refuse to certify a split that holds no ranked candidates (:meth:`documents`)."""
+        if not self.with_candidates:
+            raise ValueError("these documents' candidates are not kept here: certify them in the split that ranks "
+                             "them (under the release protocol, the audited documents)")
 
 
 @dataclass(frozen=True)
@@ -327,6 +348,7 @@ def release_ranking(split: ScoredSplit, members: np.ndarray, stratified: bool) -
 def certify_release(split: ScoredSplit, ranking: LeaveOneOutRanking, confidence) -> Certificate:
     """Every document's set: members with the threshold of the other members (leave-one-out), the others
     with the threshold of all members; per group when the ranking is (:func:`release_ranking`)."""
+    split.check_candidates()
     q_hat = ranking.thresholds([confidence])[0]
     sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
     covered = split.in_pool & (split.truth_positions < sizes)
@@ -335,6 +357,7 @@ def certify_release(split: ScoredSplit, ranking: LeaveOneOutRanking, confidence)
 
 def certify(split: ScoredSplit, calibration: Calibration, confidence) -> Certificate:
     """Apply the calibrated thresholds to a scored split at one confidence level."""
+    split.check_candidates()
     if split.groups is None or set(calibration.strata) == {ALL}:
         q_hat = calibration.thresholds_for(confidence, None, len(split))
     else:
@@ -553,9 +576,9 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
     else:
         attacked, learned = table.rows(order), {}
     truth = documents.frame["identity_id"].to_numpy(dtype=object)
-    if release:  # the calibration documents' scores are their rows of the audited split's
+    if release:  # the calibration documents' scores are their rows of the audited split's (not copied again)
         test_split = score_table(attacked, truth[test], None if groups is None else groups[test], config)
-        cal_split = test_split.rows(cal)
+        cal_split = test_split.documents(cal)
     else:
         cal_split = score_table(attacked.rows(np.arange(len(cal))), truth[cal],
                                 None if groups is None else groups[cal], config)

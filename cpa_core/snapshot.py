@@ -56,20 +56,26 @@ def _ids(values) -> list:
     return [None if v is None else v.item() if isinstance(v, np.generic) else v for v in np.asarray(values, dtype=object)]
 
 
-def _same_rows(part: CandidateTable, whole: CandidateTable) -> np.ndarray | None:
+def _same_rows(part: ScoredSplit, whole: ScoredSplit) -> np.ndarray | None:
     """The rows of ``whole`` that ``part`` consists of, when it does (under the release protocol the calibration
     documents are audited documents too: their rows are stored once), else ``None``."""
-    position = {doc: row for row, doc in enumerate(whole.doc_ids.tolist())}
-    index = np.array([position.get(doc, -1) for doc in part.doc_ids.tolist()], dtype=np.int64)
-    if (index < 0).any() or part.weight_kind != whole.weight_kind or \
-            not np.array_equal(part.candidate_ids, whole.candidate_ids):
-        return None
-    rows = whole.rows(index)
-    same = all(np.array_equal(getattr(rows, field), getattr(part, field)) for field in ("candidates", "weights",
-                                                                                        "pool_sizes"))
-    same = same and rows.queries == part.queries and rows.clues == part.clues and \
-        (rows.tail_mass is None) == (part.tail_mass is None) and \
-        (part.tail_mass is None or np.array_equal(rows.tail_mass, part.tail_mass))
+    position = {doc: row for row, doc in enumerate(whole.table.doc_ids.tolist())}
+    index = np.array([position.get(doc, -1) for doc in part.table.doc_ids.tolist()], dtype=np.int64)
+    if (index < 0).any():
+        same = False
+    elif not part.with_candidates:  # the documents' own facts: those of their rows
+        same = all(np.array_equal(getattr(part, field), getattr(whole, field)[index])
+                   for field in ("truth_positions", "truth_scores", "truth_ranks"))
+    else:
+        ours, theirs = part.table, whole.table.rows(index)
+        same = ours.weight_kind == theirs.weight_kind and np.array_equal(ours.candidate_ids, theirs.candidate_ids)
+        same = same and all(np.array_equal(getattr(ours, field), getattr(theirs, field))
+                            for field in ("candidates", "weights", "pool_sizes"))
+        same = same and ours.queries == theirs.queries and ours.clues == theirs.clues and \
+            (ours.tail_mass is None) == (theirs.tail_mass is None) and \
+            (ours.tail_mass is None or np.array_equal(ours.tail_mass, theirs.tail_mass))
+    if not same and not part.with_candidates:
+        raise ValueError("a split without its candidates is stored only as rows of the audited split")
     return index if same else None
 
 
@@ -81,7 +87,7 @@ def snapshot_arrays(result: AuditResult) -> dict[str, np.ndarray]:
         split: ScoredSplit = getattr(result, attribute)
         table = split.table
         labels = {"truth_ids": _ids(split.truth_ids), "groups": None if split.groups is None else _ids(split.groups)}
-        rows = None if name == "test" else _same_rows(table, result.test_split.table)
+        rows = None if name == "test" else _same_rows(split, result.test_split)
         if rows is not None:
             arrays[f"{name}.rows"] = rows
             splits[name] = {"rows_of": "test", **labels}
@@ -185,19 +191,22 @@ def _table(name: str, stored: dict, arrays: dict) -> CandidateTable:
                            None if stored.get("clues") is None else tuple(tuple(c) for c in stored["clues"]))
 
 
-def _split(name: str, stored: dict, arrays: dict, config: AuditConfig, tables: dict) -> ScoredSplit:
+def _split(name: str, stored: dict, arrays: dict, config: AuditConfig, splits: dict) -> ScoredSplit:
     rows_of = stored.get("rows_of")
-    table = tables[rows_of].rows(arrays[f"{name}.rows"]) if rows_of else _table(name, stored, arrays)
-    tables[name] = table
-    groups = None if stored["groups"] is None else np.array(stored["groups"], dtype=object)
-    # the stored table is already cut to top_k: scoring it again is what run_audit did after the attack
-    return score_table(table, np.array(stored["truth_ids"], dtype=object), groups, config)
+    if rows_of:  # documents of another split (the release protocol's calibration documents): their facts, as there
+        splits[name] = splits[rows_of].documents(arrays[f"{name}.rows"])
+    else:
+        groups = None if stored["groups"] is None else np.array(stored["groups"], dtype=object)
+        # the stored table is already cut to top_k: scoring it again is what run_audit did after the attack
+        splits[name] = score_table(_table(name, stored, arrays), np.array(stored["truth_ids"], dtype=object), groups,
+                                   config)
+    return splits[name]
 
 
 def _result(meta: dict, arrays: dict) -> AuditResult:
     config = _config(dict(meta["config"]))
-    tables: dict[str, CandidateTable] = {}
-    test_split, calibration_split = (_split(name, meta["splits"][name], arrays, config, tables) for name in SPLITS)
+    splits: dict[str, ScoredSplit] = {}
+    test_split, calibration_split = (_split(name, meta["splits"][name], arrays, config, splits) for name in SPLITS)
     scores, strata = calibration_split.calibration_scores(config.miss_policy)
     return AuditResult(config, calibration_split, test_split, calibrate(scores, config.confidences, strata),
                        meta["inputs"])

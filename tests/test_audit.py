@@ -286,3 +286,36 @@ def test_an_audit_keeps_its_latest_certificates_and_they_are_those_computed_afre
     assert again is not first[0] and np.array_equal(again.set_sizes, first[0].set_sizes)
     fresh = replace(audited[0], _extra_levels={}).certificate(levels[3])
     assert np.array_equal(result.certificate(levels[3]).q_hat, fresh.q_hat)
+
+
+@pytest.mark.parametrize("group_column, miss_policy, top_k", [(None, "infinite", None), ("group", "exclude", 6)])
+def test_a_release_calibrates_on_its_labelled_documents_without_a_copy_of_their_candidates(group_column, miss_policy,
+                                                                                            top_k):
+    """Unlabelled documents between labelled ones: the calibration documents are not a run of rows, yet their
+    candidates and scores are not copied (they are the audited split's rows); they calibrate exactly as the rows
+    themselves would, and certifying them alone is refused."""
+    from cpa_core.audit import AuditResult, certify
+
+    rng = np.random.default_rng(4)
+    n = 240
+    probabilities = probability_matrix(n, 25, rng)
+    truth = np.array([f"p{t}" for t in sample_truth(probabilities, rng)], dtype=object)
+    truth[3::5] = None  # every fifth document's subject is unknown
+    groups = np.where(np.arange(n) % 3 == 0, "a", "b")
+    documents, registry = documents_and_registry(list(truth), groups=groups, m=25)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), group_column=group_column, miss_policy=miss_policy,
+                         top_k=top_k, confidences=(0.8, 0.9))
+    result = run_audit(documents, registry, None, config, table=table_from_matrix(probabilities))
+    cal, test = result.calibration_split, result.test_split
+    labelled = np.flatnonzero([t is not None for t in truth])
+    assert cal.table.doc_ids.tolist() == [f"d{i}" for i in labelled]
+    assert cal.table.candidates.nbytes == cal.table.weights.nbytes == cal.sorted_scores.nbytes == 0
+    copied = test.rows(labelled)  # the same documents with their candidates
+    for name in ("truth_ids", "truth_positions", "truth_scores", "truth_ranks", "groups"):
+        assert np.array_equal(getattr(cal, name), getattr(copied, name)), name
+    reference = AuditResult(result.config, copied, test, result.calibration, result.inputs)
+    assert result.summary().to_dict() == reference.summary().to_dict()
+    for level in (0.7, 0.8, 0.9):
+        assert np.array_equal(result.certificate(level).set_sizes, reference.certificate(level).set_sizes)
+    with pytest.raises(ValueError, match="candidates are not kept"):
+        certify(cal, result.calibration, 0.9)

@@ -29,11 +29,14 @@ from tables import (LEVEL, audited_groups, documents_and_registry, probability_m
 SECRET_TEXT = "the confidential released sentence"  # the query of every synthetic document
 
 
-def small_audit(seed: int, flag_below: int = 5, confidences=(0.8, 0.9)):
-    """120 documents against 20 profiles, release protocol; the same doc ids whatever the seed."""
+def small_audit(seed: int, flag_below: int = 5, confidences=(0.8, 0.9), unknown_every: int | None = None):
+    """120 documents against 20 profiles, release protocol; the same doc ids whatever the seed (``unknown_every``:
+    every such document's subject is unknown, so the calibration documents are not a run of rows)."""
     rng = np.random.default_rng(seed)
     probabilities = probability_matrix(120, 20, rng)
     truth = [f"p{t}" for t in sample_truth(probabilities, rng)]
+    if unknown_every:
+        truth[1::unknown_every] = [None] * len(truth[1::unknown_every])
     documents, registry = documents_and_registry(truth, m=20)
     table = replace(table_from_matrix(probabilities), queries=tuple(f"{SECRET_TEXT} {i}" for i in range(120)))
     config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=confidences, flag_below=flag_below)
@@ -189,7 +192,8 @@ def test_comparison_by_hand():
 
 # --- reopen -------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("make", [lambda: small_audit(3), lambda: audited_groups()[0]], ids=["release", "split-groups"])
+@pytest.mark.parametrize("make", [lambda: small_audit(3), lambda: small_audit(3, unknown_every=4),
+                                  lambda: audited_groups()[0]], ids=["release", "release-unknown", "split-groups"])
 def test_a_reopened_audit_is_the_same_audit(make, history):
     result = make()
     audit_id = record_audit(result, source="dashboard", path=history)
@@ -201,6 +205,8 @@ def test_a_reopened_audit_is_the_same_audit(make, history):
         assert np.array_equal(reopened.certificate(level).set_sizes, result.certificate(level).set_sizes)
     assert reopened.test_split.table.queries == result.test_split.table.queries
     assert np.array_equal(reopened.calibration_split.truth_scores, result.calibration_split.truth_scores)
+    assert reopened.calibration_split.table.doc_ids.tolist() == result.calibration_split.table.doc_ids.tolist()
+    assert reopened.calibration_split.with_candidates == (result.config.protocol == "split")
 
 
 def test_a_changed_or_missing_snapshot_is_said_and_the_entry_stays_readable(recorded, history):
