@@ -290,7 +290,7 @@ def _load(args, documents_file: str | None = None):
 
 def _threshold(entry: dict) -> str:
     """q_hat as said on stderr: the number, 'infinite', or each group's."""
-    if "groups" in entry and entry["threshold"] == "per-group":
+    if "groups" in entry and entry["q_hat"] is None and entry["threshold"] != "infinite":
         return "per group (" + ", ".join(f"{g} {m['threshold']}" for g, m in entry["groups"].items()) + ")"
     return entry["threshold"]
 

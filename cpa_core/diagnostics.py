@@ -7,7 +7,8 @@ every such case for one confidence level under one release policy; the summary c
 
 The cases:
 
-- the calibration set is too small for the level (``k > n``: an infinite threshold);
+- the calibration set is too small for the level (``k > n``: an infinite threshold), or, under the release
+  protocol, one document short for the labelled documents, each calibrated by the other ``n - 1``;
 - under the conservative miss policy, the share of calibration documents whose identity is outside the
   pool exceeds ``alpha``: the ``k``-th smallest calibration score is ``+inf``;
 - a group of audited documents has no calibration document (per-group calibration): no threshold;
@@ -74,6 +75,16 @@ def certificate_warnings(result: "AuditResult", cert: "Certificate", policy: Rel
                 "conditional on the identity being in the pool, unconditional coverage at least (1 - rho)(1 - alpha)), "
                 "a larger top-K shortlist, or a registry that holds more of the documents' subjects")
     test = result.test_split
+    if cert.left_out is not None:  # release protocol: each labelled document calibrated by the others
+        pooled = calibration.thresholds_for(confidence, None, len(test)) if test.groups is None or \
+            set(calibration.strata) == {ALL} else calibration.thresholds_by_code(confidence, *test.group_codes)
+        alone = cert.left_out & np.isinf(cert.q_hat) & ~np.isinf(pooled)
+        if alone.any():
+            out.append(
+                f"confidence {level}: the thresholds of {int(alone.sum())} labelled documents are infinite (their sets "
+                "are the whole pool): each labelled document is calibrated by the other labelled documents of its "
+                "stratum, one fewer than those that give the other documents a finite threshold. Add labelled "
+                "documents or lower the confidence level")
     if test.groups is not None and config.group_column:
         calibrated = {str(key) for key in calibration.n_}
         keys, codes = test.group_codes

@@ -109,7 +109,9 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
         "empty_rate": float(np.mean(sizes == 0)) if n else None,
         "pool_size": int(np.median(pools)) if pools.size else None,
         "q_hat": _finite(split.score.to_method(q[0])) if one_threshold else None,
-        "threshold": threshold_text(split.score.to_method(q[0])) if one_threshold else "per-group",
+        "threshold": threshold_text(split.score.to_method(q[0])) if one_threshold else
+        "per-group" if cert.left_out is None else "per document (leave-one-out)",
+        "infinite_threshold_rate": float(np.mean(np.isinf(q))) if n else None,
     }
     out.update(ranking_metrics(split.truth_ranks[mask][labelled]))
     if policy is not None:
@@ -186,7 +188,8 @@ def summarize(result: "AuditResult", confidences: Iterable | None = None,
         entry = certificate_metrics(cert, policy=policy)
         entry["alpha"] = float(alpha_from_confidence(level))
         entry["n_cal"] = sum(calibration.n_.values())
-        entry["n_cal_needed"] = minimum_calibration_size(alpha_from_confidence(level))
+        # under the release protocol each labelled document is calibrated by the n - 1 others
+        entry["n_cal_needed"] = minimum_calibration_size(alpha_from_confidence(level)) + (config.protocol == "release")
         entry["whole_pool_rate"] = float(whole_pool(cert).mean()) if len(split) else None
         entry["share_in_registry"] = result.inputs.get("documents", {}).get("share_in_registry")
         entry["warnings"] = certificate_warnings(result, cert, policy)

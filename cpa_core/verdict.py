@@ -115,12 +115,13 @@ def _coverage(entry: dict, protocol: str, miss_policy: str) -> Check:
                                                                                "error"), remedy)
 
 
-def _calibration_size(entry: dict, groups: dict) -> Check:
+def _calibration_size(entry: dict, groups: dict, protocol: str) -> Check:
     needed = entry["n_cal_needed"]
     small = [g for g, m in groups.items() if 0 < m["n_cal"] < needed]
     passed = entry["n_cal"] >= needed and not small
     reason = (f"{entry['n_cal']:,} calibration documents; a finite threshold at {_level(entry['confidence'])} needs "
-              f"at least {needed:,}" + (f" per group, and {_names(small)} fewer" if small else ""))
+              f"at least {needed:,}" + (f" per group, and {_names(small)} fewer" if small else "") +
+              (" (each labelled document is calibrated by the others)" if protocol == "release" else ""))
     return Check("calibration size", passed, reason,
                  f"Calibrate on at least {needed:,} labelled documents (per group under per-group calibration) or "
                  "lower the confidence level.")
@@ -128,15 +129,18 @@ def _calibration_size(entry: dict, groups: dict) -> Check:
 
 def _threshold(entry: dict, groups: dict) -> Check:
     infinite = [g for g, m in groups.items() if m["threshold"] == "infinite"]
+    some = entry.get("infinite_threshold_rate") or 0.0
     if entry["threshold"] == "infinite":
         reason = "the threshold q̂ is infinite: every set is the whole pool"
     elif infinite:
         reason = f"{_names(infinite)} an infinite threshold q̂: every set of their documents is the whole pool"
+    elif some:
+        reason = f"the threshold q̂ is infinite for {_percent(some)} of the documents: their sets are the whole pool"
     elif entry["q_hat"] is not None:
         reason = f"the threshold q̂ = {entry['threshold']} is finite"
     else:
         reason = f"the thresholds are finite (one per {'group' if groups else 'left-out document'})"
-    return Check("finite threshold", entry["threshold"] != "infinite" and not infinite, reason,
+    return Check("finite threshold", entry["threshold"] != "infinite" and not infinite and not some, reason,
                  "Lower the confidence level or calibrate on more documents; when many identities are outside the "
                  "pool, certify with miss_policy = 'exclude', a larger top-K or a registry that covers the release.")
 
@@ -200,7 +204,7 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
     groups = entry.get("groups", {})
     warnings = list(entry["warnings"])
     policy = summary.policy
-    checks = [_coverage(entry, summary.protocol, summary.miss_policy), _calibration_size(entry, groups),
+    checks = [_coverage(entry, summary.protocol, summary.miss_policy), _calibration_size(entry, groups, summary.protocol),
               _threshold(entry, groups), _whole_pool(entry), _pool_size(entry, policy.flag_below), _registry(entry)]
     if groups:
         checks.append(_group_thresholds(groups))

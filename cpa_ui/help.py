@@ -48,7 +48,8 @@ HELP: dict[str, str] = {
                 "compare configurations on matched documents or reproduce published protocols.",
     "n_cal": "Calibration documents (with known identity) used to compute q̂.",
     "n_test": "Held-out test documents the certificate is evaluated and reported on.",
-    "min_n_cal": "The fewest calibration documents that give a finite threshold at this confidence: ⌈1/α − 1⌉.",
+    "min_n_cal": "The fewest calibration documents that give a finite threshold at this confidence: ⌈1/α − 1⌉, "
+                 "plus one when the whole release is certified (each labelled document is calibrated by the others).",
     "top1": "Top-1 accuracy of the attacker on the test split: the share of documents whose true identity is its "
             "first-ranked candidate. A point estimate, with no guarantee.",
     "top5": "Share of test documents whose true identity is among the attacker's 5 first candidates (no guarantee).",

@@ -165,3 +165,39 @@ def test_the_command_line_says_a_short_shortlist_and_a_group_without_labels(samp
     summary = json.loads((tmp_path / "groups" / "summary.json").read_text(encoding="utf-8"))
     assert summary["confidence"]["0.9"]["groups"]["ner_masking"]["threshold"] == "infinite"
     assert summary["confidence"]["0.9"]["n_test"] == 1000 and summary["confidence"]["0.9"]["n_cal"] == 652
+
+
+@pytest.mark.parametrize("labelled, groups", [(9, None), (10, None), (18, ("a", "b"))])
+def test_a_release_one_labelled_document_short_is_said_and_fails_the_verdict(labelled, groups):
+    """Under the release protocol each labelled document is calibrated by the other n - 1: at 0.9 a finite threshold
+    needs 9 scores, so 9 labelled documents give the unlabelled ones a finite threshold and every labelled one an
+    infinite one (the whole pool). The summary says so (threshold per document, the share of infinite thresholds,
+    10 needed), a warning names the cause, and the verdict fails both checks; 10 labelled documents pass them."""
+    from cpa_core.verdict import release_verdict
+
+    rng = np.random.default_rng(1)
+    n = labelled + 3
+    probabilities = probability_matrix(n, 8, rng)
+    truth = [f"p{t}" for t in sample_truth(probabilities, rng)]
+    truth[labelled:] = [None] * 3  # three documents whose subject is unknown
+    group_of = None if groups is None else [groups[i % 2] for i in range(n)]
+    documents, registry = documents_and_registry(truth, groups=group_of, m=8)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=(0.9,),
+                         group_column=None if groups is None else "group")
+    result = run_audit(documents, registry, None, config, table=table_from_matrix(probabilities))
+    cert = result.certificate(0.9)
+    short = labelled // (1 if groups is None else 2) == 9
+    assert np.isinf(cert.q_hat[:labelled]).all() == short
+    assert np.isfinite(cert.q_hat[labelled:]).all()
+    summary = result.summary([0.9])
+    entry = summary.level(0.9)
+    assert entry["n_cal_needed"] == 10
+    assert entry["infinite_threshold_rate"] == pytest.approx(labelled / n if short else 0.0)
+    assert entry["threshold"] == "per document (leave-one-out)"
+    said = [w for w in entry["warnings"] if "labelled documents are infinite" in w]
+    assert len(said) == short and (not short or f"thresholds of {labelled} labelled documents" in said[0])
+    failed = {check.name for check in release_verdict(summary, 0.9).failed}
+    assert ({"calibration size", "finite threshold"} <= failed) == short
+    assert not short or release_verdict(summary, 0.9).status == "inconclusive"
+    if not short:
+        assert not failed & {"calibration size", "finite threshold"}
