@@ -310,6 +310,13 @@ class ScoredSplit:
                            self.sorted_scores[:, :0][index], self.truth_positions[index], self.truth_scores[index],
                            self.truth_ranks[index], self.score_name, with_candidates=False)
 
+    def thresholds(self, calibration: Calibration, confidence) -> np.ndarray:
+        """Each document's threshold under ``calibration`` at ``confidence``: its stratum's (``+inf`` for a stratum
+        never calibrated), the pooled one when the calibration has a single stratum."""
+        if self.groups is None or set(calibration.strata) == {ALL}:
+            return calibration.thresholds_for(confidence, None, len(self))
+        return calibration.thresholds_by_code(confidence, *self.group_codes)
+
     def check_candidates(self) -> None:
         """Refuse to certify a split that holds no ranked candidates (:meth:`documents`)."""
         if not self.with_candidates:
@@ -358,10 +365,7 @@ def certify_release(split: ScoredSplit, ranking: LeaveOneOutRanking, confidence)
 def certify(split: ScoredSplit, calibration: Calibration, confidence) -> Certificate:
     """Apply the calibrated thresholds to a scored split at one confidence level."""
     split.check_candidates()
-    if split.groups is None or set(calibration.strata) == {ALL}:
-        q_hat = calibration.thresholds_for(confidence, None, len(split))
-    else:
-        q_hat = calibration.thresholds_by_code(confidence, *split.group_codes)
+    q_hat = split.thresholds(calibration, confidence)
     sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
     covered = split.in_pool & (split.truth_positions < sizes)
     return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split)
@@ -445,13 +449,9 @@ class AuditResult:
             missing = [c for c in levels if confidence_label(c) not in self.calibration.q_hat_]
             extra = self.calibrate_at(missing) if missing else None
 
-            def per_document(level) -> np.ndarray:
-                calibration = self.calibration if confidence_label(level) in self.calibration.q_hat_ else extra
-                if split.groups is None or set(calibration.strata) == {ALL}:
-                    return calibration.thresholds_for(level, None, len(split))
-                return calibration.thresholds_by_code(level, *split.group_codes)
-
-            thresholds = np.array([per_document(level) for level in levels]).reshape(len(levels), len(split))
+            thresholds = np.array([split.thresholds(self.calibration if confidence_label(level) in
+                                                    self.calibration.q_hat_ else extra, level)
+                                   for level in levels]).reshape(len(levels), len(split))
             left_out = None
         sizes = set_size_table(split.sorted_scores, split.table.pool_sizes, thresholds)
         return [Certificate(level, thresholds[i], sizes[i], split.in_pool & (split.truth_positions < sizes[i]), split,

@@ -76,9 +76,7 @@ def certificate_warnings(result: "AuditResult", cert: "Certificate", policy: Rel
                 "a larger top-K shortlist, or a registry that holds more of the documents' subjects")
     test = result.test_split
     if cert.left_out is not None:  # release protocol: each labelled document calibrated by the others
-        pooled = calibration.thresholds_for(confidence, None, len(test)) if test.groups is None or \
-            set(calibration.strata) == {ALL} else calibration.thresholds_by_code(confidence, *test.group_codes)
-        alone = cert.left_out & np.isinf(cert.q_hat) & ~np.isinf(pooled)
+        alone = cert.left_out & np.isinf(cert.q_hat) & ~np.isinf(test.thresholds(calibration, confidence))
         if alone.any():
             out.append(
                 f"confidence {level}: the thresholds of {int(alone.sum())} labelled documents are infinite (their sets "
