@@ -15,9 +15,12 @@ from typing import Callable
 
 import numpy as np
 
-from cpa_core import (AttackerConfig, AuditConfig, AuditResult, CandidateTable, KnowledgeLevel, ScoredSplit, calibrate,
-                      get_score, set_sizes)
-from cpa_core.candidates import top_candidates
+from cpa_core.attack.candidates import CandidateTable, top_candidates
+from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+from cpa_core.audit.results import AuditResult, ScoredSplit
+from cpa_core.conformal.calibration import calibrate, set_sizes
+from cpa_core.conformal.scores import get_score
+from cpa_core.io.knowledge import KnowledgeLevel
 
 LEVELS = (0.90, 0.95, 0.99)
 DIRICHLET_CONCENTRATION = 0.1

@@ -1,6 +1,6 @@
 """How long the dashboard takes to follow its sliders with 10,000 test documents.
 
-Generates a synthetic corpus (``cpa_core.synthetic``: 11,000 documents about 1,000 registry people),
+Generates a synthetic corpus (``cpa_core.io.synthetic``: 11,000 documents about 1,000 registry people),
 attacks it once with TF-IDF at knowledge K2 (1,000 calibration and 10,000 test documents, whole
 registry as pool, per-group calibration as in the sample configuration), then times the work one
 slider change triggers, exactly as the pages do it:
@@ -33,19 +33,19 @@ sys.path.insert(0, str(REPO_ROOT))
 import numpy as np  # noqa: E402
 import plotly.io as pio  # noqa: E402
 
-from cpa_core.attackers.tfidf import TfidfIndex  # noqa: E402
-from cpa_core.audit import run_audit  # noqa: E402
-from cpa_core.config import load_config  # noqa: E402
-from cpa_core.data import load_documents, load_registry  # noqa: E402
-from cpa_core.evidence import document_evidence  # noqa: E402
-from cpa_core.knowledge import profile_texts  # noqa: E402
-from cpa_core.metrics import confidence_curve  # noqa: E402
-from cpa_core.policy import ReleasePolicy, worklist  # noqa: E402
-from cpa_core.synthetic import generate_sample_data  # noqa: E402
+from cpa_core.attack.attackers.tfidf import TfidfIndex
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.project import load_config
+from cpa_core.io.knowledge import profile_texts
+from cpa_core.io.synthetic import generate_sample_data
+from cpa_core.io.tables import load_documents, load_registry
+from cpa_core.report.evidence import document_evidence
+from cpa_core.report.metrics import confidence_curve
+from cpa_core.report.worklist import worklist
 from cpa_ui.analysis import candidate_table, flagged_table, group_table, kpis, row_of  # noqa: E402
 from cpa_ui.attackers import declare, default_threat  # noqa: E402
-from cpa_ui.figures import (fig_candidate_weights, fig_confidence_curve, fig_group_breakdown,  # noqa: E402
-                            fig_set_size_histogram)
+from cpa_ui.figures import fig_candidate_weights, fig_confidence_curve, fig_group_breakdown, fig_set_size_histogram  # noqa: E402
 
 N_TEST, N_CAL, N_PEOPLE = 10_000, 1_000, 1_000
 

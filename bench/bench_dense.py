@@ -32,19 +32,21 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cpa_core import (AttackerConfig, AuditConfig, load_config, load_documents, load_registry,  # noqa: E402
-                      profile_texts, run_audit)
-from cpa_core.attackers.dense import DenseAttacker  # noqa: E402
-from cpa_core.data import Documents  # noqa: E402
-from cpa_core.model_store import load_sentence_transformer, packaged_model_path  # noqa: E402
+from cpa_core.attack.attackers.dense import DenseAttacker
+from cpa_core.attack.model_store import load_sentence_transformer, packaged_model_path
+from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.project import load_config
+from cpa_core.io.knowledge import profile_texts
+from cpa_core.io.tables import Documents, load_documents, load_registry
 
 FRESH_PROCESS = """
 import json, os, sys, time
 start = time.perf_counter()
 sys.path.insert(0, {repo!r})
 from cpa_core import AttackerConfig, AuditConfig, load_config, load_documents, load_registry, run_audit
-from cpa_core import model_store
-from cpa_core.attackers import dense as dense_module
+from cpa_core.attack import model_store
+from cpa_core.attack.attackers import dense as dense_module
 documents = load_documents({documents!r})
 documents = documents.__class__(documents.frame.iloc[:{n}].reset_index(drop=True), documents.file, documents.sha256,
                                 documents.report)

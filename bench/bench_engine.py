@@ -27,15 +27,15 @@ from bench_tfidf import StepMemory, _load, run_script_worker  # noqa: E402
 def worker_attack(data: str, top_k: str, engine: str, out: str) -> dict:
     import numpy as np
 
-    from cpa_core import TfidfAttacker
-    from cpa_core.audit import attack_documents
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.audit.pipeline import attack_documents
 
     documents, registry, level = _load(Path(data))
     attacker = TfidfAttacker(top_k=_top_k(top_k), temperature=0.05)
     started = None
     cluster = None
     if engine != "process":
-        from cpa_core.engine import DaskEngine
+        from cpa_core.attack.engine import DaskEngine
 
         started = time.perf_counter()
         cluster = DaskEngine(engine)

@@ -35,13 +35,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from cpa_core import load_config, load_documents, load_registry  # noqa: E402
-from cpa_core.attackers.forced_choice import ForcedChoiceAttacker  # noqa: E402
-from cpa_core.attackers.llm_clues import LLMClueExtractor  # noqa: E402
-from cpa_core.attackers.profile import ProfileAttacker, attributes_from_registry  # noqa: E402
-from cpa_core.attackers.tfidf import TfidfAttacker  # noqa: E402
-from cpa_core.llm import LLMClient, LLMSettings  # noqa: E402
 from llm_server import MODEL_ALIAS, free_port, missing_requirement, model_path  # noqa: E402
+
+from cpa_core.attack.attackers.forced_choice import ForcedChoiceAttacker
+from cpa_core.attack.attackers.llm_clues import LLMClueExtractor
+from cpa_core.attack.attackers.profile import ProfileAttacker, attributes_from_registry
+from cpa_core.attack.attackers.tfidf import TfidfAttacker
+from cpa_core.audit.project import load_config
+from cpa_core.io.tables import load_documents, load_registry
+from cpa_core.llm.client import LLMClient, LLMSettings
 
 ATTACKERS = ("clues", "sampling", "logprobs", "profile")
 KEY_ENV = "CPA_BENCH_LLM_KEY"  # unset: the local server needs no key
@@ -121,7 +123,7 @@ def measure(name: str, base_url: str, cache_dir: str, concurrency: int, data, ar
 
 def warm_up(base_url: str, cache_dir: str, data) -> None:
     """One LLM request and one TF-IDF attack, not measured: the server's first request and the imports."""
-    from cpa_core.llm import LLMRequest
+    from cpa_core.llm.client import LLMRequest
     project, doc_ids, texts, registry = data
     TfidfAttacker(temperature=1.0).attack(doc_ids[:2], texts[:2], registry, project.level("K1"))
     settings = LLMSettings(base_url=base_url, model=MODEL_ALIAS, api_key_env=KEY_ENV, max_tokens=2, cache_dir=cache_dir)

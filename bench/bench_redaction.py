@@ -1,7 +1,7 @@
 """Suggested redactions: what they cost and what they buy, on the sample data and a TextWash slice.
 
 For each data set: audit (the declared configuration), suggest redactions for every flagged document
-(:func:`cpa_core.redaction.suggest_redactions`, the greedy search of ``cpa redact``; timed), apply them to the
+(:func:`cpa_core.redaction.suggestions.suggest_redactions`, the greedy search of ``cpa redact``; timed), apply them to the
 release, and audit the redacted release again under the same declared threat model (calibrated again: a new
 release). Prints a Markdown table: flagged before, flagged after (re-audited), documents whose suggestion
 reaches k under the stored threshold (indicative), characters redacted per flagged document (median and
@@ -42,10 +42,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from cpa_core.audit import run_audit  # noqa: E402
-from cpa_core.config import declare_audit, load_config  # noqa: E402
-from cpa_core.redaction import REPLACEMENTS, apply_edits, suggest_redactions  # noqa: E402
 from bench_temperature import STUDY, textwash_rows  # noqa: E402  (the same TextWash slice)
+
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.project import declare_audit, load_config
+from cpa_core.redaction.suggestions import REPLACEMENTS, apply_edits, suggest_redactions
 
 SAMPLE = REPO / "sample_data"
 PROFILE_DOCS, AUDIT_DOCS = 3, 10

@@ -1,7 +1,7 @@
 """Benchmark: a whole TF-IDF audit as the documents grow, stage by stage, and the CLI's peak memory.
 
 Each measured run is a fresh subprocess (its peak RSS is its own, ``VmHWM``); the data are generated once per
-size by ``cpa_core.synthetic`` (1,000 registry people by default; documents about them).
+size by ``cpa_core.io.synthetic`` (1,000 registry people by default; documents about them).
 
     python bench/bench_scale.py [WORKDIR] [--documents 10000,30000,100000] [--people 1000] [--top-k none]
     python bench/bench_scale.py [WORKDIR] --cli --documents 20000 --people 5000 --top-k none
@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_tfidf import StepMemory, _load, run_script_worker, run_worker as _run_tfidf_worker  # noqa: E402
+from bench_tfidf import StepMemory, _load, run_script_worker  # noqa: E402
+from bench_tfidf import run_worker as _run_tfidf_worker
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,12 +37,13 @@ def _top_k(value: str) -> int | None:
 
 
 def worker_stages(data: str, top_k: str, out: str, temperature: str = "auto") -> dict:
-    from cpa_core import AttackerConfig, AuditConfig, TfidfAttacker
-    from cpa_core.audit import attack_documents, run_audit
-    from cpa_core.evidence import audit_explainer
-    from cpa_core.policy import worklist, worklist_csv, worklist_json
-    from cpa_core.records import jsonl_lines, manifest, prepare_out_dir, record_splits, records, write_private
-    from cpa_core.verdict import summary_document
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+    from cpa_core.audit.pipeline import attack_documents, run_audit
+    from cpa_core.report.evidence import audit_explainer
+    from cpa_core.report.verdict import summary_document
+    from cpa_core.report.worklist import worklist, worklist_csv, worklist_json
+    from cpa_core.store.records import jsonl_lines, manifest, prepare_out_dir, record_splits, records, write_private
 
     timings: dict[str, float] = {}
 

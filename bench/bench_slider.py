@@ -2,7 +2,7 @@
 documents.
 
 For each size: serves the dashboard (``streamlit run app.py`` on a loopback port), drives headless Chromium to
-upload synthetic documents and a registry (``cpa_core.synthetic``, 1,000 people; the sample configuration: K2,
+upload synthetic documents and a registry (``cpa_core.io.synthetic``, 1,000 people; the sample configuration: K2,
 temperature ``auto``), declares a top-K shortlist on the threat-model page, calibrates (every document certified),
 opens Explore (timed: the first visit computes the confidence curve), then times ``--repeat`` steps of the
 confidence slider (the keyboard's left arrow): from the key press until the histogram's title shows the new level

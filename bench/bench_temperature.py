@@ -24,10 +24,11 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cpa_core.attackers.tfidf import TfidfAttacker  # noqa: E402
-from cpa_core.audit import AttackerConfig, AuditConfig, run_audit  # noqa: E402
-from cpa_core.data import load_documents, load_registry  # noqa: E402
-from cpa_core.knowledge import KnowledgeLevel  # noqa: E402
+from cpa_core.attack.attackers.tfidf import TfidfAttacker
+from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.io.knowledge import KnowledgeLevel
+from cpa_core.io.tables import load_documents, load_registry
 
 STUDY = REPO.parent / "shared" / "datasets" / "textwash" / "study1"
 FILE = re.compile(r"^(famous|semifamous|fict)_(\d+)_d_(\d)_(\d+)\.txt$")

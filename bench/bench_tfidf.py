@@ -77,7 +77,8 @@ def _load(data: Path, registry_file: str = "registry.csv"):
     # imports are a one-off cost of the process, not of an audit: done here, outside every timed step
     import sklearn.feature_extraction.text  # noqa: F401  (cpa_core may import it lazily)
 
-    from cpa_core import KnowledgeLevel, load_documents, load_registry
+    from cpa_core.io.knowledge import KnowledgeLevel
+    from cpa_core.io.tables import load_documents, load_registry
 
     documents = load_documents(data / "documents.csv")
     registry = load_registry(data / registry_file)
@@ -88,7 +89,7 @@ def _load(data: Path, registry_file: str = "registry.csv"):
 def worker_generate(out: str, people: str, documents: str, seed: str, *prefixes: str) -> dict:
     import pandas as pd
 
-    from cpa_core.synthetic import generate_sample_data
+    from cpa_core.io.synthetic import generate_sample_data
 
     start = time.perf_counter()
     paths = generate_sample_data(out, seed=int(seed), n_people=int(people), n_documents=int(documents))
@@ -101,7 +102,9 @@ def worker_generate(out: str, people: str, documents: str, seed: str, *prefixes:
 
 
 def worker_audit(data: str, top_k: str, n_cal: str, n_test: str) -> dict:
-    from cpa_core import AttackerConfig, AuditConfig, TfidfAttacker, run_audit
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+    from cpa_core.audit.pipeline import run_audit
 
     documents, registry, level = _load(Path(data))
     attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0)  # a fixed T: auto would add its own passes
@@ -122,7 +125,8 @@ def worker_audit(data: str, top_k: str, n_cal: str, n_test: str) -> dict:
 def worker_raw(data: str) -> dict:
     from sklearn.base import clone
 
-    from cpa_core import TfidfAttacker, TfidfIndex, profile_texts
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker, TfidfIndex
+    from cpa_core.io.knowledge import profile_texts
 
     documents, registry, level = _load(Path(data))
     profiles, texts = profile_texts(registry, level), documents.frame["text"].tolist()
@@ -146,7 +150,7 @@ def worker_raw(data: str) -> dict:
 
 
 def worker_attack(data: str, registry_file: str, top_k: str) -> dict:
-    from cpa_core import TfidfAttacker
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
 
     documents, registry, level = _load(Path(data), registry_file)
     attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0)  # a fixed T: auto would add its own passes

@@ -21,13 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_tfidf import StepMemory, _load, run_script_worker, run_worker as _run_tfidf_worker  # noqa: E402
+from bench_tfidf import StepMemory, _load, run_script_worker  # noqa: E402
+from bench_tfidf import run_worker as _run_tfidf_worker
 
 TOP_K = 100
 
 
 def worker_attack(data: str, registry_file: str, top_k: str, kernel: str) -> dict:
-    from cpa_core import TfidfAttacker
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
 
     documents, registry, level = _load(Path(data), registry_file)
     attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0, kernel=kernel == "1")
@@ -47,8 +48,7 @@ def worker_raw(data: str, registry_file: str, top_k: str) -> dict:
     chunks: no softmax, no tail, no tie rule."""
     from sparse_dot_topn import sp_matmul_topn
 
-    from cpa_core import TfidfAttacker
-    from cpa_core.attackers.tfidf import kernel_threads
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker, kernel_threads
 
     documents, registry, level = _load(Path(data), registry_file)
     attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0)

@@ -12,10 +12,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from cpa_core.audit import AuditResult, Certificate
-from cpa_core.data import Documents, Registry
-from cpa_core.metrics import AuditSummary
-from cpa_core.policy import ReleasePolicy
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.results import AuditResult, Certificate
+from cpa_core.io.tables import Documents, Registry
+from cpa_core.report.metrics import AuditSummary
 
 GROUP_COLUMNS = ["group", "n_test", "n_cal", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
                  "median_set_size", "mean_leakage", "n_flagged", "top1"]

@@ -1,7 +1,7 @@
 """The threat-model page's attacker forms, derived from the core's attacker specs, and the translation of
 the curator's choices into the core's declared configuration.
 
-A form is a registered :class:`~cpa_core.attackers.spec.AttackerSpec`: its label, description and typed
+A form is a registered :class:`~cpa_core.attack.spec.AttackerSpec`: its label, description and typed
 parameters. The LLM endpoint (``[llm]`` base_url and model) is asked for when the attacker sends text to an
 LLM or its queries carry LLM clues; it has widget keys of its own, apart from the attacker's parameters.
 """
@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cpa_core.attackers.base import Attacker
-from cpa_core.attackers.imported import CandidateScores
-from cpa_core.attackers.registry import attacker_specs, get_spec
-from cpa_core.attackers.spec import AttackerSpec
-from cpa_core.audit import AuditConfig
-from cpa_core.config import declare_audit
-from cpa_core.errors import ConfigError
-from cpa_core.llm import LLM_PARAMS
-from cpa_core.params import Param
-
-from .state import CUSTOM_LEVEL, DataSet, ThreatChoice
+from cpa_core.attack.attackers.imported import CandidateScores
+from cpa_core.attack.base import Attacker
+from cpa_core.attack.registry import attacker_specs, get_spec
+from cpa_core.attack.spec import AttackerSpec
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.project import declare_audit
+from cpa_core.common.errors import ConfigError
+from cpa_core.common.params import Param
+from cpa_core.llm.client import LLM_PARAMS
+from cpa_ui.state import CUSTOM_LEVEL, DataSet, ThreatChoice
 
 ENDPOINT = tuple(p for p in LLM_PARAMS if p.name in ("base_url", "model"))
 """The ``[llm]`` parameters a form asks for (the rest come from the configuration file)."""
@@ -61,7 +60,7 @@ def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None 
             ) -> tuple[AuditConfig, Attacker]:
     """The core's configuration and attacker for the curator's choices.
 
-    Raises :class:`~cpa_core.errors.ConfigError` (shown on the page) when the choices are inconsistent.
+    Raises :class:`~cpa_core.common.errors.ConfigError` (shown on the page) when the choices are inconsistent.
     """
     spec = get_spec(threat.attacker)
     project = data.project

@@ -16,17 +16,19 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cpa_core.attackers.base import Attacker
-from cpa_core.evidence import Explainer
-from cpa_core.attackers.imported import CandidateScores, read_candidate_scores
-from cpa_core.audit import AuditConfig, AuditResult, estimate_llm_calls, run_audit
-from cpa_core.config import ProjectConfig, load_config, parse_config
-from cpa_core.data import Documents, Registry, encoding_notes, load_documents, load_registry, read_table
-from cpa_core.errors import ConfigError
-from cpa_core.metrics import confidence_curve
-from cpa_core.policy import worklist
-
-from .state import AuditRun, DataSet
+from cpa_core.attack.attackers.imported import CandidateScores, read_candidate_scores
+from cpa_core.attack.base import Attacker
+from cpa_core.attack.explainers import Explainer
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.pipeline import estimate_llm_calls, run_audit
+from cpa_core.audit.project import ProjectConfig, load_config, parse_config
+from cpa_core.audit.results import AuditResult
+from cpa_core.common.errors import ConfigError
+from cpa_core.io.reading import encoding_notes, read_table
+from cpa_core.io.tables import Documents, Registry, load_documents, load_registry
+from cpa_core.report.metrics import confidence_curve
+from cpa_core.report.worklist import worklist
+from cpa_ui.state import AuditRun, DataSet
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_DIR = REPO_ROOT / "sample_data"
@@ -88,7 +90,7 @@ def scores_from_upload(data: bytes, name: str) -> CandidateScores:
 def engine(address: str):
     """The Dask engine of a scheduler address (``local``: two worker processes on this machine), kept while the
     dashboard runs."""
-    from cpa_core.engine import DaskEngine
+    from cpa_core.attack.engine import DaskEngine
 
     return DaskEngine(address)
 
@@ -130,7 +132,7 @@ def audit_run(data: DataSet, config: AuditConfig, attacker: Attacker, documents:
     key = f"{data_key}:{config.config_id}"
     start = time.perf_counter()
     if scheduler:
-        from cpa_core.engine import shipped_attacker
+        from cpa_core.attack.engine import shipped_attacker
         shipped_attacker(attacker, {})  # an attacker that runs in this process only is said before connecting
     result = audit(key, documents, data.registry, attacker, config, engine(scheduler) if scheduler else None)
     return AuditRun(result, key, label or run_label(config), data_key, time.perf_counter() - start, attacker)
@@ -145,7 +147,7 @@ def curve(key: str, _result: AuditResult) -> pd.DataFrame:
 @st.cache_resource(show_spinner="Indexing the profiles to explain matches…", max_entries=8)
 def explainer(key: str, _data: DataSet, _run: AuditRun) -> Explainer | None:
     """The run's attacker's explainer of matches (``key``: the run's key), ``None`` when it has none."""
-    from cpa_core.evidence import audit_explainer
+    from cpa_core.report.evidence import audit_explainer
 
     return audit_explainer(_run.attacker, _data.registry, _run.result.config)
 

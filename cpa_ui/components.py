@@ -5,23 +5,30 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cpa_core.attackers.base import Attacker
-from cpa_core.attackers.registry import get_spec
-from cpa_core.audit import AuditConfig
-from cpa_core.errors import CPAError
-
-from . import nav
-from cpa_core.llm import redact_url
-from cpa_core.metrics import COVERAGE_MEANING
-from cpa_core.policy import ReleasePolicy
-from cpa_core.params import Param
-
-from .attackers import declare, default_threat, needs_endpoint, widget_bounds
-from .cache import load_sample
-from .help import COLUMNS, HELP, PERCENT
-from .state import AuditRun, DataSet, set_widget, state, widget_key
-from .text import (ALPHA_PRESETS, CONFIDENCE_PERCENT_RANGE, CONFIDENCE_PERCENT_STEP, confidence_from_alpha, plain,
-                   confidence_from_percent, fmt_number, fmt_percent, percent_from_confidence)
+from cpa_core.attack.base import Attacker
+from cpa_core.attack.registry import get_spec
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.common.errors import CPAError
+from cpa_core.common.params import Param
+from cpa_core.llm.client import redact_url
+from cpa_core.report.metrics import COVERAGE_MEANING
+from cpa_ui import nav
+from cpa_ui.attackers import declare, default_threat, needs_endpoint, widget_bounds
+from cpa_ui.cache import load_sample
+from cpa_ui.help import COLUMNS, HELP, PERCENT
+from cpa_ui.state import AuditRun, DataSet, set_widget, state, widget_key
+from cpa_ui.text import (
+    ALPHA_PRESETS,
+    CONFIDENCE_PERCENT_RANGE,
+    CONFIDENCE_PERCENT_STEP,
+    confidence_from_alpha,
+    confidence_from_percent,
+    fmt_number,
+    fmt_percent,
+    percent_from_confidence,
+    plain,
+)
 
 MAX_FLAG_BELOW = 100
 

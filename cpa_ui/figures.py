@@ -132,7 +132,7 @@ def fig_confidence_curve(curve: pd.DataFrame, confidence: float | None = None,
                          title: str = "Coverage and median |C| versus confidence") -> go.Figure:
     """Empirical coverage (against the target diagonal) and the median set size per confidence level.
 
-    ``curve`` is :func:`cpa_core.metrics.confidence_curve`; ``confidence`` marks the current level.
+    ``curve`` is :func:`cpa_core.report.metrics.confidence_curve`; ``confidence`` marks the current level.
     """
     x = (100 * curve["confidence"].astype(float)).round(3).tolist()
     data = [
@@ -229,7 +229,7 @@ def fig_set_size_ecdf(set_sizes: Mapping[str, np.ndarray], flag_below: int,
 def fig_drift(drift: pd.DataFrame, title: str = "Drift: coverage when calibrated on A and tested on B") -> go.Figure:
     """Coverage of B's test split with A's threshold and with B's own, against the target, per level.
 
-    ``drift`` is :func:`cpa_core.stress.drift` (columns ``calibration``, ``confidence``, ``coverage``).
+    ``drift`` is :func:`cpa_core.audit.stress.drift` (columns ``calibration``, ``confidence``, ``coverage``).
     """
     levels = sorted(drift["confidence"].astype(float).unique())
     names = [f"{100 * c:g} %" for c in levels]

@@ -1,7 +1,7 @@
 """The dashboard's side of the audit history: record a calibration, reopen a recorded audit as the current
 run (no attack), and the History page's tables.
 
-Every figure comes from :mod:`cpa_core.history`; this module only checks that a recorded audit fits the
+Every figure comes from :mod:`cpa_core.store.history`; this module only checks that a recorded audit fits the
 loaded data, rebuilds what the pages need around its result, and labels the tables.
 """
 
@@ -13,16 +13,15 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from cpa_core.attackers.base import Attacker, AttackerBase
-from cpa_core.attackers.registry import get_spec
-from cpa_core.attackers.spec import BuildContext
-from cpa_core.audit import AuditConfig
-from cpa_core.errors import CPAError, HistoryError
-from cpa_core.history import SHORT_SHA, HistoryEntry, load_result, record_audit
-
-from .cache import run_label
-from .state import AuditRun, DataSet
-from .text import plain
+from cpa_core.attack.base import Attacker, AttackerBase
+from cpa_core.attack.registry import get_spec
+from cpa_core.attack.spec import BuildContext
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.common.errors import CPAError, HistoryError
+from cpa_core.store.history import SHORT_SHA, HistoryEntry, load_result, record_audit
+from cpa_ui.cache import run_label
+from cpa_ui.state import AuditRun, DataSet
+from cpa_ui.text import plain
 
 HISTORY_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "documents_sha256",
                    "n_flagged", "median_set_size")
@@ -99,7 +98,7 @@ def declared_attacker(config: AuditConfig, data: DataSet) -> Attacker:
 def reopen(entry: HistoryEntry, data: DataSet | None) -> AuditRun:
     """The recorded audit as the dashboard's current run, rebuilt from its snapshot without attacking.
 
-    Raises :class:`~cpa_core.errors.HistoryError` when the loaded data is not the audit's or its snapshot is
+    Raises :class:`~cpa_core.common.errors.HistoryError` when the loaded data is not the audit's or its snapshot is
     missing or changed.
     """
     mismatch = data_mismatch(entry, data)

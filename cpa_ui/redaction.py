@@ -2,7 +2,7 @@
 level, policy and strategy), an edited text re-scored against the stored calibration, the redacted release as a
 data set of its own, and the before/after table of a re-audit.
 
-Everything computed here comes from :mod:`cpa_core.redaction` and :mod:`cpa_core.evidence`; set sizes of edited
+Everything computed here comes from :mod:`cpa_core.redaction` and :mod:`cpa_core.attack.explainers`; set sizes of edited
 texts are indicative (an edited release is a new release mechanism, and only a new calibration certifies it).
 """
 
@@ -15,19 +15,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from cpa_core.attackers.base import Attacker
-from cpa_core.audit import Certificate
-from cpa_core.errors import CPAError
-from cpa_core.data import Documents
-from cpa_core.evidence import Span
-from cpa_core.policy import ReleasePolicy
-from cpa_core.redaction import REPLACEMENTS, Suggestion, apply_edits, rescorer, suggest_redactions
-
-from .analysis import row_of
-from .attackers import declare
-from .history import declared_attacker
-from .state import AuditRun, DataSet
-
+from cpa_core.attack.base import Attacker
+from cpa_core.attack.explainers import Span
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.results import Certificate
+from cpa_core.common.errors import CPAError
+from cpa_core.io.tables import Documents
+from cpa_core.redaction.suggestions import REPLACEMENTS, Suggestion, apply_edits, rescorer, suggest_redactions
+from cpa_ui.analysis import row_of
+from cpa_ui.attackers import declare
+from cpa_ui.history import declared_attacker
+from cpa_ui.state import AuditRun, DataSet
 
 STRATEGY_LABELS = {"placeholder": "a placeholder ([REDACTED], or its category where the registry says)",
                    "generalize": "a generalisation where the data allows (city → region, year → decade)",

@@ -1,7 +1,7 @@
 """The self-contained certificate report for a privacy officer (no Streamlit), on screen and on paper.
 
 One HTML file: styles are inlined, every figure is drawn from data embedded in the page, nothing is fetched
-from the network. It opens with the release verdict (:func:`cpa_core.verdict.release_verdict`) and a sign-off
+from the network. It opens with the release verdict (:func:`cpa_core.report.verdict.release_verdict`) and a sign-off
 block. On screen the figures are plotly charts (plotly.js inlined once); the print version
 (``for_print=True``, the source of the PDF, see :mod:`cpa_ui.pdf`) draws them as static inline SVG and
 carries no script. Every value from the data (file names, ids, group labels, terms) is escaped. Document text
@@ -21,16 +21,23 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from cpa_core.audit import AuditResult
-from cpa_core.metrics import COVERAGE_MEANING
-from cpa_core.diagnostics import NEARLY_WHOLE
-from cpa_core.verdict import Verdict, release_verdict
-
-from .analysis import GROUP_COLUMNS, without_empty
-from .figures import (FLAGGED_COLOR, REPORT_TEMPLATE, SAFE_COLOR, TARGET_COLOR, fig_confidence_curve,
-                      fig_group_breakdown, fig_set_size_histogram, set_size_bins)
-from .help import COLUMNS, HELP, PERCENT
-from .text import configuration_summary, fmt_confidence, fmt_number, fmt_percent
+from cpa_core.audit.results import AuditResult
+from cpa_core.report.diagnostics import NEARLY_WHOLE
+from cpa_core.report.metrics import COVERAGE_MEANING
+from cpa_core.report.verdict import Verdict, release_verdict
+from cpa_ui.analysis import GROUP_COLUMNS, without_empty
+from cpa_ui.figures import (
+    FLAGGED_COLOR,
+    REPORT_TEMPLATE,
+    SAFE_COLOR,
+    TARGET_COLOR,
+    fig_confidence_curve,
+    fig_group_breakdown,
+    fig_set_size_histogram,
+    set_size_bins,
+)
+from cpa_ui.help import COLUMNS, HELP, PERCENT
+from cpa_ui.text import configuration_summary, fmt_confidence, fmt_number, fmt_percent
 
 REPORT_CALIBRATION_COLUMNS = ["confidence", "alpha", "coverage", "coverage_ci", "coverage_conditional",
                               "candidate_miss_rate", "open_world_bound", "threshold", "median_set_size",
@@ -206,7 +213,7 @@ def svg_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str) -
 
 
 def svg_confidence_curve(curve: pd.DataFrame, confidence: float, title: str) -> str:
-    """Coverage against the target as the confidence level varies (:func:`cpa_core.metrics.confidence_curve`),
+    """Coverage against the target as the confidence level varies (:func:`cpa_core.report.metrics.confidence_curve`),
     as a static SVG line chart with the report's level marked."""
     width, height, left, right, top, bottom = 680, 250, 52, 180, 30, 44
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -296,9 +303,9 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
 
     Parameters
     ----------
-    curve : :func:`cpa_core.metrics.confidence_curve` of ``result``
-    worklist : :func:`cpa_core.policy.worklist` of ``result`` (at its flagging level, under its policy)
-    manifest : :func:`cpa_core.records.manifest` of ``result``
+    curve : :func:`cpa_core.report.metrics.confidence_curve` of ``result``
+    worklist : :func:`cpa_core.report.worklist.worklist` of ``result`` (at its flagging level, under its policy)
+    manifest : :func:`cpa_core.store.records.manifest` of ``result``
     for_print : static SVG figures and no script, for :func:`cpa_ui.pdf.report_pdf`
     """
     config = result.config

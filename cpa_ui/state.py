@@ -14,12 +14,13 @@ from typing import Any, Callable, Generic, TypeVar
 import pandas as pd
 import streamlit as st
 
-from cpa_core.attackers.base import Attacker
-from cpa_core.attackers.imported import CandidateScores
-from cpa_core.audit import AuditConfig, AuditResult
-from cpa_core.config import ProjectConfig
-from cpa_core.policy import ReleasePolicy
-from cpa_core.data import Documents, Registry
+from cpa_core.attack.attackers.imported import CandidateScores
+from cpa_core.attack.base import Attacker
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.project import ProjectConfig
+from cpa_core.audit.results import AuditResult
+from cpa_core.io.tables import Documents, Registry
 
 T = TypeVar("T")
 CUSTOM_LEVEL = "custom"

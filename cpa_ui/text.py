@@ -8,8 +8,8 @@ import html
 import math
 from typing import Sequence
 
-from cpa_core.attackers.registry import get_spec
-from cpa_core.audit import AuditConfig
+from cpa_core.attack.registry import get_spec
+from cpa_core.audit.configuration import AuditConfig
 
 ALPHA_PRESETS = (0.01, 0.05, 0.10)
 CONFIDENCE_PERCENT_RANGE = (50.0, 99.5)
@@ -121,7 +121,7 @@ def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: 
 
 
 def highlight_spans(text: str, spans) -> str:
-    """HTML of ``text`` with each evidence span (:class:`~cpa_core.evidence.Span`, offsets into ``text``) in
+    """HTML of ``text`` with each evidence span (:class:`~cpa_core.attack.explainers.Span`, offsets into ``text``) in
     ``<mark>``. Every piece is escaped on its own, so nothing from the text can become markup; spans that do
     not fit the text (e.g. in LLM clues appended to the query) are left out. Line breaks become ``<br>``."""
     pieces, start = [], 0

@@ -6,14 +6,28 @@ from pathlib import Path
 
 import streamlit as st
 
-from cpa_core.data import (DOCUMENT_COLUMNS, DOCUMENT_SYNONYMS, ENCODINGS, FORMATS, REGISTRY_ID, REGISTRY_SYNONYMS,
-                           EncodingError, check_columns, check_release, encoding_preview, guess_columns,
-                           mapping_problems, registry_share)
-from cpa_core.config import ProjectConfig
-from cpa_core.errors import CPAError
+from cpa_core.audit.project import ProjectConfig
+from cpa_core.common.errors import CPAError
+from cpa_core.io.columns import (
+    DOCUMENT_COLUMNS,
+    DOCUMENT_SYNONYMS,
+    REGISTRY_ID,
+    REGISTRY_SYNONYMS,
+    check_columns,
+    guess_columns,
+    mapping_problems,
+)
+from cpa_core.io.reading import ENCODINGS, FORMATS, EncodingError, encoding_preview
+from cpa_core.io.tables import check_release, registry_share
 from cpa_ui.analysis import preview
-from cpa_ui.cache import (config_from_upload, documents_from_upload, fingerprint, load_sample, registry_from_upload,
-                          table_columns)
+from cpa_ui.cache import (
+    config_from_upload,
+    documents_from_upload,
+    fingerprint,
+    load_sample,
+    registry_from_upload,
+    table_columns,
+)
 from cpa_ui.components import adopt_data, show_error
 from cpa_ui.help import HELP
 from cpa_ui.state import DataSet, state

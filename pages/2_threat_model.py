@@ -7,11 +7,19 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from cpa_core.errors import CPAError
-from cpa_core.knowledge import QUERY_MODES, KnowledgeLevel, profile_texts
-from cpa_core.scores import SCORES
+from cpa_core.common.errors import CPAError
+from cpa_core.conformal.scores import SCORES
+from cpa_core.io.knowledge import QUERY_MODES, KnowledgeLevel, profile_texts
 from cpa_ui import nav
-from cpa_ui.attackers import ENDPOINT, default_threat, endpoint_defaults, form_defaults, needs_endpoint, offered_specs, usable_levels
+from cpa_ui.attackers import (
+    ENDPOINT,
+    default_threat,
+    endpoint_defaults,
+    form_defaults,
+    needs_endpoint,
+    offered_specs,
+    usable_levels,
+)
 from cpa_ui.cache import llm_calls, scores_from_upload
 from cpa_ui.components import declared, param_widgets, require_data, show_error
 from cpa_ui.help import HELP

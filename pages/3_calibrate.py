@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cpa_core.bundle import declared_toml
-from cpa_core.errors import CPAError
+from cpa_core.common.errors import CPAError
+from cpa_core.store.bundle import declared_toml
 from cpa_ui import nav
 from cpa_ui.analysis import calibration_table, group_table
 from cpa_ui.cache import audit_run

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cpa_core.audit import AuditResult
+from cpa_core.audit.results import AuditResult
 from cpa_ui import nav
 from cpa_ui.analysis import group_table, without_empty
 from cpa_ui.cache import curve
-from cpa_ui.components import (confidence_control, kpi_row, policy_controls, require_run, show_warnings, stale_notice,
-                               table_columns)
+from cpa_ui.components import (
+    confidence_control,
+    kpi_row,
+    policy_controls,
+    require_run,
+    show_warnings,
+    stale_notice,
+    table_columns,
+)
 from cpa_ui.figures import fig_confidence_curve, fig_group_breakdown, fig_set_size_histogram
 from cpa_ui.help import HELP
 from cpa_ui.text import fmt_confidence, plain

@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from cpa_core.evidence import N_CANDIDATES, document_evidence, driving_terms
-from cpa_core.policy import worklist
-from cpa_core.redaction import apply_edits
+from cpa_core.redaction.suggestions import apply_edits
+from cpa_core.report.evidence import N_CANDIDATES, document_evidence, driving_terms
+from cpa_core.report.worklist import worklist
 from cpa_ui import nav
 from cpa_ui.analysis import DRILLDOWN_CHOICES, candidate_table, document_facts, flagged_table, kpis, row_of, text_of
 from cpa_ui.cache import explainer
-from cpa_ui.redaction import STRATEGIES, STRATEGY_LABELS, document_suggestion, edits_table, rescore
 from cpa_ui.components import policy_controls, require_data, require_run, show_warnings, stale_notice, table_columns
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.help import HELP
+from cpa_ui.redaction import STRATEGIES, STRATEGY_LABELS, document_suggestion, edits_table, rescore
 from cpa_ui.state import state, widget_key
 from cpa_ui.text import fmt_confidence, fmt_number, highlight_spans, plain
 

@@ -7,10 +7,10 @@ import json
 
 import streamlit as st
 
-from cpa_core.bundle import audit_bundle, declared_toml
-from cpa_core.policy import worklist_csv, worklist_json
-from cpa_core.records import jsonl_lines, manifest, record_splits, records
-from cpa_core.verdict import release_verdict
+from cpa_core.report.verdict import release_verdict
+from cpa_core.report.worklist import worklist_csv, worklist_json
+from cpa_core.store.bundle import audit_bundle, declared_toml
+from cpa_core.store.records import jsonl_lines, manifest, record_splits, records
 from cpa_ui.analysis import flagged_table
 from cpa_ui.cache import curve, explained_worklist
 from cpa_ui.components import require_data, require_run, stale_notice, table_columns

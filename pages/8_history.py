@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cpa_core.errors import CPAError
-from cpa_core.history import compare_audits, history_path, list_audits, load_audit
+from cpa_core.common.errors import CPAError
+from cpa_core.store.history import compare_audits, history_path, list_audits, load_audit
 from cpa_ui import nav
 from cpa_ui.components import show_error, table_columns
 from cpa_ui.figures import fig_set_size_ecdf

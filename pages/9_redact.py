@@ -8,15 +8,22 @@ import json
 import numpy as np
 import streamlit as st
 
-from cpa_core.errors import CPAError
-from cpa_core.policy import worklist, worklist_csv
-from cpa_core.redaction import redacted_file, redaction_log, suggested_worklist
+from cpa_core.common.errors import CPAError
+from cpa_core.redaction.suggestions import redacted_file, redaction_log, suggested_worklist
+from cpa_core.report.worklist import worklist, worklist_csv
 from cpa_ui import nav
 from cpa_ui.cache import audit_run, explained_worklist, explainer
 from cpa_ui.components import policy_controls, require_data, require_run, show_error, stale_notice, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
-from cpa_ui.redaction import (STRATEGIES, STRATEGY_LABELS, before_after, reaudit_attacker, redacted_documents,
-                              release_suggestions, suggestions_table)
+from cpa_ui.redaction import (
+    STRATEGIES,
+    STRATEGY_LABELS,
+    before_after,
+    reaudit_attacker,
+    redacted_documents,
+    release_suggestions,
+    suggestions_table,
+)
 from cpa_ui.state import RedactionRun, state, widget_key
 from cpa_ui.text import fmt_confidence, plain
 

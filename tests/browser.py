@@ -154,8 +154,11 @@ def screenshot(driver, name: str) -> Path:
 def click(driver, xpath: str, what: str, timeout: float = WAIT_S) -> None:
     """Click the first element matching ``xpath`` once the page has settled and the element is shown and enabled;
     a click that lands while Streamlit re-renders (stale, hidden or covered element) is tried again."""
-    from selenium.common.exceptions import (ElementClickInterceptedException, ElementNotInteractableException,
-                                            StaleElementReferenceException)
+    from selenium.common.exceptions import (
+        ElementClickInterceptedException,
+        ElementNotInteractableException,
+        StaleElementReferenceException,
+    )
     from selenium.webdriver.common.by import By
 
     def attempt(d) -> bool:

@@ -89,7 +89,7 @@ def run_cli_inprocess(*args) -> CliResult:
     Behaves like the process would: ``SystemExit`` gives its status; an uncaught exception gives
     status 1 and a traceback on stderr (so "no Traceback" checks fail as they would for a process).
     """
-    from cpa_core.cli import main
+    from cpa_core.cli.main import main
 
     args = tuple(str(a) for a in args)
     out, err = io.StringIO(), io.StringIO()

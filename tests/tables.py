@@ -3,11 +3,12 @@
 import numpy as np
 import pandas as pd
 
-from cpa_core.attackers.base import AttackerBase
-from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
-from cpa_core.candidates import CandidateTable, top_candidates
-from cpa_core.data import Documents, Registry, ValidationReport
-from cpa_core.knowledge import KnowledgeLevel
+from cpa_core.attack.base import AttackerBase
+from cpa_core.attack.candidates import CandidateTable, top_candidates
+from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.io.knowledge import KnowledgeLevel
+from cpa_core.io.tables import Documents, Registry, ValidationReport
 
 
 def probability_matrix(n: int, m: int, rng: np.random.Generator, concentration: float = 0.3) -> np.ndarray:

@@ -59,7 +59,7 @@ def calibrate(at, knowledge: str = "K2"):
 @pytest.fixture(scope="module")
 def sample(sample_paths) -> dict:
     """What the sample files declare, so that the tests follow the sample data when it is regenerated."""
-    from cpa_core.config import load_config
+    from cpa_core.audit.project import load_config
 
     audit = load_config(sample_paths["config"]).audit
     return {"documents": len(pd.read_csv(sample_paths["documents"])),
@@ -399,7 +399,7 @@ def test_imported_scores_attacker(sample_paths, tmp_path):
 # --- pure helpers behind the pages ---------------------------------------------------------------------------
 
 def test_highlighting_escapes_the_text_and_marks_the_spans():
-    from cpa_core.evidence import term_spans
+    from cpa_core.attack.explainers import term_spans
     from cpa_ui.text import highlight_spans
 
     text = 'Lives in Leeds <script>alert("x")</script> & plays golf; golfer.\nAmp ok'
@@ -425,7 +425,7 @@ def test_confidence_conversions_are_exact_decimals():
 
 
 def test_attacker_forms_follow_the_registry():
-    from cpa_core.attackers.registry import attacker_specs
+    from cpa_core.attack.registry import attacker_specs
     from cpa_ui.attackers import needs_endpoint, offered_specs
 
     assert [spec.name for spec in offered_specs()] == [spec.name for spec in attacker_specs()]
@@ -438,8 +438,8 @@ def test_attacker_forms_follow_the_registry():
 def test_declared_configuration_follows_the_choices(sample_paths):
     from dataclasses import replace
 
-    from cpa_core.config import load_config
-    from cpa_core.data import load_documents, load_registry
+    from cpa_core.audit.project import load_config
+    from cpa_core.io.tables import load_documents, load_registry
     from cpa_ui.attackers import declare, default_threat
     from cpa_ui.state import DataSet
 
@@ -459,7 +459,7 @@ def test_declared_configuration_follows_the_choices(sample_paths):
 
 def test_own_data_without_the_declared_levels_audits_end_to_end(sample_paths, tmp_path):
     """A registry whose fields fit no declared level: the threat model falls back to a custom level."""
-    from cpa_core.synthetic import generate_sample_data
+    from cpa_core.io.synthetic import generate_sample_data
 
     paths = generate_sample_data(tmp_path, seed=3, n_people=60, n_documents=240)
     registry = pd.read_csv(paths["registry"]).rename(columns={"age_band": "age", "keywords": "interests"})
@@ -515,6 +515,7 @@ def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path,
     from html.parser import HTMLParser
 
     from conftest import run_cli_inprocess
+
     from cpa_ui.text import fmt_percent
 
     out = tmp_path / "cli"
@@ -640,7 +641,7 @@ def test_dashboard_exports_reproduce_through_the_command_line(sample_paths, tmp_
 # --- every attacker form ---------------------------------------------------------------------------------------
 
 def _registered_attackers() -> list[str]:
-    from cpa_core.attackers.registry import attacker_specs
+    from cpa_core.attack.registry import attacker_specs
     return [spec.name for spec in attacker_specs()]
 
 
@@ -648,7 +649,7 @@ def _registered_attackers() -> list[str]:
 def test_every_attacker_form_declares_and_runs(name, sample_paths, tmp_path, monkeypatch):
     """Select the attacker, keep the form's defaults, declare; calibrate where it runs on this machine (an LLM
     attacker shows its estimated calls instead; its runs are tested against a real server)."""
-    from cpa_core.attackers.registry import get_spec
+    from cpa_core.attack.registry import get_spec
     from cpa_ui.attackers import needs_endpoint
 
     spec = get_spec(name)

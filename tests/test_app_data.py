@@ -21,9 +21,8 @@ def shown(element) -> str:
 
 
 def data_page():
-    from streamlit.testing.v1 import AppTest
-
     from conftest import REPO_ROOT
+    from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(REPO_ROOT / APP), default_timeout=120).run()
     at.switch_page(nav.DATA).run()

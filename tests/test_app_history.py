@@ -7,11 +7,11 @@ import json
 import os
 
 import pytest
-
-from cpa_core.history import list_audits, load_audit, record_audit
-from cpa_core.policy import worklist
-from cpa_ui import nav
 from test_app import PAGES, assert_clean, calibrate, metric, new_app, shown
+
+from cpa_core.report.worklist import worklist
+from cpa_core.store.history import list_audits, load_audit, record_audit
+from cpa_ui import nav
 
 pytestmark = pytest.mark.integration
 
@@ -124,9 +124,9 @@ def test_a_reopened_attacker_is_rebuilt_only_when_nothing_is_sent(sample_paths):
     """TF-IDF is rebuilt (it explains matches); an LLM attacker or an unknown one is not, and explains nothing."""
     from dataclasses import replace
 
-    from cpa_core.attackers.tfidf import TfidfAttacker
-    from cpa_core.config import declare_audit, load_config
-    from cpa_core.errors import HistoryError
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.audit.project import declare_audit, load_config
+    from cpa_core.common.errors import HistoryError
     from cpa_ui.history import Unexplained, declared_attacker
     from cpa_ui.state import DataSet
 

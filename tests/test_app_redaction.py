@@ -8,9 +8,9 @@ import json
 
 import pandas as pd
 import pytest
+from test_app import assert_clean, calibrate, downloads, metric, new_app, shown  # noqa: F401 (fixture)
 
 from cpa_ui import nav
-from test_app import assert_clean, calibrate, downloads, metric, new_app, shown  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -34,8 +34,8 @@ def flagged_page(sample_paths):
 
 
 def test_the_drill_down_suggests_edits_and_rescores_the_edited_text(flagged_page):
-    from cpa_core.redaction import apply_edits, rescorer, suggest_redactions
-    from cpa_core.policy import ReleasePolicy
+    from cpa_core.audit.policy import ReleasePolicy
+    from cpa_core.redaction.suggestions import apply_edits, rescorer, suggest_redactions
 
     at = flagged_page
     run, data, cert = _core(at)
@@ -63,7 +63,7 @@ def test_the_drill_down_suggests_edits_and_rescores_the_edited_text(flagged_page
 
 
 def test_a_clicked_row_opens_its_drill_down(flagged_page):
-    from cpa_core.policy import worklist
+    from cpa_core.report.worklist import worklist
 
     at = flagged_page
     run, data, cert = _core(at)
@@ -79,7 +79,7 @@ def test_a_clicked_row_opens_its_drill_down(flagged_page):
 
 
 def test_a_long_release_lists_the_riskiest_documents_and_opens_any_clicked_one(flagged_page, monkeypatch):
-    from cpa_core.policy import worklist
+    from cpa_core.report.worklist import worklist
     from cpa_ui import analysis
 
     monkeypatch.setattr(analysis, "DRILLDOWN_CHOICES", 3)
@@ -98,7 +98,7 @@ def test_a_long_release_lists_the_riskiest_documents_and_opens_any_clicked_one(f
 
 
 def _policy(at):
-    from cpa_core.policy import ReleasePolicy
+    from cpa_core.audit.policy import ReleasePolicy
     return ReleasePolicy(at.session_state["cpa.flag_below"], at.session_state["cpa.leakage_threshold"])
 
 

@@ -5,12 +5,21 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from tables import (
+    LEVEL,
+    audited_groups,
+    documents_and_registry,
+    probability_matrix,
+    sample_truth,
+    table_from_matrix,
+    toy_attacker,
+    toy_table,
+)
 
-from cpa_core.audit import AuditConfig, run_audit
-from cpa_core.errors import ConfigError
-from cpa_core.scores import get_score
-from tables import (LEVEL, audited_groups, documents_and_registry, probability_matrix, sample_truth, table_from_matrix,
-                    toy_attacker, toy_table)
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.common.errors import ConfigError
+from cpa_core.conformal.scores import get_score
 
 
 def test_toy_audit_by_hand():
@@ -107,7 +116,7 @@ def test_a_peaked_softmax_does_not_saturate_into_whole_pool_sets():
     ~1e-13. On the METHOD's scale rounded to 12 decimals every tail candidate scores 1.0 and ties with the
     truth of any missed calibration document, so every set would be the whole pool; stored masses keep the
     tail apart, and the sets stay small with coverage intact."""
-    from cpa_core.candidates import CandidateTable, rank_by_similarity
+    from cpa_core.attack.candidates import CandidateTable, rank_by_similarity
 
     rng = np.random.default_rng(5)
     n, m = 600, 120
@@ -150,9 +159,9 @@ def test_a_shortlist_keeps_the_scores_and_the_sets_it_can_hold():
 
 
 def test_the_auto_temperature_is_chosen_from_all_labelled_documents_and_recorded(sample_paths):
-    from cpa_core.attackers.tfidf import TfidfAttacker
-    from cpa_core.candidates import TEMPERATURE_GRID
-    from cpa_core.data import load_documents, load_registry
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.attack.temperature import TEMPERATURE_GRID
+    from cpa_core.io.tables import load_documents, load_registry
 
     documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
     level = LEVEL.__class__("K2", ("age_band", "gender", "occupation", "city", "keywords", "events"))
@@ -172,10 +181,10 @@ def test_the_auto_temperature_is_chosen_from_all_labelled_documents_and_recorded
 def test_beyond_its_budget_auto_fits_on_the_documents_whose_id_hashes_into_a_sample(sample_paths, monkeypatch):
     """A large release: ``auto`` reads the similarities of a sample fixed by the documents' own ids (never by their
     position or text), and chooses what :func:`fit_temperature` chooses on exactly those documents."""
-    from cpa_core import candidates
-    from cpa_core.attackers.tfidf import TfidfAttacker
-    from cpa_core.candidates import fit_sample, fit_temperature
-    from cpa_core.data import load_documents, load_registry
+    from cpa_core.attack import temperature
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.attack.temperature import fit_sample, fit_temperature
+    from cpa_core.io.tables import load_documents, load_registry
 
     documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
     level = LEVEL.__class__("K2", ("age_band", "gender", "occupation", "city", "keywords", "events"))
@@ -184,7 +193,7 @@ def test_beyond_its_budget_auto_fits_on_the_documents_whose_id_hashes_into_a_sam
     identities = documents.frame["identity_id"].tolist()
     n, m = len(doc_ids), len(registry)
     assert fit_sample(doc_ids, m) is None  # within the budget: every document
-    monkeypatch.setattr(candidates, "FIT_SIMILARITIES", n * m // 4)
+    monkeypatch.setattr(temperature, "FIT_SIMILARITIES", n * m // 4)
     sample = fit_sample(doc_ids, m)
     assert 0.15 * n < len(sample) < 0.35 * n  # about a quarter (binomial: 10 SE from the edges at n = 1,000)
     result = run_audit(documents, registry, TfidfAttacker(), config)
@@ -204,15 +213,15 @@ def test_beyond_its_budget_auto_fits_on_the_documents_whose_id_hashes_into_a_sam
 
 
 def test_an_audit_the_machine_cannot_hold_is_refused_before_the_attack(sample_paths, monkeypatch):
-    from cpa_core import candidates
-    from cpa_core.attackers.tfidf import TfidfAttacker
-    from cpa_core.data import load_documents, load_registry
+    from cpa_core.attack import budget
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.io.tables import load_documents, load_registry
 
     documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
     level = LEVEL.__class__("K1", ("age_band", "gender", "occupation", "city"))
     config = AuditConfig(knowledge=level, attacker=toy_attacker("tfidf"), confidences=(0.9,))
-    needed = len(documents) * len(registry) * candidates.BYTES_PER_CANDIDATE
-    monkeypatch.setattr(candidates, "available_memory", lambda: needed // 4)
+    needed = len(documents) * len(registry) * budget.BYTES_PER_CANDIDATE
+    monkeypatch.setattr(budget, "available_memory", lambda: needed // 4)
     attacker = TfidfAttacker(temperature=0.1)
     monkeypatch.setattr(attacker, "attack", lambda *a, **k: pytest.fail("the attack ran"))
     with pytest.raises(ConfigError, match=f"ranking {len(documents):,} documents against {len(registry):,} "
@@ -226,9 +235,9 @@ def test_an_audit_the_machine_cannot_hold_is_refused_before_the_attack(sample_pa
 def test_splits_are_the_same_whichever_order_the_documents_are_attacked_in(sample_paths):
     """The attack runs calibration documents first, then audited ones (each split a run of rows); the tables
     equal those cut from an attack of every document in file order."""
-    from cpa_core.attackers.tfidf import TfidfAttacker
-    from cpa_core.audit import attack_documents
-    from cpa_core.data import load_documents, load_registry
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.audit.pipeline import attack_documents
+    from cpa_core.io.tables import load_documents, load_registry
 
     documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
     level = LEVEL.__class__("K2", ("age_band", "gender", "occupation", "city", "keywords", "events"))
@@ -275,7 +284,7 @@ def test_certificates_at_many_levels_equal_each_level_alone(protocol, group_colu
 
 
 def test_an_audit_keeps_its_latest_certificates_and_they_are_those_computed_afresh(audited):
-    from cpa_core import audit as audit_module
+    from cpa_core.audit import results as audit_module
 
     result = replace(audited[0], _extra_levels={})
     levels = [round(0.5 + 0.02 * i, 2) for i in range(audit_module.KEPT_CERTIFICATES + 4)]
@@ -294,7 +303,7 @@ def test_a_release_calibrates_on_its_labelled_documents_without_a_copy_of_their_
     """Unlabelled documents between labelled ones: the calibration documents are not a run of rows, yet their
     candidates and scores are not copied (they are the audited split's rows); they calibrate exactly as the rows
     themselves would, and certifying them alone is refused."""
-    from cpa_core.audit import AuditResult, certify
+    from cpa_core.audit.results import AuditResult, certify
 
     rng = np.random.default_rng(4)
     n = 240

@@ -15,9 +15,23 @@ import zipfile
 import numpy as np
 import pandas as pd
 import pytest
-
-from browser import (ARTIFACTS, SCREENSHOTS, calibrate, chromium, click, dashboard, edit_and_rescore_seconds, go,
-                     missing, no_errors, screenshot, settled, text_present, upload, wait)
+from browser import (
+    ARTIFACTS,
+    SCREENSHOTS,
+    calibrate,
+    chromium,
+    click,
+    dashboard,
+    edit_and_rescore_seconds,
+    go,
+    missing,
+    no_errors,
+    screenshot,
+    settled,
+    text_present,
+    upload,
+    wait,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -265,10 +279,10 @@ def test_click_a_flagged_row_then_edit_and_rescore_in_a_real_browser(browser, ap
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
-    from cpa_core.audit import run_audit
-    from cpa_core.config import declare_audit, load_config
-    from cpa_core.policy import worklist
-    from cpa_core.redaction import rescorer
+    from cpa_core.audit.pipeline import run_audit
+    from cpa_core.audit.project import declare_audit, load_config
+    from cpa_core.redaction.suggestions import rescorer
+    from cpa_core.report.worklist import worklist
 
     project = load_config(sample_paths["config"])
     documents = project.load_documents(sample_paths["documents"])

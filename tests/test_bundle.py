@@ -11,16 +11,15 @@ import zipfile
 from dataclasses import replace
 
 import pytest
-
-from cpa_core.audit import run_audit
-from cpa_core.bundle import audit_bundle, declared_toml, reproduce_command
-from cpa_core.config import ProjectConfig, declare_audit, load_config, parse_config
-from cpa_core.data import load_documents
-from cpa_core.errors import ConfigError
-from cpa_core.policy import ReleasePolicy
-from cpa_core.verdict import summary_document
-
 from conftest import SAMPLE_DIR, run_cli
+
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.project import ProjectConfig, declare_audit, load_config, parse_config
+from cpa_core.common.errors import ConfigError
+from cpa_core.io.tables import load_documents
+from cpa_core.report.verdict import summary_document
+from cpa_core.store.bundle import audit_bundle, declared_toml, reproduce_command
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +98,9 @@ def test_run_audit_binds_the_result_to_its_release(sample):
 
 
 def test_reproduce_command_quotes_its_files():
-    from cpa_core.audit import AuditConfig
     from tables import LEVEL, toy_attacker
+
+    from cpa_core.audit.configuration import AuditConfig
     config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), data={"documents": {"sha256": "a", "dropped_rows": 2}})
     command = reproduce_command(config, {"documents": "my docs.csv", "registry": "reg.csv"})
     assert command == "cpa audit --documents 'my docs.csv' --registry reg.csv --config audit.toml --drop-invalid " \
@@ -134,7 +134,7 @@ def test_bundle_reproduces_the_audit(sample, tmp_path):
 
 def test_the_dashboard_at_its_defaults_declares_what_the_command_line_does(sample):
     """Uploaded files with no configuration file: the dashboard's default threat model is the command line's."""
-    from cpa_core.config import ProjectConfig
+    from cpa_core.audit.project import ProjectConfig
     from cpa_ui.attackers import declare, default_threat
     from cpa_ui.state import DataSet
 

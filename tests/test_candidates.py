@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa_core.candidates import rank_by_similarity, softmax_rows, top_candidates
+from cpa_core.attack.candidates import rank_by_similarity, softmax_rows, top_candidates
 
 
 def test_top_candidates_and_softmax():
@@ -42,9 +42,9 @@ def test_a_tiny_tail_keeps_its_relative_precision():
 
 
 def test_the_auto_temperature_gives_the_smallest_mean_certified_set_over_the_grid():
-    from cpa_core.candidates import FIT_CONFIDENCE, TEMPERATURE_GRID, fit_temperature
-    from cpa_core.conformal import leave_one_out_thresholds, set_sizes
-    from cpa_core.scores import get_score
+    from cpa_core.attack.temperature import FIT_CONFIDENCE, TEMPERATURE_GRID, fit_temperature
+    from cpa_core.conformal.calibration import leave_one_out_thresholds, set_sizes
+    from cpa_core.conformal.scores import get_score
 
     rng = np.random.default_rng(3)
     similarities = rng.random((150, 12))
@@ -82,8 +82,8 @@ def test_sorting_the_similarities_once_sorts_the_weights_at_every_temperature(n,
 
 
 def test_a_pool_the_machine_cannot_hold_is_refused_with_the_shortlist_that_fits():
-    from cpa_core.candidates import BYTES_PER_CANDIDATE, check_pool_fits
-    from cpa_core.errors import ConfigError
+    from cpa_core.attack.budget import BYTES_PER_CANDIDATE, check_pool_fits
+    from cpa_core.common.errors import ConfigError
 
     gigabyte = 2**30
     check_pool_fits(10_000, 10_000, None, available=4 * gigabyte)  # 3.0 GB: fits

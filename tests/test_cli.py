@@ -17,9 +17,9 @@ import tomllib
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import CliResult, toy_frames, write_table
-from cpa_core.cli import build_parser
+
+from cpa_core.cli.main import build_parser
 
 SUMMARY_KEYS = ("coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "mean_set_size",
                 "top1", "mrr", "mean_leakage", "empty_rate", "q_hat", "n_cal", "n_test")

@@ -1,16 +1,16 @@
-"""Knowledge levels and the audit configuration file (cpa_core.knowledge, cpa_core.config)."""
+"""Knowledge levels and the audit configuration file (cpa_core.io.knowledge, cpa_core.audit.project)."""
 
 from __future__ import annotations
 
 import pytest
-
 from conftest import toy_frames, write_table
-from cpa_core.attackers.tfidf import TfidfAttacker
-from cpa_core.audit import run_audit
-from cpa_core.config import ProjectConfig, declare_audit, load_config, parse_config
-from cpa_core.data import load_documents, load_registry
-from cpa_core.errors import ConfigError
-from cpa_core.knowledge import KnowledgeLevel, full_knowledge, profile_texts
+
+from cpa_core.attack.attackers.tfidf import TfidfAttacker
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.project import ProjectConfig, declare_audit, load_config, parse_config
+from cpa_core.common.errors import ConfigError
+from cpa_core.io.knowledge import KnowledgeLevel, full_knowledge, profile_texts
+from cpa_core.io.tables import load_documents, load_registry
 
 LADDER = """\
 [knowledge.K1]

@@ -8,9 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa_core.conformal import (alpha_from_confidence, calibrate, confidence_label, conformal_threshold,
-                                minimum_calibration_size, p_values, set_sizes, threshold_rank)
-from cpa_core.errors import ConfigError
+from cpa_core.common.errors import ConfigError
+from cpa_core.conformal.calibration import (
+    alpha_from_confidence,
+    calibrate,
+    confidence_label,
+    conformal_threshold,
+    minimum_calibration_size,
+    p_values,
+    set_sizes,
+    threshold_rank,
+)
 
 
 def test_threshold_rank_is_exact_where_floating_point_is_not():
@@ -177,7 +185,7 @@ def _brute_loo(scores, members, confidence):
 
 
 def test_leave_one_out_by_hand():
-    from cpa_core.conformal import leave_one_out_thresholds
+    from cpa_core.conformal.calibration import leave_one_out_thresholds
 
     scores = np.array([0.1, 0.4, 0.2, 0.3, 9.0])
     members = np.array([True, True, True, True, False])
@@ -190,7 +198,7 @@ def test_leave_one_out_by_hand():
 @given(st.lists(st.sampled_from([0.1, 0.2, 0.3, 0.5, 0.8, math.inf]), min_size=1, max_size=25), st.data(),
        st.sampled_from([0.5, 0.6, 0.8, 0.9, 0.95]))
 def test_leave_one_out_equals_brute_force_with_ties(scores, data, confidence):
-    from cpa_core.conformal import leave_one_out_thresholds
+    from cpa_core.conformal.calibration import leave_one_out_thresholds
 
     members = [data.draw(st.booleans()) for _ in scores]
     got = leave_one_out_thresholds(np.array(scores), np.array(members), confidence).tolist()
@@ -198,7 +206,7 @@ def test_leave_one_out_equals_brute_force_with_ties(scores, data, confidence):
 
 
 def test_a_document_s_own_score_never_enters_its_threshold():
-    from cpa_core.conformal import leave_one_out_thresholds
+    from cpa_core.conformal.calibration import leave_one_out_thresholds
 
     rng = np.random.default_rng(2)
     scores = rng.random(50)
@@ -211,7 +219,7 @@ def test_a_document_s_own_score_never_enters_its_threshold():
 
 
 def test_leave_one_out_per_stratum():
-    from cpa_core.conformal import leave_one_out_thresholds
+    from cpa_core.conformal.calibration import leave_one_out_thresholds
 
     scores = np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9, 0.5])
     members = np.array([True, True, True, True, True, True, False])
@@ -228,7 +236,7 @@ def test_leave_one_out_per_stratum():
 def test_one_sort_serves_every_level_per_stratum(rows, confidences):
     """A ranking built once gives, at every level asked later, each stratum's brute-force leave-one-out thresholds;
     calibration scores grouped once give the thresholds of a fresh calibration at every level."""
-    from cpa_core.conformal import CalibrationScores, LeaveOneOutRanking, calibrate
+    from cpa_core.conformal.calibration import CalibrationScores, LeaveOneOutRanking, calibrate
 
     scores, members, strata = (list(column) for column in zip(*rows))
     codes = np.unique(np.array(strata), return_inverse=True)[1]
@@ -252,7 +260,7 @@ def test_set_size_table_counts_as_set_sizes_level_by_level(n, width, levels, see
     level-by-level path when there are many distinct thresholds."""
     from unittest.mock import patch
 
-    import cpa_core.conformal as conformal
+    import cpa_core.conformal.calibration as conformal
 
     rng = np.random.default_rng(seed)
     grid = np.round(rng.random(12) - 1.0, 2)  # few values: ties between scores and thresholds

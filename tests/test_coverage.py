@@ -7,10 +7,11 @@ For exchangeable data, the mean test coverage over random splits lies in
 
 import numpy as np
 import pytest
-
-from cpa_core.audit import AuditConfig, run_audit
-from cpa_core.knowledge import KnowledgeLevel
 from tables import documents_and_registry, probability_matrix, sample_truth, table_from_matrix, toy_attacker
+
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.io.knowledge import KnowledgeLevel
 
 LEVEL = KnowledgeLevel("toy", ("field",))
 N_DOCS, M, N_CAL, REPEATS = 1200, 40, 100, 200
@@ -190,11 +191,11 @@ def test_release_certificates_with_the_auto_temperature_keep_their_coverage(samp
     chosen on the documents whose id hashes into a sample (a release beyond the similarity budget)."""
     from dataclasses import dataclass, field
 
-    from cpa_core import candidates
-    from cpa_core.attackers.base import RetrievalAttacker
+    from cpa_core.attack import temperature
+    from cpa_core.attack.base import RetrievalAttacker
 
     if sampled:
-        monkeypatch.setattr(candidates, "FIT_SIMILARITIES", 100 * 25 // 3)  # about a third of each release
+        monkeypatch.setattr(temperature, "FIT_SIMILARITIES", 100 * 25 // 3)  # about a third of each release
 
     @dataclass
     class MatrixRetrieval(RetrievalAttacker):

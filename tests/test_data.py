@@ -1,4 +1,4 @@
-"""Loading and validating documents and registries (cpa_core.data): formats, column mapping, and one
+"""Loading and validating documents and registries (cpa_core.io.tables): formats, column mapping, and one
 error per kind of bad input, each naming the file, the row/column, what was expected and what was found."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import toy_frames, write_table
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from conftest import toy_frames, write_table
-from cpa_core.data import check_release, load_documents, load_registry, read_table, registry_share
-from cpa_core.errors import CPAError, ConfigError, DataError
+from cpa_core.common.errors import ConfigError, CPAError, DataError
+from cpa_core.io.reading import read_table
+from cpa_core.io.tables import check_release, load_documents, load_registry, registry_share
 
 DOCS_HEADER = "doc_id,text,identity_id\n"
 
@@ -396,9 +397,10 @@ def test_unknown_on_invalid_mode_is_refused(tmp_path):
 # ------------------------------------------------------------------------------------------- open world
 
 def test_identities_absent_from_the_registry_are_kept_and_counted_as_misses(tmp_path):
-    from cpa_core.attackers.tfidf import TfidfAttacker
-    from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
-    from cpa_core.knowledge import KnowledgeLevel
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+    from cpa_core.audit.pipeline import run_audit
+    from cpa_core.io.knowledge import KnowledgeLevel
 
     documents, registry = toy_frames(n_people=10, docs_per_person=4, n_outsiders=10)
     docs = load_documents(write_table(documents, tmp_path / "d.csv"))
@@ -438,9 +440,9 @@ def test_a_blank_identity_marks_an_unlabelled_document(tmp_path):
 
 # -------------------------------------------------------------------------------------------- guessing columns
 
-from cpa_core.config import ProjectConfig  # noqa: E402
-from cpa_core.data import (DOCUMENT_SYNONYMS, ENCODINGS, REGISTRY_SYNONYMS, EncodingError, check_columns,  # noqa: E402
-                           encoding_name, encoding_notes, encoding_preview, guess_columns, mapping_problems)
+from cpa_core.audit.project import ProjectConfig
+from cpa_core.io.columns import DOCUMENT_SYNONYMS, REGISTRY_SYNONYMS, check_columns, guess_columns, mapping_problems
+from cpa_core.io.reading import ENCODINGS, EncodingError, encoding_name, encoding_notes, encoding_preview
 
 
 @pytest.mark.parametrize("header,expected", [
@@ -477,7 +479,7 @@ def test_registry_id_column_is_guessed_from_its_name(header, expected):
 
 
 def test_no_synonym_serves_two_columns():
-    from cpa_core.data import _normal
+    from cpa_core.io.columns import _normal
 
     for synonyms in (DOCUMENT_SYNONYMS, REGISTRY_SYNONYMS):
         seen = {}

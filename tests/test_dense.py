@@ -20,12 +20,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cpa_core.attackers.dense import DenseAttacker, fingerprint_model, packaged_model_path, packaged_model_zip
-from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
-from cpa_core.data import Registry, ValidationReport
-from cpa_core.embedding_cache import EmbeddingCache, default_cache_dir, texts_digest
-from cpa_core.errors import ConfigError
-from cpa_core.knowledge import KnowledgeLevel
+from cpa_core.attack.attackers.dense import DenseAttacker
+from cpa_core.attack.embedding_cache import EmbeddingCache, default_cache_dir, texts_digest
+from cpa_core.attack.model_store import fingerprint_model, packaged_model_path, packaged_model_zip
+from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.common.errors import ConfigError
+from cpa_core.io.knowledge import KnowledgeLevel
+from cpa_core.io.tables import Registry, ValidationReport
 
 HAS_PACKAGED_MODEL = importlib.util.find_spec("all_minilm_l6_v2") is not None
 needs_model = pytest.mark.skipif(not HAS_PACKAGED_MODEL,
@@ -440,7 +442,8 @@ def test_packaged_model_extraction_replaces_a_partial_copy(tmp_path):
 @pytest.mark.integration
 def test_end_to_end_audit_with_the_real_model(sample_paths, tmp_path):
     """K3 on 200 sample documents (100 calibration, 100 test) with all-MiniLM-L6-v2, then a warm re-audit."""
-    from cpa_core import load_config, load_documents, load_registry
+    from cpa_core.audit.project import load_config
+    from cpa_core.io.tables import load_documents, load_registry
 
     documents = load_documents(sample_paths["documents"])
     registry = load_registry(sample_paths["registry"])

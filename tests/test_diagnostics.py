@@ -7,13 +7,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
 from conftest import run_cli_inprocess
-from cpa_core.audit import AuditConfig, run_audit
-from cpa_core.data import check_release, load_documents, load_registry
-from cpa_core.errors import DataError
-from tables import (LEVEL, documents_and_registry, probability_matrix, sample_truth, table_from_matrix,
-                    toy_attacker)
+from tables import LEVEL, documents_and_registry, probability_matrix, sample_truth, table_from_matrix, toy_attacker
+
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.common.errors import DataError
+from cpa_core.io.tables import check_release, load_documents, load_registry
 
 
 def open_world(n=800, m=40, missing=0.04, seed=1, groups=None):
@@ -173,7 +173,7 @@ def test_a_release_one_labelled_document_short_is_said_and_fails_the_verdict(lab
     needs 9 scores, so 9 labelled documents give the unlabelled ones a finite threshold and every labelled one an
     infinite one (the whole pool). The summary says so (threshold per document, the share of infinite thresholds,
     10 needed), a warning names the cause, and the verdict fails both checks; 10 labelled documents pass them."""
-    from cpa_core.verdict import release_verdict
+    from cpa_core.report.verdict import release_verdict
 
     rng = np.random.default_rng(1)
     n = labelled + 3

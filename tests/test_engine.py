@@ -10,8 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from cpa_core.candidates import CandidateTable
-from cpa_core.errors import ConfigError
+from cpa_core.attack.candidates import CandidateTable
+from cpa_core.common.errors import ConfigError
 
 CLI = [sys.executable, "-m", "cpa_core.cli"]
 
@@ -24,7 +24,7 @@ def table(doc_ids, candidates, weights, ids, tail=None, queries=None) -> Candida
 
 
 def test_partitions_put_back_together_keep_every_row_and_identity():
-    from cpa_core.engine import concat_tables
+    from cpa_core.attack.engine import concat_tables
 
     a = table(["d1", "d2"], [[0, 1], [1, -1]], [[0.6, 0.4], [1.0, 0.0]], ["P1", "P2"], tail=[0.0, 0.1],
               queries=("q1", "q2"))
@@ -41,9 +41,9 @@ def test_partitions_put_back_together_keep_every_row_and_identity():
 
 
 def test_an_attacker_that_keeps_state_per_document_runs_in_this_process_only():
-    from cpa_core.attackers.forced_choice import ForcedChoiceAttacker
-    from cpa_core.attackers.tfidf import TfidfAttacker
-    from cpa_core.engine import shipped_attacker
+    from cpa_core.attack.attackers.forced_choice import ForcedChoiceAttacker
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.attack.engine import shipped_attacker
 
     with pytest.raises(ConfigError, match="runs in this process only"):
         shipped_attacker(ForcedChoiceAttacker.__new__(ForcedChoiceAttacker), {})
@@ -59,7 +59,7 @@ def test_an_attacker_that_keeps_state_per_document_runs_in_this_process_only():
 
 @pytest.fixture(scope="module")
 def engine():
-    from cpa_core.engine import DaskEngine
+    from cpa_core.attack.engine import DaskEngine
 
     with DaskEngine("local") as started:
         yield started
@@ -67,7 +67,7 @@ def engine():
 
 @pytest.fixture(scope="module")
 def sample(sample_paths):
-    from cpa_core.config import declare_audit, load_config
+    from cpa_core.audit.project import declare_audit, load_config
 
     project = load_config(sample_paths["config"])
     documents = project.load_documents(sample_paths["documents"])
@@ -98,7 +98,7 @@ def test_an_audit_on_a_local_cluster_equals_the_audit_in_this_process(engine, sa
                                                                        partition_size):
     """Temperature auto, with and without a shortlist, uneven partitions (the last one short; one document per
     partition; one partition for everything)."""
-    from cpa_core.audit import run_audit
+    from cpa_core.audit.pipeline import run_audit
 
     project, documents, registry, declare_audit = sample
     if partition_size == 1:  # a thousand tasks of one document: a slice of the release keeps the test short
@@ -117,7 +117,7 @@ def test_an_audit_on_a_local_cluster_equals_the_audit_in_this_process(engine, sa
 
 @pytest.mark.integration
 def test_an_unreachable_scheduler_is_named_quickly(monkeypatch):
-    from cpa_core import engine as engine_module
+    from cpa_core.attack import engine as engine_module
 
     monkeypatch.setattr(engine_module, "CONNECT_TIMEOUT", "1s")
     with pytest.raises(ConfigError, match=r"scheduler tcp://127\.0\.0\.1:9: cannot be reached"):
@@ -148,7 +148,7 @@ def test_cli_audit_on_a_local_cluster_writes_the_same_results(sample_paths, tmp_
 def test_the_dashboard_runs_the_attack_on_a_local_cluster_with_the_same_results():
     from test_app import assert_clean, new_app
 
-    from cpa_core.audit import run_audit
+    from cpa_core.audit.pipeline import run_audit
     from cpa_ui import nav
     from cpa_ui.cache import audit
 

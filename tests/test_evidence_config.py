@@ -1,7 +1,7 @@
 """The declared placeholder list: ``[evidence] placeholders`` parsed and validated like the other tables, carried in
 the audit configuration (a non-default list is another configuration id, the default list keeps the ids already
-recorded), written back by :func:`~cpa_core.bundle.declared_toml`, and given to every explainer by
-:func:`~cpa_core.evidence.audit_explainer`.
+recorded), written back by :func:`~cpa_core.store.bundle.declared_toml`, and given to every explainer by
+:func:`~cpa_core.report.evidence.audit_explainer`.
 """
 
 from __future__ import annotations
@@ -12,20 +12,21 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
-from cpa_core.attackers.dense import DenseAttacker
-from cpa_core.attackers.tfidf import TfidfAttacker
-from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
-from cpa_core.bundle import declared_toml
-from cpa_core.config import declare_audit, load_config, parse_config
-from cpa_core.data import load_documents, load_registry
-from cpa_core.errors import ConfigError
-from cpa_core.evidence import (DEFAULT_PLACEHOLDERS, LeaveOneOutExplainer, TermExplainer, audit_explainer,
-                               document_evidence, placeholder_regions)
-from cpa_core.knowledge import KnowledgeLevel
-from cpa_core.snapshot import read_snapshot, write_snapshot
-
 from conftest import SAMPLE_DIR
+
+from cpa_core.attack.attackers.dense import DenseAttacker
+from cpa_core.attack.attackers.tfidf import TfidfAttacker
+from cpa_core.attack.explainers import LeaveOneOutExplainer, TermExplainer
+from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.project import declare_audit, load_config, parse_config
+from cpa_core.common.errors import ConfigError
+from cpa_core.io.knowledge import KnowledgeLevel
+from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS, placeholder_regions
+from cpa_core.io.tables import load_documents, load_registry
+from cpa_core.report.evidence import audit_explainer, document_evidence
+from cpa_core.store.bundle import declared_toml
+from cpa_core.store.snapshot import read_snapshot, write_snapshot
 
 CUSTOM = (r"\bNURSE_[A-Z]\b", r"\{\{[^}]*\}\}", "«[^»]+»", r'"[A-Z]+"')
 

@@ -12,9 +12,19 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from cpa_ui.figures import (FLAGGED_COLOR, SAFE_COLOR, TARGET_COLOR, fig_candidate_weights, fig_compare,
-                            fig_confidence_curve, fig_drift, fig_group_breakdown, fig_set_size_ecdf,
-                            fig_set_size_histogram, set_size_bins)
+from cpa_ui.figures import (
+    FLAGGED_COLOR,
+    SAFE_COLOR,
+    TARGET_COLOR,
+    fig_candidate_weights,
+    fig_compare,
+    fig_confidence_curve,
+    fig_drift,
+    fig_group_breakdown,
+    fig_set_size_ecdf,
+    fig_set_size_histogram,
+    set_size_bins,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,8 +160,9 @@ def test_candidate_weights_mark_set_and_truth():
 def test_calibration_table_shows_the_coverage_interval_only_where_coverage_is_a_check():
     from dataclasses import replace
 
-    from cpa_ui.analysis import calibration_table
     from tables import audited_groups
+
+    from cpa_ui.analysis import calibration_table
 
     result = audited_groups()[0]
     split = calibration_table(result.summary())

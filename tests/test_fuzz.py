@@ -12,10 +12,9 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import run_cli_inprocess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import run_cli_inprocess
 
 pytestmark = pytest.mark.integration
 
@@ -94,9 +93,8 @@ def test_hostile_values_in_the_sample_release(sample_paths, tmp_path_factory, pa
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(documents=tables, kind=formats)
 def test_generated_uploads_never_replace_the_data(sample_paths, documents, kind):
-    from streamlit.testing.v1 import AppTest
-
     from conftest import REPO_ROOT
+    from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=120).run()
     at.switch_page("pages/1_data.py").run()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import stat
 
 import pytest
-
 from conftest import run_cli_inprocess
 
 
@@ -81,8 +80,9 @@ def test_records_and_worklists_are_private(sample_paths, tmp_path):
 
 def test_an_id_quoted_in_a_message_is_cut_short(tmp_path):
     """A duplicated "id" that is really a passage of text never reaches the message whole."""
-    from cpa_core.data import ID_SHOWN, load_documents
-    from cpa_core.errors import DataError
+    from cpa_core.common.errors import DataError
+    from cpa_core.io.reading import ID_SHOWN
+    from cpa_core.io.tables import load_documents
 
     passage = "Mrs Smith was admitted on 3 May with chest pain and a history of " * 8
     path = tmp_path / "d.csv"

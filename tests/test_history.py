@@ -16,15 +16,32 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from tables import (
+    LEVEL,
+    audited_groups,
+    documents_and_registry,
+    probability_matrix,
+    sample_truth,
+    table_from_matrix,
+    toy_attacker,
+)
 
-from cpa_core.audit import AuditConfig, run_audit
-from cpa_core.verdict import summary_document
-from cpa_core.errors import HistoryError
-from cpa_core.history import (ENV_VAR, HistoryEntry, compare_audits, history_path, list_audits, load_audit,
-                              load_result, record_audit, snapshot_folder)
-from cpa_core.policy import worklist
-from tables import (LEVEL, audited_groups, documents_and_registry, probability_matrix, sample_truth,
-                    table_from_matrix, toy_attacker)
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.common.errors import HistoryError
+from cpa_core.report.verdict import summary_document
+from cpa_core.report.worklist import worklist
+from cpa_core.store.history import (
+    ENV_VAR,
+    HistoryEntry,
+    compare_audits,
+    history_path,
+    list_audits,
+    load_audit,
+    load_result,
+    record_audit,
+    snapshot_folder,
+)
 
 SECRET_TEXT = "the confidential released sentence"  # the query of every synthetic document
 

@@ -1,4 +1,4 @@
-"""Bring your own attacker (cpa_core.attackers.imported): the long table doc_id, candidate_id, score and
+"""Bring your own attacker (cpa_core.attack.attackers.imported): the long table doc_id, candidate_id, score and
 the CandidateTable it yields, checked on hand-computed toy cases."""
 
 from __future__ import annotations
@@ -10,14 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cpa_core.attackers.imported import load_candidate_scores
-from cpa_core.audit import AttackerConfig, AuditConfig, ScoredSplit, certify, run_audit
-from cpa_core.config import ProjectConfig, declare_audit
-from cpa_core.conformal import calibrate
-from cpa_core.data import load_documents, load_registry
-from cpa_core.errors import ConfigError, DataError
-from cpa_core.knowledge import KnowledgeLevel
-from cpa_core.metrics import certificate_metrics
+from cpa_core.attack.attackers.imported import load_candidate_scores
+from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.project import ProjectConfig, declare_audit
+from cpa_core.audit.results import ScoredSplit, certify
+from cpa_core.common.errors import ConfigError, DataError
+from cpa_core.conformal.calibration import calibrate
+from cpa_core.io.knowledge import KnowledgeLevel
+from cpa_core.io.tables import load_documents, load_registry
+from cpa_core.report.metrics import certificate_metrics
 
 LEVEL = KnowledgeLevel("L", ("city",))
 SCORES_HEADER = "doc_id,candidate_id,score\n"

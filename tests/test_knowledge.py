@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cpa_core.data import Registry, ValidationReport, load_registry
-from cpa_core.errors import ConfigError
-from cpa_core.knowledge import QUERY_MODES, KnowledgeLevel, full_knowledge, profile_texts
+from cpa_core.common.errors import ConfigError
+from cpa_core.io.knowledge import QUERY_MODES, KnowledgeLevel, full_knowledge, profile_texts
+from cpa_core.io.tables import Registry, ValidationReport, load_registry
 
 CSV = (b"identity_id,age_band,city,occupation,secret\n"
        b"a,30-39,Paris,baker,SECRETTOKENA\n"
@@ -124,7 +124,7 @@ def test_lists_from_a_jsonl_registry():
 def test_missing_values_of_any_kind_never_become_words():
     import pandas as pd
 
-    from cpa_core.knowledge import _cell_text
+    from cpa_core.io.knowledge import _cell_text
 
     for missing in (None, float("nan"), np.float32("nan"), pd.NA, pd.NaT):
         assert _cell_text(missing) == ""

@@ -1,6 +1,6 @@
 """The LLM attackers (clue extraction, forced choice, Profile-CPA) on scripted endpoints, without a server.
 
-A real :class:`~cpa_core.llm.LLMClient` talks to an ``httpx.MockTransport`` whose handler answers each
+A real :class:`~cpa_core.llm.client.LLMClient` talks to an ``httpx.MockTransport`` whose handler answers each
 request from its prompt and seed, so every expectation below is computed by hand: the clue query string,
 retries and the no-clue path; forced-choice frequencies with shuffled options mapped back, invalid picks,
 the all-invalid fallback and the logprobs softmax; Profile-CPA's per-attribute scores, the identity set as
@@ -23,20 +23,28 @@ import httpx
 import numpy as np
 import pytest
 
-from cpa_core.attackers.base import AttackerBase
-from cpa_core.attackers.forced_choice import ForcedChoiceAttacker, label_distribution, option_order
-from cpa_core.attackers.llm_clues import LLMClueExtractor
-from cpa_core.attackers.profile import (Attribute, AttributeSet, ProfileAttacker, attributes_from_registry,
-                                        certified_attribute_sets, unseen_score, value_scores)
-from cpa_core.attackers.tfidf import TfidfAttacker
-from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
-from cpa_core.candidates import CandidateTable
-from cpa_core.data import load_documents, load_registry
-from cpa_core.errors import ConfigError
-from cpa_core.knowledge import KnowledgeLevel, profile_texts
-from cpa_core.llm import LLMBudgetError, LLMClient, LLMResponse, LLMSettings, TokenLogprob, sample_seed
-from cpa_core.prompts import ATTRIBUTE_V1, CLUES_V1, FORCED_CHOICE_V1
-from cpa_core.records import manifest, records
+from cpa_core.attack.attackers.forced_choice import ForcedChoiceAttacker, label_distribution, option_order
+from cpa_core.attack.attackers.llm_clues import LLMClueExtractor
+from cpa_core.attack.attackers.profile import (
+    Attribute,
+    AttributeSet,
+    ProfileAttacker,
+    attributes_from_registry,
+    certified_attribute_sets,
+    unseen_score,
+    value_scores,
+)
+from cpa_core.attack.attackers.tfidf import TfidfAttacker
+from cpa_core.attack.base import AttackerBase
+from cpa_core.attack.candidates import CandidateTable
+from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.common.errors import ConfigError, LLMBudgetError
+from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
+from cpa_core.io.tables import load_documents, load_registry
+from cpa_core.llm.client import LLMClient, LLMResponse, LLMSettings, TokenLogprob, sample_seed
+from cpa_core.llm.prompts import ATTRIBUTE_V1, CLUES_V1, FORCED_CHOICE_V1
+from cpa_core.store.records import manifest, records
 
 SECRET = "sk-test-LLM-ATTACKERS-DO-NOT-LEAK"
 KEY_ENV = "CPA_TEST_LLM_ATTACKERS_KEY"
@@ -308,7 +316,7 @@ def test_forced_choice_shortlist_is_truncated_to_k_and_scores_apply(tmp_path, re
     table = attacker.attack(list(pools), [text_of(d) for d in pools], registry, LEVEL)
     assert table.width == 3 and ids_of(table, 0) == ["P3", "P1", "P2"]
     np.testing.assert_allclose(table.weights[0], [2 / 3, 1 / 3, 0.0])
-    from cpa_core.scores import SCORES
+    from cpa_core.conformal.scores import SCORES
     aps = SCORES["aps"].to_method(SCORES["aps"].sorted_scores(table.weights, table.pool_sizes, table.tail_mass))[0]
     np.testing.assert_allclose(aps, [2 / 3, 1.0, 1.0])
 
@@ -667,7 +675,7 @@ def test_llm_attackers_run_through_the_audit_without_leaks(tmp_path, registry, c
 
 
 def test_sampling_budget_ablation_costs_the_largest_budget_only(tmp_path, registry):
-    from cpa_core import stress
+    from cpa_core.audit import stress
     documents = small_documents()
     pools = {f"d{i}": ["P1", "P2", "P3", "P4"] for i in range(1, 13)}
     targets = {d: ["P1", "P2", "P1", "nothing"] for d in pools}

@@ -1,6 +1,6 @@
 """Every LLM attacker end to end against a real OpenAI-compatible server (llama.cpp, SmolLM2-135M-Instruct).
 
-Each attacker runs through :func:`cpa_core.audit.run_audit` on a slice of ``sample_data/`` and is checked
+Each attacker runs through :func:`cpa_core.audit.pipeline.run_audit` on a slice of ``sample_data/`` and is checked
 for the certificate's structure (set sizes within the pool, coverage, q_hat, summary keys), the cache (a
 second run with a fresh client on the same cache directory sends no request) and the manifest (prompt
 sha256 and LLM settings, never the key). What is tested is the pipeline, not a 135M model's skill.
@@ -21,17 +21,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cpa_core.attackers.forced_choice import ForcedChoiceAttacker
-from cpa_core.attackers.llm_clues import LLMClueExtractor
-from cpa_core.attackers.profile import ProfileAttacker, attributes_from_registry, certified_attribute_sets
-from cpa_core.attackers.tfidf import TfidfAttacker
-from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
-from cpa_core.config import load_config
-from cpa_core.data import load_documents, load_registry
-from cpa_core.llm import LLMClient, LLMSettings
-from cpa_core.records import manifest
 from llm_server import llm_server  # noqa: F401  (the session fixture)
+
+from cpa_core.attack.attackers.forced_choice import ForcedChoiceAttacker
+from cpa_core.attack.attackers.llm_clues import LLMClueExtractor
+from cpa_core.attack.attackers.profile import ProfileAttacker, attributes_from_registry, certified_attribute_sets
+from cpa_core.attack.attackers.tfidf import TfidfAttacker
+from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.project import load_config
+from cpa_core.io.tables import load_documents, load_registry
+from cpa_core.llm.client import LLMClient, LLMSettings
+from cpa_core.store.records import manifest
 
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_data"
 

@@ -24,12 +24,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cpa_core.errors import ConfigError, CPAError
-from cpa_core.llm import (LLMBudgetError, LLMClient, LLMError, LLMRequest, LLMResponse, LLMSettings, redact_url,
-                          sample_seed)
-from cpa_core.prompts import (ATTRIBUTE_V1, CLUES_V1, FORCED_CHOICE_V1, attribute_choices,
-                              format_options, normalise_value, option_labels, parse_attribute, parse_choice,
-                              parse_clues)
+from cpa_core.common.errors import ConfigError, CPAError, LLMBudgetError, LLMError
+from cpa_core.llm.client import LLMClient, LLMRequest, LLMResponse, LLMSettings, redact_url, sample_seed
+from cpa_core.llm.prompts import (
+    ATTRIBUTE_V1,
+    CLUES_V1,
+    FORCED_CHOICE_V1,
+    attribute_choices,
+    format_options,
+    normalise_value,
+    option_labels,
+    parse_attribute,
+    parse_choice,
+    parse_clues,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-DO-NOT-LEAK-4242"

@@ -8,11 +8,20 @@ the quality of a 135M model's answers.
 from __future__ import annotations
 
 import pytest
-
-from cpa_core.llm import LLMClient, LLMRequest, LLMSettings, sample_seed
-from cpa_core.prompts import (ATTRIBUTE_V1, CLUES_V1, FORCED_CHOICE_V1, attribute_choices, format_options,
-                              option_labels, parse_attribute, parse_choice, parse_clues)
 from llm_server import llm_server  # noqa: F401  (the session fixture)
+
+from cpa_core.llm.client import LLMClient, LLMRequest, LLMSettings, sample_seed
+from cpa_core.llm.prompts import (
+    ATTRIBUTE_V1,
+    CLUES_V1,
+    FORCED_CHOICE_V1,
+    attribute_choices,
+    format_options,
+    option_labels,
+    parse_attribute,
+    parse_choice,
+    parse_clues,
+)
 
 TEXT = ("Our head nurse, who has run the night shift at the children's hospital in Lyon since 2009, "
         "won the regional chess cup last spring and plays the cello in a local orchestra.")

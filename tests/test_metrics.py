@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-
-from cpa_core.metrics import OVERALL, certificate_metrics, ranking_metrics
-from cpa_core.policy import ReleasePolicy
 from tables import audited_groups
+
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.report.metrics import OVERALL, certificate_metrics, ranking_metrics
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from cpa_core.attackers.registry import attacker_specs
-from cpa_core.config import parse_config
-from cpa_core.errors import ConfigError
-from cpa_core.params import PARAM_KINDS, Param, check_table, resolve_params
+from cpa_core.attack.registry import attacker_specs
+from cpa_core.audit.project import parse_config
+from cpa_core.common.errors import ConfigError
+from cpa_core.common.params import PARAM_KINDS, Param, check_table, resolve_params
 
 
 def param(kind, default=None, **kwargs):
@@ -214,7 +214,7 @@ def test_an_unknown_attacker_table_is_rejected():
 
 
 def test_an_integer_beyond_the_float_range_is_a_config_error():
-    from cpa_core.config import parse_config
+    from cpa_core.audit.project import parse_config
 
     with pytest.raises(ConfigError, match=r"\[audit\] seed: expected an integer at least 0"):
         parse_config("[audit]\nseed = 1" + "0" * 400 + "\n", "audit.toml")

@@ -11,15 +11,16 @@ import numpy as np
 import pypdfium2 as pdfium
 import pytest
 
-from cpa_core.audit import run_audit
-from cpa_core.config import ProjectConfig, declare_audit
-from cpa_core.data import load_documents, load_registry
-from cpa_core.knowledge import KnowledgeLevel
-from cpa_core.metrics import confidence_curve
-from cpa_core.policy import ReleasePolicy, worklist
-from cpa_core.records import manifest
-from cpa_core.synthetic import generate_sample_data
-from cpa_core.verdict import release_verdict
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.project import ProjectConfig, declare_audit
+from cpa_core.io.knowledge import KnowledgeLevel
+from cpa_core.io.synthetic import generate_sample_data
+from cpa_core.io.tables import load_documents, load_registry
+from cpa_core.report.metrics import confidence_curve
+from cpa_core.report.verdict import release_verdict
+from cpa_core.report.worklist import worklist
+from cpa_core.store.records import manifest
 from cpa_ui.pdf import RefusingFetcher, report_pdf
 from cpa_ui.report import certificate_report
 

@@ -12,17 +12,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-
 from conftest import REPO_ROOT, run_cli_inprocess
 from test_app import shown
-from cpa_core.attackers.base import AttackerBase
-from cpa_core.attackers.registry import register, unregister
-from cpa_core.attackers.spec import AttackerSpec
-from cpa_core.candidates import CandidateTable, rank_by_similarity
-from cpa_core.config import parse_config
-from cpa_core.errors import ConfigError
-from cpa_core.knowledge import profile_texts
-from cpa_core.params import Param
+
+from cpa_core.attack.base import AttackerBase
+from cpa_core.attack.candidates import CandidateTable, rank_by_similarity
+from cpa_core.attack.registry import register, unregister
+from cpa_core.attack.spec import AttackerSpec
+from cpa_core.audit.project import parse_config
+from cpa_core.common.errors import ConfigError
+from cpa_core.common.params import Param
+from cpa_core.io.knowledge import profile_texts
 
 
 @dataclass

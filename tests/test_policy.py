@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
-
-from cpa_core.policy import ReleasePolicy, neutralise_cell, worklist, worklist_csv
 from tables import audited_groups
+
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.report.worklist import neutralise_cell, worklist, worklist_csv
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,11 @@
 import json
 
 import pytest
-
-from cpa_core.conformal import confidence_label
-from cpa_core.diagnostics import whole_pool
-from cpa_core.records import jsonl_lines, manifest, record_splits, records
 from tables import audited_groups
+
+from cpa_core.conformal.calibration import confidence_label
+from cpa_core.report.diagnostics import whole_pool
+from cpa_core.store.records import jsonl_lines, manifest, record_splits, records
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_records_files_are_the_records_function(written):
 
 
 def test_summary_file_is_the_summary_object_and_its_verdict(written):
-    from cpa_core.verdict import release_verdict
+    from cpa_core.report.verdict import release_verdict
     result, paths, _ = written
     written_summary = json.loads(paths["summary.json"].read_text(encoding="utf-8"))
     verdict = written_summary.pop("verdict")
@@ -72,10 +72,10 @@ def test_manifest_quotes_the_declared_configuration(written):
 def test_a_release_audit_writes_one_record_per_document_and_says_how_it_was_certified(tmp_path):
     from dataclasses import replace
 
-    from cpa_core.audit import run_audit
+    import numpy as np
     from tables import documents_and_registry, probability_matrix, sample_truth, table_from_matrix
 
-    import numpy as np
+    from cpa_core.audit.pipeline import run_audit
 
     rng = np.random.default_rng(6)
     probabilities = probability_matrix(120, 20, rng)

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from cpa_core.records import EVIDENCE_FIELDS, jsonl_lines, record_splits, records
+from cpa_core.store.records import EVIDENCE_FIELDS, jsonl_lines, record_splits, records
 
 
 def read_jsonl(path) -> list[dict]:
@@ -54,11 +54,12 @@ def toy_release():
     """A toy TF-IDF audit, its explainer and its documents."""
     from conftest import toy_frames
 
-    from cpa_core.attackers.tfidf import TfidfAttacker
-    from cpa_core.audit import AttackerConfig, AuditConfig, run_audit
-    from cpa_core.data import load_documents, load_registry
-    from cpa_core.evidence import audit_explainer
-    from cpa_core.knowledge import KnowledgeLevel
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.audit.configuration import AttackerConfig, AuditConfig
+    from cpa_core.audit.pipeline import run_audit
+    from cpa_core.io.knowledge import KnowledgeLevel
+    from cpa_core.io.tables import load_documents, load_registry
+    from cpa_core.report.evidence import audit_explainer
 
     frame, people = toy_frames(n_people=12, docs_per_person=6, seed=3)
     # non-ASCII evidence: a person-specific word written with accents in the released text
@@ -78,7 +79,7 @@ def toy_release():
 
 
 def test_evidence_explained_in_one_batch_is_each_document_explained_alone(toy_release):
-    from cpa_core.evidence import document_evidence, documents_evidence
+    from cpa_core.report.evidence import document_evidence, documents_evidence
 
     result, explainer, _ = toy_release
     split = result.test_split
@@ -99,7 +100,7 @@ def test_toy_records_of_flagged_documents_carry_the_worklist_evidence(toy_audit)
 
 
 def test_toy_records_file_is_the_records_function_with_the_worklist(toy_audit):
-    from cpa_core.policy import worklist
+    from cpa_core.report.worklist import worklist
 
     result, paths, _ = toy_audit
     config = result.config
@@ -129,9 +130,9 @@ def test_without_an_explainer_no_record_carries_evidence(tmp_path):
 
 @pytest.mark.integration
 def test_sample_records_evidence_is_the_worklist_evidence(sample_paths, tmp_path):
-    from cpa_core.audit import run_audit
-    from cpa_core.config import declare_audit, load_config
-    from cpa_core.evidence import audit_explainer
+    from cpa_core.audit.pipeline import run_audit
+    from cpa_core.audit.project import declare_audit, load_config
+    from cpa_core.report.evidence import audit_explainer
 
     project = load_config(sample_paths["config"])
     documents = project.load_documents(sample_paths["documents"])

@@ -10,17 +10,18 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cpa_core.evidence import TermExplainer
-from cpa_core.redaction import Edit, apply_edits, released_offsets, suggest
+from cpa_core.attack.explainers import TermExplainer
+from cpa_core.redaction.suggestions import Edit, apply_edits, released_offsets, suggest
 
 
 def audited_sample(sample_paths, overrides=None):
     """The sample release audited as its configuration declares (``overrides`` of ``[audit]``): project,
     documents, registry, configuration, attacker, result and the texts by doc id."""
-    from cpa_core.audit import run_audit
-    from cpa_core.config import declare_audit, load_config
+    from cpa_core.audit.pipeline import run_audit
+    from cpa_core.audit.project import declare_audit, load_config
 
     project = load_config(sample_paths["config"])
     documents = project.load_documents(sample_paths["documents"])
@@ -59,9 +60,9 @@ def test_greedy_removes_the_heaviest_term_everywhere_until_the_set_reaches_k():
 
 @pytest.mark.integration
 def test_the_sample_release_redacted_and_audited_again_flags_fewer_documents(sample_paths):
-    from cpa_core.audit import run_audit
-    from cpa_core.config import declare_audit
-    from cpa_core.redaction import suggest_redactions
+    from cpa_core.audit.pipeline import run_audit
+    from cpa_core.audit.project import declare_audit
+    from cpa_core.redaction.suggestions import suggest_redactions
 
     project, documents, registry, config, attacker, result, texts = audited_sample(sample_paths)
     suggestions = suggest_redactions(result, attacker, registry, texts)
@@ -148,8 +149,8 @@ def test_a_span_of_the_edited_text_maps_back_to_the_released_text(text, data):
 
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 def test_the_redacted_file_from_the_bytes_read_is_the_release_written(tmp_path, suffix):
-    from cpa_core.data import load_documents
-    from cpa_core.redaction import Suggestion, redacted_file, redacted_release
+    from cpa_core.io.tables import load_documents
+    from cpa_core.redaction.suggestions import Suggestion, redacted_file, redacted_release
 
     frame = pd.DataFrame({"doc_id": ["a", "b"], "text": ["seen in Gdańsk in 2014", "nothing here"],
                           "identity_id": ["P1", "P2"]})
@@ -171,9 +172,9 @@ def test_the_redacted_file_from_the_bytes_read_is_the_release_written(tmp_path, 
 
 
 def test_a_replacement_the_releases_encoding_cannot_write_is_refused_naming_the_file(tmp_path):
-    from cpa_core.data import load_documents
-    from cpa_core.errors import DataError
-    from cpa_core.redaction import Suggestion, redacted_file
+    from cpa_core.common.errors import DataError
+    from cpa_core.io.tables import load_documents
+    from cpa_core.redaction.suggestions import Suggestion, redacted_file
 
     data = "doc_id,text,identity_id\na,from Lodz,P1\n".encode("latin-1")
     documents = load_documents(data, name="docs.csv", encoding="latin-1")
@@ -184,7 +185,7 @@ def test_a_replacement_the_releases_encoding_cannot_write_is_refused_naming_the_
 
 @pytest.mark.integration
 def test_suggestions_for_some_documents_and_each_strategy_on_the_sample(sample_paths):
-    from cpa_core.redaction import suggest_redactions
+    from cpa_core.redaction.suggestions import suggest_redactions
 
     project, documents, registry, config, attacker, result, texts = audited_sample(sample_paths)
     full = {s: suggest_redactions(result, attacker, registry, texts, strategy=s)[:12]
@@ -206,7 +207,7 @@ def test_suggestions_for_some_documents_and_each_strategy_on_the_sample(sample_p
 def test_under_the_split_protocol_calibration_documents_are_redacted_alike(sample_paths):
     """The redacted release is one release mechanism: the rule "redact what the stored thresholds flag" applies
     to the calibration documents as to the audited ones, or a new calibration would not certify it."""
-    from cpa_core.redaction import release_flags, suggest_redactions
+    from cpa_core.redaction.suggestions import release_flags, suggest_redactions
 
     _, documents, registry, config, attacker, result, texts = audited_sample(
         sample_paths, {"protocol": "split", "n_cal": 500, "n_test": 500})
@@ -228,8 +229,8 @@ def test_under_the_split_protocol_calibration_documents_are_redacted_alike(sampl
 
 
 def test_the_worklist_carries_each_documents_suggested_edits_as_offsets():
-    from cpa_core.policy import worklist_csv, worklist_json
-    from cpa_core.redaction import Suggestion, suggested_worklist
+    from cpa_core.redaction.suggestions import Suggestion, suggested_worklist
+    from cpa_core.report.worklist import worklist_csv, worklist_json
 
     work = pd.DataFrame({"doc_id": ["a", "b"], "set_size": [2, 5], "evidence": [[], []], "config_id": ["c", "c"],
                          "confidence": [0.9, 0.9]})

@@ -12,10 +12,10 @@ import json
 
 import pandas as pd
 import pytest
-
 from conftest import run_cli
-from cpa_core.redaction import Edit, apply_edits
 from test_textwash import textwash_slice  # noqa: F401 (fixture: the slice, audited by the cpa process)
+
+from cpa_core.redaction.suggestions import Edit, apply_edits
 
 pytestmark = pytest.mark.integration
 

@@ -10,14 +10,23 @@ import re
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cpa_core.data import load_registry
-from cpa_core.errors import ConfigError, DataError
-from cpa_core.evidence import DEFAULT_PLACEHOLDERS, Span, TermExplainer, placeholder_regions, term_spans
-from cpa_core.redaction import Edit, apply_edits, redaction_log, suggest
-from cpa_core.replacements import (KINDS, Replacer, Vocabulary, field_hierarchies, fold, load_generalization,
-                                   placeholder_label)
+from cpa_core.attack.explainers import Span, TermExplainer, term_spans
+from cpa_core.common.errors import ConfigError, DataError
+from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS, placeholder_regions
+from cpa_core.io.tables import load_registry
+from cpa_core.redaction.replacements import (
+    KINDS,
+    Replacer,
+    Vocabulary,
+    field_hierarchies,
+    fold,
+    load_generalization,
+    placeholder_label,
+)
+from cpa_core.redaction.suggestions import Edit, apply_edits, redaction_log, suggest
 
 # city -> region (4 cities, 3 regions) and region -> country (3 regions, 2 countries) are functional; city ->
 # country is too, but region is the next level up. occupation -> country is not: a teacher in Leeds (UK) and
@@ -277,7 +286,7 @@ def toy_replacers(toy):
 def test_the_log_records_the_strategy_the_table_and_the_kinds(toy, tmp_path):
     from types import SimpleNamespace
 
-    from cpa_core.policy import ReleasePolicy
+    from cpa_core.audit.policy import ReleasePolicy
 
     table = load_generalization(_table(tmp_path, "value,general\nLeeds,North\n"))
     replacer = Replacer.from_registry(toy, "generalize", table)

@@ -10,16 +10,17 @@ import pandas as pd
 import pytest
 from plotly.offline import get_plotlyjs
 
-from cpa_core.audit import run_audit
-from cpa_core.config import ProjectConfig, declare_audit
-from cpa_core.data import load_documents, load_registry
-from cpa_core.knowledge import KnowledgeLevel
-from cpa_core.metrics import confidence_curve
-from cpa_core.evidence import TermExplainer
-from cpa_core.policy import ReleasePolicy, worklist
-from cpa_core.records import manifest
-from cpa_core.synthetic import generate_sample_data
-from cpa_core.verdict import Check, Verdict, release_verdict
+from cpa_core.attack.explainers import TermExplainer
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.project import ProjectConfig, declare_audit
+from cpa_core.io.knowledge import KnowledgeLevel
+from cpa_core.io.synthetic import generate_sample_data
+from cpa_core.io.tables import load_documents, load_registry
+from cpa_core.report.metrics import confidence_curve
+from cpa_core.report.verdict import Check, Verdict, release_verdict
+from cpa_core.report.worklist import worklist
+from cpa_core.store.records import manifest
 from cpa_ui.report import GUARANTEE, certificate_report, fmt_coverage, verdict_block
 from cpa_ui.text import fmt_percent
 
@@ -147,7 +148,7 @@ def test_report_escapes_data_and_contains_no_document_text(audit):
 
 
 def test_confidence_curve_of_the_report_matches_the_certificates(audit):
-    from cpa_core.metrics import certificate_metrics
+    from cpa_core.report.metrics import certificate_metrics
 
     result = audit["result"]
     curve = confidence_curve(result, confidences=(0.5, 0.8, 0.9, 0.95))

@@ -1,15 +1,15 @@
 """Nonconformity scores: hand-computed cases, ties, padding and monotonicity."""
 
-import numpy as np
-import pytest
 from unittest.mock import patch
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa_core.errors import ConfigError
-from cpa_core import scores as score_module
-from cpa_core.scores import SCORES, get_score
+from cpa_core.common.errors import ConfigError
+from cpa_core.conformal import scores as score_module
+from cpa_core.conformal.scores import SCORES, get_score
 
 
 def scores(name, weights, pools=None):
@@ -69,7 +69,7 @@ def test_aps_brute_force(raw):
 @given(st.lists(st.lists(st.sampled_from([0.0, 0.05, 0.1, 0.2, 0.25, 0.4]), min_size=3, max_size=3), min_size=1,
                 max_size=8), st.sampled_from(sorted(SCORES)), st.data())
 def test_truth_scores_from_the_unsorted_matrix_equal_the_sorted_path(rows, name, data):
-    from cpa_core.candidates import top_candidates
+    from cpa_core.attack.candidates import top_candidates
 
     weights = np.array(rows, dtype=float)
     truth = np.array([data.draw(st.integers(0, 2)) for _ in rows])
@@ -113,7 +113,7 @@ def _exact_sets(rows, truths, n_cal, confidence):
 
 
 def _float_sets(rows, truths, n_cal, confidence):
-    from cpa_core.conformal import calibrate, set_sizes
+    from cpa_core.conformal.calibration import calibrate, set_sizes
 
     weights = np.array([[float(v) for v in row] for row in rows])
     order = np.argsort(-weights, axis=1, kind="stable")

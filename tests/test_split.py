@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from cpa_core.errors import ConfigError
-from cpa_core.split import split_indices
+from cpa_core.common.errors import ConfigError
+from cpa_core.io.split import split_indices
 
 
 def test_split_is_disjoint_sized_and_seeded():

@@ -6,13 +6,22 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from tables import (
+    LEVEL,
+    audited_groups,
+    documents_and_registry,
+    probability_matrix,
+    sample_truth,
+    table_from_matrix,
+    toy_attacker,
+)
 
-from cpa_core.audit import AuditConfig, run_audit
-from cpa_core.errors import ConfigError
-from cpa_core.metrics import certificate_metrics
-from cpa_core.split import split_indices
-from cpa_core.stress import COLUMNS, SWEEPS, drift, split_stability, sweep
-from tables import LEVEL, audited_groups, documents_and_registry, probability_matrix, sample_truth, table_from_matrix, toy_attacker
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.stress import COLUMNS, SWEEPS, drift, split_stability, sweep
+from cpa_core.common.errors import ConfigError
+from cpa_core.io.split import split_indices
+from cpa_core.report.metrics import certificate_metrics
 
 LEVELS = (0.8, 0.9)
 
@@ -251,22 +260,22 @@ def test_drift_calibrates_a_grouped_audit_pooled():
 
 
 def test_a_sweep_needs_a_value():
-    from cpa_core.stress import sweep
+    from cpa_core.audit.stress import sweep
 
     with pytest.raises(ConfigError, match="at least one value"):
         sweep(None, None, None, None, "seed", [])
 
 
 def test_the_calibration_size_ablation_keeps_the_test_documents_fixed(synthetic):
-    from cpa_core.stress import ncal_ablation
+    from cpa_core.audit.stress import ncal_ablation
 
     documents, registry, config, table, _ = synthetic
     frame = ncal_ablation(documents, registry, config, table, [40, 100], seeds=[0, 1, 2])
     assert frame["n_cal_declared"].tolist() == [40, 40, 100, 100] and (frame["n_seeds"] == 3).all()
     assert (frame["n_test"] == 150).all() and frame["n_cal"].tolist() == [40, 40, 100, 100]
     # by hand for seed 0: the same 150 test documents for every n_cal, nested calibration sets after them
-    from cpa_core.audit import ScoredSplit, certify
-    from cpa_core.conformal import calibrate
+    from cpa_core.audit.results import ScoredSplit, certify
+    from cpa_core.conformal.calibration import calibrate
 
     full = ScoredSplit.build(table, documents.frame["identity_id"].to_numpy(dtype=object), None, config.score)
     order = np.random.default_rng(0).permutation(len(documents))

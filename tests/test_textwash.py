@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import run_cli
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"

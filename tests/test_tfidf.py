@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from cpa_core.attackers.spec import BuildContext
-from cpa_core.attackers.tfidf import SPEC, TfidfAttacker, TfidfIndex
-from cpa_core.data import load_registry
-from cpa_core.errors import ConfigError
-from cpa_core.knowledge import KnowledgeLevel, profile_texts
+from cpa_core.attack.attackers.tfidf import SPEC, TfidfAttacker, TfidfIndex
+from cpa_core.attack.spec import BuildContext
+from cpa_core.common.errors import ConfigError
+from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
+from cpa_core.io.tables import load_registry
 
 CSV = b"""identity_id,city,hobby,secret
 a,Paris,zymurgy and chess,alpha

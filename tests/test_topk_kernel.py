@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cpa_core.attackers.tfidf import SimilarityBlocks, TfidfAttacker
-from cpa_core.candidates import rank_by_similarity, ranked_columns, softmax_rows
+from cpa_core.attack.attackers.tfidf import SimilarityBlocks, TfidfAttacker
+from cpa_core.attack.candidates import rank_by_similarity, ranked_columns, softmax_rows
 
 TAIL_RTOL = 1e-12  # a sum of positive terms in another order: a few 1e-16 times log2(M), far below this
 
@@ -102,8 +102,8 @@ def test_ranked_columns_breaks_ties_by_column_when_the_cut_splits_them():
 
 @pytest.fixture(scope="module")
 def sample(sample_paths):
-    from cpa_core.data import load_documents, load_registry
-    from cpa_core.knowledge import KnowledgeLevel
+    from cpa_core.io.knowledge import KnowledgeLevel
+    from cpa_core.io.tables import load_documents, load_registry
 
     documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
     return documents, registry, KnowledgeLevel("K2", ("age_band", "gender", "occupation", "city", "keywords",
@@ -126,8 +126,10 @@ def test_the_attack_table_is_the_same_with_and_without_the_kernel(sample, top_k)
 
 @pytest.mark.integration
 def test_a_whole_audit_certifies_the_same_sets_with_and_without_the_kernel(sample):
-    from cpa_core.audit import AuditConfig, run_audit
     from tables import toy_attacker
+
+    from cpa_core.audit.configuration import AuditConfig
+    from cpa_core.audit.pipeline import run_audit
 
     documents, registry, level = sample
     config = AuditConfig(knowledge=level, attacker=toy_attacker("tfidf"), confidences=(0.8, 0.9), top_k=20)

@@ -7,13 +7,13 @@ from dataclasses import FrozenInstanceError, replace
 
 import numpy as np
 import pytest
-
-from cpa_core.audit import AuditConfig, run_audit
-from cpa_core.metrics import AuditSummary, clopper_pearson
-from cpa_core.policy import ReleasePolicy
-from cpa_core.verdict import STATUSES, release_verdict
 from tables import LEVEL, documents_and_registry, probability_matrix, sample_truth, table_from_matrix, toy_attacker
 
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.report.metrics import AuditSummary, clopper_pearson
+from cpa_core.report.verdict import STATUSES, release_verdict
 
 # --- the coverage interval ---------------------------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""The built-in attackers, one module each; :mod:`cpa_core.attack.registry` offers them by name."""

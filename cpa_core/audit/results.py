@@ -1,0 +1,297 @@
+"""What an audit computed: the scored splits, the certificates at each level and the result that
+holds them (data only: reports and records read it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cpa_core.attack.candidates import CandidateTable, as_rows
+from cpa_core.attack.explainers import Explainer
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.conformal.calibration import (
+    ALL,
+    Calibration,
+    CalibrationScores,
+    LeaveOneOutRanking,
+    confidence_label,
+    exact_fraction,
+    set_size_table,
+    set_sizes,
+)
+from cpa_core.conformal.scores import Score, get_score, tie_pessimistic_ranks
+from cpa_core.report.metrics import AuditSummary, summarize
+from cpa_core.store.records import write_audit
+
+if TYPE_CHECKING:
+    pass
+from cpa_core.audit.configuration import AuditConfig
+
+
+@dataclass(frozen=True)
+class ScoredSplit:
+    """One split (calibration or test), attacked and scored.
+
+    Attributes
+    ----------
+    table : CandidateTable with n rows
+    truth_ids : ndarray (n,)
+    groups : ndarray (n,) or None
+    sorted_scores : ndarray (n, K), each row non-decreasing (stored scale, see :mod:`cpa_core.conformal.scores`)
+    truth_positions : ndarray (n,), -1 where the truth is outside the pool
+    truth_scores : ndarray (n,), +inf where the truth is outside the pool
+    truth_ranks : ndarray (n,), tie-pessimistic rank of the truth (1 = top), 0 outside the pool
+    score_name : the nonconformity score (``score.to_method`` gives the METHOD's scale for display)
+    with_candidates : ``False`` for the documents' own facts without their ranked candidates (the table and the
+        scores have no columns; :meth:`documents`): such a split calibrates but certifies nothing
+    """
+
+    table: CandidateTable
+    truth_ids: np.ndarray
+    groups: np.ndarray | None
+    sorted_scores: np.ndarray = field(repr=False)
+    truth_positions: np.ndarray = field(repr=False)
+    truth_scores: np.ndarray = field(repr=False)
+    truth_ranks: np.ndarray = field(repr=False)
+    score_name: str = "aps"
+    with_candidates: bool = True
+
+    @classmethod
+    def build(cls, table: CandidateTable, truth_ids, groups, score: str) -> "ScoredSplit":
+        positions = table.truth_positions(truth_ids)
+        scores = get_score(score).sorted_scores(table.weights, table.pool_sizes, table.tail_mass)
+        rows = np.arange(len(table))
+        hit = positions >= 0
+        if len(table) and table.width:
+            truth_scores = np.where(hit, scores[rows, np.maximum(positions, 0)], np.inf)
+            ranks = tie_pessimistic_ranks(table.weights, table.pool_sizes, np.maximum(positions, 0))
+            truth_ranks = np.where(hit, ranks, 0).astype(np.int64)
+        else:  # no document has a candidate: every truth is a miss
+            truth_scores, truth_ranks = np.full(len(table), np.inf), np.zeros(len(table), dtype=np.int64)
+        return cls(table, np.asarray(truth_ids, dtype=object), None if groups is None else np.asarray(groups, dtype=object),
+                   scores, positions, truth_scores, truth_ranks, get_score(score).name)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @property
+    def score(self) -> Score:
+        return get_score(self.score_name)
+
+    @cached_property
+    def group_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, codes)`` with ``groups == keys[codes]``, computed once per split."""
+        return np.unique(self.groups.astype(str), return_inverse=True)
+
+    @property
+    def in_pool(self) -> np.ndarray:
+        return self.truth_positions >= 0
+
+    @cached_property
+    def labelled(self) -> np.ndarray:
+        """Documents whose true identity is known (a blank identity_id: unlabelled); computed once."""
+        return np.array([t is not None for t in self.truth_ids], dtype=bool)
+
+    def calibration_scores(self, miss_policy: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """Scores (and strata) used for calibration under the miss policy."""
+        keep = self.in_pool if miss_policy == "exclude" else np.ones(len(self), dtype=bool)
+        return self.truth_scores[keep], None if self.groups is None else self.groups[keep]
+
+    def rows(self, index) -> "ScoredSplit":
+        """The split restricted to the given rows (in that order); consecutive rows are views, not copies."""
+        index = as_rows(index)
+        return ScoredSplit(self.table.rows(index), self.truth_ids[index],
+                           None if self.groups is None else self.groups[index], self.sorted_scores[index],
+                           self.truth_positions[index], self.truth_scores[index], self.truth_ranks[index],
+                           self.score_name, self.with_candidates)
+
+    def documents(self, index) -> "ScoredSplit":
+        """The documents at the given rows with their own facts (ids, groups, the truth's position, score and rank)
+        but not their ranked candidates: what calibration reads, without a copy of the candidates of rows that are
+        not consecutive (the release protocol's calibration documents, whose candidates are this split's rows)."""
+        index = as_rows(index)
+        table = self.table
+        facts = replace(table, candidates=table.candidates[:, :0], weights=table.weights[:, :0], queries=None,
+                        clues=None).rows(index)
+        return ScoredSplit(facts, self.truth_ids[index], None if self.groups is None else self.groups[index],
+                           self.sorted_scores[:, :0][index], self.truth_positions[index], self.truth_scores[index],
+                           self.truth_ranks[index], self.score_name, with_candidates=False)
+
+    def thresholds(self, calibration: Calibration, confidence) -> np.ndarray:
+        """Each document's threshold under ``calibration`` at ``confidence``: its stratum's (``+inf`` for a stratum
+        never calibrated), the pooled one when the calibration has a single stratum."""
+        if self.groups is None or set(calibration.strata) == {ALL}:
+            return calibration.thresholds_for(confidence, None, len(self))
+        return calibration.thresholds_by_code(confidence, *self.group_codes)
+
+    def check_candidates(self) -> None:
+        """Refuse to certify a split that holds no ranked candidates (:meth:`documents`)."""
+        if not self.with_candidates:
+            raise ValueError("these documents' candidates are not kept here: certify them in the split that ranks "
+                             "them (under the release protocol, the audited documents)")
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """Certified sets of the test documents at one confidence level."""
+
+    confidence: Fraction
+    q_hat: np.ndarray       # (n,) the threshold applied to each document (its stratum's)
+    set_sizes: np.ndarray   # (n,)
+    covered: np.ndarray     # (n,) bool: the truth is in the set
+    split: ScoredSplit = field(repr=False)
+    left_out: np.ndarray | None = field(default=None, repr=False)  # (n,) bool: calibrated without its own score
+
+    @cached_property
+    def leakage(self) -> np.ndarray:
+        """Leakage proxy ``1 / max(1, |C|)``: not a re-identification probability (computed once)."""
+        return 1.0 / np.maximum(1, self.set_sizes)
+
+    def members(self, row: int) -> np.ndarray:
+        """Identity ids in the certified set of test document ``row``, in ranked order."""
+        index = self.split.table.candidates[row, : self.set_sizes[row]]
+        return self.split.table.candidate_ids[index]
+
+
+def release_ranking(split: ScoredSplit, members: np.ndarray, stratified: bool) -> LeaveOneOutRanking:
+    """The members' scores sorted once (per group when ``stratified``): what :func:`certify_release` reads."""
+    codes = split.group_codes[1] if stratified and split.groups is not None else None
+    return LeaveOneOutRanking(split.truth_scores, members, codes)
+
+
+def certify_release(split: ScoredSplit, ranking: LeaveOneOutRanking, confidence) -> Certificate:
+    """Every document's set: members with the threshold of the other members (leave-one-out), the others
+    with the threshold of all members; per group when the ranking is (:func:`release_ranking`)."""
+    split.check_candidates()
+    q_hat = ranking.thresholds([confidence])[0]
+    sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
+    covered = split.in_pool & (split.truth_positions < sizes)
+    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, ranking.members)
+
+
+def certify(split: ScoredSplit, calibration: Calibration, confidence) -> Certificate:
+    """Apply the calibrated thresholds to a scored split at one confidence level."""
+    split.check_candidates()
+    q_hat = split.thresholds(calibration, confidence)
+    sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
+    covered = split.in_pool & (split.truth_positions < sizes)
+    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split)
+
+
+KEPT_CERTIFICATES = 16
+"""Certificates an :class:`AuditResult` keeps, the levels asked most recently."""
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """Everything an audit computed; certificates at any confidence level are derived from it."""
+
+    config: AuditConfig
+    calibration_split: ScoredSplit
+    test_split: ScoredSplit
+    calibration: Calibration
+    inputs: dict = field(default_factory=dict)
+    _extra_levels: dict = field(default_factory=dict, repr=False, compare=False)  # calibrations of other levels
+    _certificates: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # by level, the latest
+
+    @cached_property
+    def calibration_scores(self) -> CalibrationScores:
+        """The calibration split's scores under the miss policy, by stratum: thresholds at any level."""
+        scores, strata = self.calibration_split.calibration_scores(self.config.miss_policy)
+        return CalibrationScores(scores, strata if self.config.group_column else None)
+
+    def calibrate_at(self, confidences) -> Calibration:
+        return self.calibration_scores.calibrate(confidences)
+
+    def calibration_for(self, confidence) -> Calibration:
+        """The stored calibration when it holds ``confidence``, else a fresh one from the stored scores."""
+        label = confidence_label(confidence)
+        if label in self.calibration.q_hat_:
+            return self.calibration
+        if label not in self._extra_levels:
+            self._extra_levels[label] = self.calibrate_at([confidence])
+        return self._extra_levels[label]
+
+    @cached_property
+    def members(self) -> np.ndarray:
+        """Release protocol: the audited documents that calibrate (labelled; in the pool under 'exclude')."""
+        split = self.test_split
+        return split.labelled & (split.in_pool if self.config.miss_policy == "exclude" else True)
+
+    @cached_property
+    def release_ranking(self) -> LeaveOneOutRanking:
+        """Release protocol: the members' scores sorted once, for the thresholds at every level."""
+        return release_ranking(self.test_split, self.members, bool(self.config.group_column))
+
+    def certificate(self, confidence) -> Certificate:
+        """Certified sets of the audited documents at ``confidence`` (any level: no re-attack).
+
+        Release protocol: every document, leave-one-out (:func:`certify_release`); split protocol: the test
+        split, with the calibration split's thresholds. The latest :data:`KEPT_CERTIFICATES` levels asked are kept
+        (a certificate is immutable): a page, its summary and its figures share one.
+        """
+        label = confidence_label(confidence)
+        found = self._certificates.pop(label, None)
+        if found is None:
+            if self.config.protocol == "release":
+                found = certify_release(self.test_split, self.release_ranking, confidence)
+            else:
+                found = certify(self.test_split, self.calibration_for(confidence), confidence)
+        self._certificates[label] = found  # the most recent last
+        for stale in list(self._certificates)[:-KEPT_CERTIFICATES]:  # list(): one step, safe across sessions
+            self._certificates.pop(stale, None)
+        return found
+
+    def certificates(self, confidences) -> list[Certificate]:
+        """:meth:`certificate` at many levels at once (a confidence curve): the thresholds of every level from one
+        sort of the calibration scores, the sets' sizes from one pass over the scores (:func:`set_size_table`)."""
+        levels = [exact_fraction(c) for c in confidences]
+        split = self.test_split
+        if not levels:
+            return []
+        if self.config.protocol == "release":
+            thresholds = self.release_ranking.thresholds(levels)
+            left_out = self.members
+        else:
+            missing = [c for c in levels if confidence_label(c) not in self.calibration.q_hat_]
+            extra = self.calibrate_at(missing) if missing else None
+
+            thresholds = np.array([split.thresholds(self.calibration if confidence_label(level) in
+                                                    self.calibration.q_hat_ else extra, level)
+                                   for level in levels]).reshape(len(levels), len(split))
+            left_out = None
+        sizes = set_size_table(split.sorted_scores, split.table.pool_sizes, thresholds)
+        return [Certificate(level, thresholds[i], sizes[i], split.in_pool & (split.truth_positions < sizes[i]), split,
+                            left_out) for i, level in enumerate(levels)]
+
+    def calibration_certificate(self, confidence) -> Certificate:
+        """The calibration documents' own sets (for the records; no guarantee applies to them)."""
+        return certify(self.calibration_split, self.calibration_for(confidence), confidence)
+
+    def summary(self, confidences=None, policy: ReleasePolicy | None = None) -> "AuditSummary":
+        """Every figure of the audit at ``confidences`` (default: the audited levels) under ``policy``
+        (default: the declared one): what the CLI, the dashboard and the report show."""
+        return summarize(self, confidences, policy)
+
+    def write(self, out_dir, explain: "Explainer | None" = None) -> dict:
+        """Write the audit's folder (summary, records, worklist, manifest); returns the paths by file name."""
+        return write_audit(self, out_dir, explain)
+
+    def with_policy(self, confidence, policy: ReleasePolicy) -> "AuditResult":
+        """The same audit declared to flag at ``confidence`` under ``policy`` (:meth:`AuditConfig.with_policy`):
+        what is exported after a curator settled on them; no set changes."""
+        return replace(self, config=self.config.with_policy(confidence, policy))
+
+    def with_inputs(self, **inputs) -> "AuditResult":
+        """The result with more facts about its inputs (e.g. LLM counters) for the manifest."""
+        return replace(self, inputs={**self.inputs, **inputs})
+
+
+def score_table(table: CandidateTable, truth_ids, groups, config: AuditConfig) -> ScoredSplit:
+    if config.top_k is not None:
+        table = table.truncate(config.top_k)
+    return ScoredSplit.build(table, truth_ids, groups, config.score)

@@ -1,0 +1,7 @@
+"""``python -m cpa_core.cli``."""
+
+import sys
+
+from cpa_core.cli.main import main
+
+sys.exit(main())

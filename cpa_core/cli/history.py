@@ -1,0 +1,186 @@
+"""The command line of the audit history: ``cpa audit --history/--no-history`` and ``cpa history``.
+
+::
+
+    cpa history list [--history FILE] [--json]
+    cpa history show ID [--history FILE] [--json]
+    cpa history compare ID_A ID_B [--history FILE] [--json]
+
+What is printed is ids, checksums, file names and figures, never document text. Errors raise
+:class:`~cpa_core.common.errors.HistoryError`, which ``cpa`` prints as one line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from cpa_core.common.errors import CPAError
+from cpa_core.store.history import (
+    DEFAULT_PATH,
+    ENV_VAR,
+    SHORT_SHA,
+    AuditComparison,
+    HistoryEntry,
+    check_history,
+    compare_audits,
+    history_path,
+    list_audits,
+    load_audit,
+    record_audit,
+)
+from cpa_core.store.snapshot import json_default
+
+SHOWN_IDS = 20  # doc ids listed in text output; --json lists all
+LIST_SHOWN = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "documents_sha256", "n_flagged",
+              "median_set_size")
+LEVEL_SHOWN = ("coverage", "median_set_size", "n_flagged", "threshold")
+DEFAULT_LOCATION = f"default: ${ENV_VAR} when set, else {DEFAULT_PATH}"
+
+
+def _say(text: str) -> None:
+    print(f"cpa: {text}", file=sys.stderr)
+
+
+def _file(args) -> Path | None:
+    return Path(args.history) if args.history is not None else None
+
+
+def add_audit_history_options(parser: argparse.ArgumentParser) -> None:
+    """``--history FILE`` and ``--no-history`` on ``cpa audit``."""
+    group = parser.add_argument_group("audit history")
+    group.add_argument("--history", metavar="FILE", help=f"record the run in this audit history file ({DEFAULT_LOCATION})")
+    group.add_argument("--no-history", action="store_true", help="do not record the run in the audit history")
+
+
+def add_history_command(commands) -> None:
+    """The ``cpa history`` subcommand and its actions."""
+    text = "past audits (every 'cpa audit' run and dashboard calibration): list, show one, compare two"
+    history = commands.add_parser("history", help=text, description=text)
+    actions = history.add_subparsers(dest="action", required=True, metavar="ACTION")
+    specs = {"list": "every recorded audit, oldest first",
+             "show": "one audit: configuration, input checksums, figures per level, worklist",
+             "compare": "two audits: figures per level, flagged documents added and removed, set-size changes"}
+    for name, description in specs.items():
+        action = actions.add_parser(name, help=description, description=description)
+        if name == "show":
+            action.add_argument("id", type=int, metavar="ID", help="the audit's id (see 'cpa history list')")
+        if name == "compare":
+            action.add_argument("a", type=int, metavar="ID_A", help="audit A (the reference)")
+            action.add_argument("b", type=int, metavar="ID_B", help="audit B (compared with A)")
+        action.add_argument("--history", metavar="FILE", help=f"the audit history file ({DEFAULT_LOCATION})")
+        action.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+
+
+def check_audit_history(args) -> None:
+    """Before an audit: the history it will be recorded in can be written (unless ``--no-history``)."""
+    if not args.no_history:
+        check_history(_file(args))
+
+
+def record_cli_audit(args, result) -> None:
+    """After an audit has written its folder: record it; a failure is a warning (the folder is complete)."""
+    if args.no_history:
+        return
+    file = _file(args) or history_path()
+    try:
+        audit_id = record_audit(result, source="cli", out_dir=args.out, path=file)
+    except CPAError as error:
+        _say(f"warning: the audit was not recorded in the history: {error}")
+        return
+    _say(f"recorded as audit {audit_id} in {file}")
+
+
+def _print_json(value) -> None:
+    print(json.dumps(value, indent=2, default=json_default))
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+
+
+def _table(frame: pd.DataFrame) -> str:
+    return frame.astype(object).where(frame.notna(), "–").to_string(index=False)
+
+
+def _ids(ids, sizes: dict[str, int] | None = None) -> str:
+    shown = [f"{doc} ({sizes[doc]})" if sizes and doc in sizes else str(doc) for doc in ids[:SHOWN_IDS]]
+    more = len(ids) - SHOWN_IDS
+    return ", ".join(shown) + (f" and {more} more (--json lists all)" if more > 0 else "")
+
+
+def _input(entry: HistoryEntry, role: str) -> str:
+    facts = entry.checksums.get(role)
+    if not facts:
+        return "–"
+    return f"{facts.get('file')} ({facts.get('rows')} rows, sha256 {str(facts.get('sha256'))[:SHORT_SHA]}…)"
+
+
+def _heading(entry: HistoryEntry) -> str:
+    return (f"audit {entry.id}: {entry.knowledge}, {entry.attacker}, configuration {entry.config_id}, "
+            f"recorded {entry.created_at} ({entry.source})")
+
+
+def show(entry: HistoryEntry) -> str:
+    """The text of ``cpa history show``."""
+    levels = pd.DataFrame([{"confidence": label, **{k: entry.summary["confidence"][label].get(k) for k in LEVEL_SHOWN}}
+                           for label in entry.summary.get("confidence", {})])
+    versions = ", ".join(f"{name} {entry.versions[name]}" for name in ("cpa-core", "python") if name in entry.versions)
+    worklist = (f"worklist at {entry.flag_confidence} ({entry.policy.rule}): {len(entry.flagged)} documents, "
+                "smallest set first"
+                + (f": {_ids(entry.flagged, entry.set_sizes.get(entry.flag_confidence))}" if entry.flagged else ""))
+    lines = [_heading(entry),
+             (f"  protocol   {entry.summary.get('protocol')}, score {entry.summary.get('score')}, "
+              f"miss policy {entry.summary.get('miss_policy')}"),
+             f"  documents  {_input(entry, 'documents')}",
+             f"  registry   {_input(entry, 'registry')}",
+             f"  records    {entry.out_dir or '–'}",
+             f"  snapshot   {entry.snapshot or 'none'}",
+             f"  versions   {versions}",
+             "", _table(levels), "", worklist]
+    return "\n".join(lines)
+
+
+def compare(a: HistoryEntry, b: HistoryEntry, comparison: AuditComparison) -> str:
+    """The text of ``cpa history compare``."""
+    lines = [f"A = {_heading(a)}", f"B = {_heading(b)}", "", _table(comparison.to_frame()), "",
+             (f"worklist (A at {a.flag_confidence}, B at {b.flag_confidence}): {len(comparison.flagged_added)} "
+              f"added, {len(comparison.flagged_removed)} removed, {len(comparison.flagged_kept)} kept")]
+    if comparison.flagged_added:
+        lines.append(f"  added: {_ids(comparison.flagged_added)}")
+    if comparison.flagged_removed:
+        lines.append(f"  removed: {_ids(comparison.flagged_removed)}")
+    changes = comparison.changes_frame()
+    if len(changes):
+        lines += ["", "set sizes of the documents in both audits:", _table(changes)]
+    return "\n".join(lines)
+
+
+def cmd_history(args) -> int:
+    file = _file(args)
+    if args.action == "list":
+        frame = list_audits(file)
+        if args.json:
+            _print_json(_records(frame))
+        elif frame.empty:
+            _say(f"no audit recorded in {file or history_path()}")
+        else:
+            print(_table(frame[list(LIST_SHOWN)]))
+    elif args.action == "show":
+        entry = load_audit(args.id, file)
+        if args.json:
+            _print_json(entry.to_dict())
+        else:
+            print(show(entry))
+    else:
+        a, b = load_audit(args.a, file), load_audit(args.b, file)
+        comparison = compare_audits(a, b)
+        if args.json:
+            _print_json(comparison.to_dict())
+        else:
+            print(compare(a, b, comparison))
+    return 0

@@ -1,0 +1,514 @@
+"""The ``cpa`` command line: batch audits, stress tests and the demo data.
+
+Bad input ends the run with a one-line message naming the file, row or column, and exit status 2.
+Nothing the command prints contains document text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+from cpa_core.attack.attackers.imported import read_candidate_scores
+from cpa_core.attack.base import close_clients
+from cpa_core.attack.registry import attacker_specs
+from cpa_core.audit.configuration import AUDIT_PARAMS
+from cpa_core.audit.pipeline import estimate_llm_calls, run_audit
+from cpa_core.audit.project import ProjectConfig, declare_audit, load_config
+from cpa_core.cli.history import (
+    add_audit_history_options,
+    add_history_command,
+    check_audit_history,
+    cmd_history,
+    record_cli_audit,
+)
+from cpa_core.common.errors import ConfigError, CPAError
+from cpa_core.common.params import Param
+from cpa_core.common.progress import ProgressBar
+from cpa_core.conformal.calibration import confidence_label
+from cpa_core.io.reading import EncodingError, encoding_name
+from cpa_core.io.tables import check_release
+from cpa_core.llm.client import LLM_PARAMS
+from cpa_core.redaction.suggestions import REPLACEMENTS
+from cpa_core.report.evidence import audit_explainer
+from cpa_core.store.records import prepare_out_dir
+
+EPILOG = """examples:
+  cpa audit --documents sample_data/documents.csv --registry sample_data/registry.csv \\
+            --config sample_data/audit.toml --knowledge K2 --out out/k2
+  cpa stress topk --documents ... --registry ... --config ... --ks 5,10,50 --out topk.csv
+  cpa sample-data --out sample_data
+"""
+SPECIAL_AUDIT_OPTIONS = ("knowledge", "attacker")  # passed to declare_audit by name
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, like every other error of the tool."""
+
+    def error(self, message: str):
+        self.exit(2, f"cpa: error: {message} (see '{self.prog} --help')\n")
+
+
+def _ints(text: str) -> list[int]:
+    """Comma-separated integers of at least 0 (seeds, K, n_cal and m values), at least one."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, found '{text}'") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers of at least 0, found '{text}'")
+    return values
+
+
+def _encoding(text: str) -> str:
+    try:
+        return encoding_name(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _dest(param: Param) -> str:
+    return "opt_" + param.option.lstrip("-").replace("-", "_")
+
+
+def _add_option(group, param: Param, help_text: str | None = None) -> None:
+    """An option for a declared parameter (its type from the declaration; its bounds checked later)."""
+    text = help_text or param.help
+    if param.flag is not None:
+        group.add_argument(param.option, dest=_dest(param), action="store_const", const=param.flag, help=text)
+        return
+    kwargs = {"int": {"type": int}, "float": {"type": float}, "floats": {"type": float, "action": "append"},
+              "choice": {"choices": list(param.choices)}, "text": {}, "fields": {}, "bool": {}}[param.kind]
+    metavar = None if param.kind == "choice" else param.name.upper()
+    group.add_argument(param.option, dest=_dest(param), metavar=metavar, help=text, **kwargs)
+
+
+def _option_params(params) -> dict[str, list[Param]]:
+    """The declared parameters by command-line option (several attackers may share one, e.g. --temperature)."""
+    out: dict[str, list[Param]] = {}
+    for param in params:
+        if param.option:
+            out.setdefault(param.option, []).append(param)
+    return out
+
+
+def _attacker_options() -> dict[str, list[tuple[str, Param]]]:
+    """``option -> [(attacker name, parameter)]`` over every registered attacker."""
+    out: dict[str, list[tuple[str, Param]]] = {}
+    for spec in attacker_specs():
+        for param in spec.params:
+            if param.option:
+                out.setdefault(param.option, []).append((spec.name, param))
+    return out
+
+
+def _add_audit_options(parser: argparse.ArgumentParser) -> None:
+    data = parser.add_argument_group("data")
+    data.add_argument("--documents", required=True, metavar="FILE",
+                      help="released documents (CSV, JSONL or Parquet) with doc_id, text, identity_id [, group]")
+    data.add_argument("--registry", required=True, metavar="FILE",
+                      help="profile registry (CSV, JSONL or Parquet) with identity_id and profile fields")
+    data.add_argument("--documents-encoding", metavar="ENC", type=_encoding,
+                      help="text encoding of a CSV or JSONL documents file (also --test-documents): utf-8 (default, "
+                           "with or without a byte-order mark; or [inputs.documents] encoding), latin-1, cp1252 or "
+                           "another Python codec; Parquet is always UTF-8")
+    data.add_argument("--registry-encoding", metavar="ENC", type=_encoding,
+                      help="text encoding of a CSV or JSONL registry file (as --documents-encoding)")
+    data.add_argument("--config", metavar="FILE", help="audit configuration (TOML): knowledge levels, defaults")
+    data.add_argument("--drop-invalid", action="store_true",
+                      help="drop invalid rows (reported on stderr) instead of stopping at the first one")
+    data.add_argument("--scores", metavar="FILE",
+                      help="bring your own attacker: long table doc_id, candidate_id, score (attacker 'imported')")
+    audit = parser.add_argument_group("audit configuration (overrides [audit] of the configuration file)")
+    for param in AUDIT_PARAMS:
+        if param.name == "attacker":
+            audit.add_argument("--attacker", choices=[spec.name for spec in attacker_specs()],
+                               help="; ".join(f"{spec.name}: {spec.label}" for spec in attacker_specs())
+                               + " (default tfidf; imported with --scores)")
+        else:
+            _add_option(audit, param)
+    audit.add_argument("--fields", metavar="A,B,...", help="custom knowledge level: registry fields the attacker sees")
+    attack = parser.add_argument_group("attacker parameters (override [attacker.<name>] of the configuration file)")
+    for option, owners in _attacker_options().items():
+        names = ", ".join(name for name, _ in owners)
+        _add_option(attack, owners[0][1], f"{owners[0][1].help} ({names})")
+    attack.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="any parameter of the chosen attacker, VALUE written as in TOML (repeatable)")
+    llm = parser.add_argument_group("LLM endpoint (overrides [llm]; LLM attackers and direct_plus_clues levels)")
+    for param in LLM_PARAMS:
+        if param.option:
+            _add_option(llm, param)
+    llm.add_argument("--dry-run", action="store_true",
+                     help="print the number of LLM calls the run would make (cached answers are free) and stop")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="cpa", description="Conformal Privacy Auditing: certified re-identification ambiguity sets for released text.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    audit = commands.add_parser("audit", help="calibrate and certify a release", epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description="Attack, calibrate and certify; writes summary.json, documents.jsonl "
+                                            "(calibration.jsonl and test.jsonl with --protocol split), "
+                                            "worklist.csv, worklist.json and manifest.json to --out.")
+    _add_audit_options(audit)
+    audit.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    audit.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run the attack on a Dask cluster: a scheduler address (tcp://host:8786), or 'local' "
+                            "for two worker processes on this machine; the results are the same")
+    add_audit_history_options(audit)
+    stress = commands.add_parser("stress", help="stress tests of a configuration (tables as CSV)")
+    tests = stress.add_subparsers(dest="test", required=True, metavar="TEST")
+    specs = {
+        "drift": "calibrate under one configuration, certify under another (--test-knowledge and/or --test-documents)",
+        "topk": "miss rate, coverage and set size per top-K truncation (--ks)",
+        "scores": "APS vs rank vs probability score at matched splits",
+        "ncal": "calibration-size ablation on fixed test documents, averaged over seeds (--n-cals, --seeds)",
+        "seeds": "split stability: mean and standard deviation over seeds (--seeds)",
+        "budget": "sampling-budget ablation of an LLM attacker: m samples per document (--ms)",
+    }
+    for name, text in specs.items():
+        sub = tests.add_parser(name, help=text, description=text)
+        _add_audit_options(sub)
+        sub.add_argument("--out", metavar="FILE", help="write the table as CSV (default: print it)")
+        if name == "drift":
+            sub.add_argument("--test-knowledge", metavar="LEVEL", help="knowledge level of configuration B")
+            sub.add_argument("--test-documents", metavar="FILE", help="documents of configuration B (other release mechanism)")
+        if name == "topk":
+            sub.add_argument("--ks", type=_ints, default=[1, 5, 10, 20, 50, 100], help="comma-separated K values")
+        if name == "ncal":
+            sub.add_argument("--n-cals", type=_ints, default=[50, 100, 150], help="comma-separated n_cal values")
+        if name in ("seeds", "ncal"):
+            sub.add_argument("--seeds", type=_ints, default=[0, 1, 2, 3, 4], help="comma-separated seeds")
+        if name == "budget":
+            sub.add_argument("--ms", type=_ints, default=[1, 3, 5, 10], help="comma-separated sampling budgets m")
+    add_history_command(commands)
+    redact = commands.add_parser("redact", help="suggest redactions for an audit's flagged documents and write the "
+                                                "redacted release",
+                                 description="Runs the audit of --audit again (its audit.toml and input files), "
+                                             "suggests for each flagged document the fewest driving terms whose "
+                                             "removal lifts its set to k under the stored threshold, and writes "
+                                             "redactions.json (each edit's offset, length, replacement and kind), "
+                                             "the worklist with each document's suggested edits (worklist.csv, "
+                                             "worklist.json), the redacted release and the audit.toml to audit it "
+                                             "again to --out.")
+    redact.add_argument("--audit", required=True, metavar="DIR", help="the output folder of a cpa audit run")
+    redact.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    redact.add_argument("--strategy", choices=list(REPLACEMENTS), default="placeholder",
+                        help="what each redacted word becomes: nothing (delete); its category from the registry, "
+                             "[CITY], [OCCUPATION], [YEAR], [NUMBER], [DATE], [AGE], else [REDACTED] (placeholder, "
+                             "the default); or a coarser value where the data allows, a city's region when the "
+                             "registry has one, an age's band, a year's decade, else the placeholder (generalize)")
+    redact.add_argument("--generalization", metavar="FILE",
+                        help="with --strategy generalize: a table (CSV, JSONL or Parquet) of your own "
+                             "generalisations, columns value,general and optionally field (a registry field); "
+                             "its entries come first")
+    sample = commands.add_parser("sample-data", help="regenerate the synthetic demo data")
+    sample.add_argument("--out", default="sample_data", metavar="DIR", help="output folder (default sample_data)")
+    sample.add_argument("--seed", type=int, default=20261122, help="generator seed")
+    return parser
+
+
+def _say(text: str) -> None:
+    print(f"cpa: {text}", file=sys.stderr)
+
+
+def _checked_options(args, params) -> dict:
+    """The values of the options declared by ``params`` that were given, each within its bounds."""
+    out = {}
+    for param in params:
+        if param.option is None or param.name in SPECIAL_AUDIT_OPTIONS:
+            continue
+        value = getattr(args, _dest(param))
+        if value is None:
+            continue
+        if not param.accepts(value):
+            raise ConfigError(f"{param.option}: expected {param.expected}, found {value!r}")
+        out[param.name] = param.check(value, param.option)
+    return out
+
+
+def _toml_value(text: str):
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _attacker_params(args, attacker: str) -> dict:
+    """The chosen attacker's parameters set on the command line (its options, then --param NAME=VALUE)."""
+    out = {}
+    for option, owners in _attacker_options().items():
+        value = getattr(args, _dest(owners[0][1]))
+        if value is None:
+            continue
+        mine = [param for name, param in owners if name == attacker]
+        if not mine:
+            raise ConfigError(f"{option} applies to the {', '.join(name for name, _ in owners)} attacker(s), "
+                              f"not to '{attacker}'; add --attacker")
+        if not mine[0].accepts(value):
+            raise ConfigError(f"{option}: expected {mine[0].expected}, found {value!r}")
+        out[mine[0].name] = value
+    for item in args.param:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--param: expected NAME=VALUE, found '{item}'")
+        out[name.strip()] = _toml_value(text.strip())
+    return out
+
+
+def _decoded(option: str, load, source, **kwargs):
+    """``load(source, **kwargs)``; a file that does not decode is said with the option that declares its encoding."""
+    try:
+        return load(source, **kwargs)
+    except EncodingError as error:
+        raise error.with_hint(f"declare the file's encoding with {option}, e.g. latin-1 or cp1252") from None
+
+
+def _load(args, documents_file: str | None = None):
+    project = load_config(args.config) if args.config else ProjectConfig()
+    on_invalid = "drop" if args.drop_invalid else "error"
+    overrides = _checked_options(args, AUDIT_PARAMS)
+    documents = _decoded("--documents-encoding", project.load_documents, documents_file or args.documents,
+                         group_column=args.opt_group_column, on_invalid=on_invalid, encoding=args.documents_encoding)
+    registry = _decoded("--registry-encoding", project.load_registry, args.registry, on_invalid=on_invalid,
+                        encoding=args.registry_encoding)
+    check_release(documents, registry)
+    for report in (documents.report, registry.report):
+        if report.rejected:
+            _say(f"{report.file}: dropped {len(report.rejected)} of {report.n_read} rows "
+                 f"(first: row {report.rejected[0].row}, {report.rejected[0].column}: {report.rejected[0].reason})")
+        for note in report.notes:
+            _say(f"{report.file}: {note}")
+    scores = read_candidate_scores(args.scores, columns=project.columns.get("scores")) if args.scores else None
+    attacker = args.attacker or ("imported" if scores is not None else project.audit.get("attacker", "tfidf"))
+    fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
+    project = replace(project, llm={**project.llm, **_checked_options(args, LLM_PARAMS)})
+    config, chosen = declare_audit(project, registry, knowledge=args.opt_knowledge, fields=fields, attacker=attacker,
+                                   scores=scores, overrides=overrides,
+                                   attacker_params=_attacker_params(args, attacker), documents=documents)
+    return project, documents, registry, config, chosen
+
+
+def _threshold(entry: dict) -> str:
+    """q_hat as said on stderr: the number, 'infinite', or each group's."""
+    if "groups" in entry and entry["q_hat"] is None and entry["threshold"] != "infinite":
+        return "per group (" + ", ".join(f"{g} {m['threshold']}" for g, m in entry["groups"].items()) + ")"
+    return entry["threshold"]
+
+
+def _llm_report(result, attacker):
+    """The attacker's LLM counters (counts only) into the result's inputs, hence its manifest; one line said."""
+    counters = attacker.counters()
+    for where, values in counters.items():
+        shown = ", ".join(f"{k} {v}" for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+        _say(f"LLM ({where}): {shown}")
+    return result.with_inputs(llm_counters=counters) if counters else result
+
+
+def _write_attribute_sets(result, attacker, out: str) -> None:
+    """Profile-CPA: the certified attribute value sets of every test document, per confidence level."""
+    from cpa_core.attack.attackers.profile import ProfileAttacker, certified_attribute_sets
+    if not isinstance(attacker, ProfileAttacker):
+        return
+    levels = list(result.config.confidences)
+    per_level = {confidence_label(c): certified_attribute_sets(result.certificate(c), attacker) for c in levels}
+    path = Path(out) / "attribute_sets.jsonl"
+    with path.open("w", encoding="utf-8") as handle:
+        for row, doc_id in enumerate(result.test_split.table.doc_ids.tolist()):
+            record = {"doc_id": doc_id, "sets": {label: {name: {"values": list(s.values), "any_value": s.any_value}
+                                                         for name, s in sets[row].items()}
+                                                 for label, sets in per_level.items()}}
+            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+
+
+def cmd_audit(args) -> int:
+    if not args.dry_run:
+        prepare_out_dir(args.out)  # before any work: an unusable folder is said at once
+        check_audit_history(args)  # and so is an unusable audit history
+    _, documents, registry, config, attacker = _load(args)
+    engine = None
+    try:
+        if args.scheduler and not args.dry_run:
+            from cpa_core.attack.engine import DaskEngine, shipped_attacker
+            shipped_attacker(attacker, {})  # an attacker that cannot run on a cluster is said before it starts
+            engine = DaskEngine(args.scheduler)
+        return _audit(args, documents, registry, config, attacker, engine)
+    finally:
+        close_clients(attacker)
+        if engine is not None:
+            engine.close()
+
+
+def _audit(args, documents, registry, config, attacker, engine=None) -> int:
+    if args.dry_run:
+        calls = estimate_llm_calls(documents, registry, attacker, config)
+        print(f"{calls} LLM calls needed (answers already cached are not counted)")
+        return 0
+    result = run_audit(documents, registry, attacker, config, ProgressBar(), engine=engine)
+    result = _llm_report(result, attacker)
+    paths = result.write(args.out, audit_explainer(attacker, registry, config))
+    _write_attribute_sets(result, attacker, args.out)
+    summary = json.loads(paths["summary.json"].read_text(encoding="utf-8"))  # as written, not recomputed
+    for warning in dict.fromkeys(w for entry in summary["confidence"].values() for w in entry["warnings"]):
+        _say(f"warning: {warning}")
+    for label, entry in summary["confidence"].items():
+        _say(f"confidence {label}: coverage {entry['coverage']:.3f} (conditional "
+             f"{entry['coverage_conditional'] if entry['coverage_conditional'] is None else round(entry['coverage_conditional'], 3)}), "
+             f"median set {entry['median_set_size']:g}, q_hat {_threshold(entry)}, "
+             f"n_cal {entry['n_cal']}, n_test {entry['n_test']}")
+    flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
+    _say(f"{len(flagged)} documents flagged ({config.policy.rule} at confidence "
+         f"{confidence_label(config.policy_confidence)}); results in {args.out}")
+    verdict = summary["verdict"]
+    _say(f"verdict ({verdict['status']}): {verdict['headline']}")
+    for check in verdict["checks"]:
+        if check["passed"] is False:
+            _say(f"failed check, {check['name']}: {check['reason']}")
+    record_cli_audit(args, result)
+    return 0
+
+
+def cmd_stress(args) -> int:
+    project, documents, registry, config, attacker = _load(args)
+    try:
+        return _stress(args, project, documents, registry, config, attacker)
+    finally:
+        close_clients(attacker)
+
+
+def _stress(args, project, documents, registry, config, attacker) -> int:
+    from cpa_core.audit import stress
+    bar = ProgressBar()
+    if args.test == "drift":
+        if not args.test_knowledge and not args.test_documents:
+            _say("error: drift needs --test-knowledge and/or --test-documents (configuration B)")
+            return 2
+        result_a = run_audit(documents, registry, attacker, config, bar)
+        documents_b = _load(args, args.test_documents)[1] if args.test_documents else documents
+        config_b = replace(config, data={})  # bound to release B when it runs: another release, another id
+        if args.test_knowledge:
+            config_b = replace(config_b, knowledge=project.level(args.test_knowledge))
+            config_b.knowledge.check_against(registry)
+        table = stress.drift(result_a, run_audit(documents_b, registry, attacker, config_b, bar))
+    elif args.test == "budget":
+        table = stress.sampling_budget_ablation(documents, registry, config, attacker, args.ms, bar)
+    else:
+        full = stress.full_attack(documents, registry, attacker, config, bar)
+        if args.test == "seeds":
+            table = stress.split_stability(documents, registry, config, full, args.seeds)
+        elif args.test == "ncal":
+            table = stress.ncal_ablation(documents, registry, config, full, args.n_cals, args.seeds)
+        else:
+            if args.test == "topk":
+                field, values = "top_k", args.ks
+            else:
+                field, values = "score", ["aps", "rank", "probability"]
+            table = stress.sweep(documents, registry, config, full, field, values)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.out, index=False)
+        _say(f"wrote {len(table)} rows to {args.out}")
+    else:
+        print(table.to_string(index=False))
+    return 0
+
+
+def cmd_redact(args) -> int:
+    from cpa_core.redaction.replacements import load_generalization
+    from cpa_core.redaction.suggestions import (
+        redacted_release,
+        redaction_log,
+        replacement_for,
+        suggest_redactions,
+        suggested_worklist,
+    )
+    from cpa_core.report.worklist import worklist, worklist_csv, worklist_json
+    from cpa_core.store.bundle import CONFIG_FILE, declared_toml
+    from cpa_core.store.records import write_private
+
+    if args.generalization is not None and args.strategy != "generalize":
+        raise ConfigError(f"--generalization {args.generalization} applies to --strategy generalize only; "
+                          f"expected --strategy generalize, found --strategy {args.strategy}")
+    audit_dir = Path(args.audit)
+    try:
+        manifest = json.loads((audit_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise ConfigError(f"{audit_dir}: not the output folder of a cpa audit run (no readable manifest.json)") from None
+    out = prepare_out_dir(args.out)
+    project = load_config(audit_dir / CONFIG_FILE)
+    inputs = manifest["inputs"]
+    if "scores" in inputs or project.audit.get("attacker") == "imported":
+        raise ConfigError("an audit of imported scores cannot be redacted here: the scores of an edited text "
+                          "come from the pipeline that made them")
+    drop = "drop" if any(info.get("dropped_rows") for info in manifest["config"]["data"].values()) else "error"
+    documents = project.load_documents(inputs["documents"]["file"], on_invalid=drop)
+    registry = project.load_registry(inputs["registry"]["file"], on_invalid=drop)
+    table = None if args.generalization is None else load_generalization(args.generalization,
+                                                                         registry_fields=registry.fields)
+    replacer = replacement_for(args.strategy, registry, table)
+    config, attacker = declare_audit(project, registry, documents=documents)
+    if audit_explainer(attacker, registry, config) is None:
+        raise ConfigError(f"the '{config.attacker.name}' attacker does not say which words drive its matches, so no "
+                          "redaction can be suggested")
+    if config.config_id != manifest["config_id"]:
+        raise ConfigError(f"{audit_dir}: its configuration {manifest['config_id']} is not what {CONFIG_FILE} declares "
+                          f"now ({config.config_id})")
+    try:
+        result = run_audit(documents, registry, attacker, config, ProgressBar())
+        texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
+        suggestions = suggest_redactions(result, attacker, registry, texts, strategy=replacer)
+    finally:
+        close_clients(attacker)
+    log = redaction_log(config, replacer, suggestions)
+    write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
+    work = suggested_worklist(worklist(result.certificate(config.policy_confidence), config.policy, config.config_id,
+                                       explain=audit_explainer(attacker, registry, config)), suggestions)
+    write_private(out / "worklist.csv", worklist_csv(work))
+    write_private(out / "worklist.json", worklist_json(work))
+    release = redacted_release(inputs["documents"]["file"], documents, suggestions, out)
+    after = replace(config, data={role: info for role, info in config.data.items() if role != "documents"})
+    write_private(out / CONFIG_FILE, declared_toml(after))
+    reached = sum(s.reaches_k for s in suggestions)
+    kinds = ", ".join(f"{n} {kind}" for kind, n in log["edits_by_kind"].items() if n)
+    where = " (audited and calibration documents alike)" if config.protocol == "split" else ""
+    _say(f"{len(suggestions)} flagged documents{where}: {reached} reach k = {config.policy.flag_below} after the suggested "
+         f"edits (indicative), {sum(len(s.edits) for s in suggestions)} edits{f' ({kinds})' if kinds else ''}; "
+         f"redacted release {release}")
+    _say(f"audit it again: cpa audit --documents {release} --registry {inputs['registry']['file']} "
+         f"--config {out / CONFIG_FILE} --out OUT")
+    return 0
+
+
+def cmd_sample_data(args) -> int:
+    from cpa_core.io.synthetic import generate_sample_data
+    paths = generate_sample_data(args.out, seed=args.seed)
+    for path in paths.values():
+        _say(f"wrote {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handlers = {"audit": cmd_audit, "stress": cmd_stress, "history": cmd_history, "redact": cmd_redact,
+                "sample-data": cmd_sample_data}
+    try:
+        return handlers[args.command](args)
+    except CPAError as error:
+        _say(f"error: {error}")
+        return 2
+    except OSError as error:
+        _say(f"error: {error.filename or ''}: {error.strerror}")
+        return 2
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

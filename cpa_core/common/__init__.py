@@ -1,0 +1,1 @@
+"""What every layer shares: the error tree, typed parameters, progress reporting and cache folders."""

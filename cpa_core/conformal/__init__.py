@@ -1,0 +1,1 @@
+"""The conformal core (numpy only): nonconformity scores, the exact threshold, calibration and certified sets."""

@@ -1,0 +1,124 @@
+"""When a certificate certifies nothing, say so: which case it is, why, and what to change.
+
+A set that is the whole candidate pool is not "safe": the method could not narrow anything down, and a
+count of "0 documents at risk" built on such sets is no evidence. :func:`certificate_warnings` finds
+every such case for one confidence level under one release policy; the summary carries its messages
+(``warnings``), so the command line, ``summary.json``, the dashboard and the report all say them.
+
+The cases:
+
+- the calibration set is too small for the level (``k > n``: an infinite threshold), or, under the release
+  protocol, one document short for the labelled documents, each calibrated by the other ``n - 1``;
+- under the conservative miss policy, the share of calibration documents whose identity is outside the
+  pool exceeds ``alpha``: the ``k``-th smallest calibration score is ``+inf``;
+- a group of audited documents has no calibration document (per-group calibration): no threshold;
+- most sets are (nearly) the whole pool, whatever the cause;
+- the release policy's ``k`` is at least the pool size: every set is smaller than ``k``;
+- few of the documents' subjects are in the registry.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.conformal.calibration import ALL, alpha_from_confidence, confidence_label, threshold_rank
+
+if TYPE_CHECKING:
+    from cpa_core.audit.results import AuditResult, Certificate
+
+NEARLY_WHOLE = 0.9
+"""A set holding at least this share of its pool is (nearly) the whole pool."""
+MOSTLY = 0.5
+"""Warn when at least this share of the sets is (nearly) the whole pool."""
+FEW_IN_REGISTRY = 0.5
+"""Warn when fewer than this share of the documents' subjects are in the registry."""
+
+
+def whole_pool(cert: "Certificate") -> np.ndarray:
+    """Documents whose set holds (nearly) every candidate of a non-empty pool."""
+    pools = cert.split.table.pool_sizes
+    return (pools > 0) & (cert.set_sizes >= np.maximum(1, np.ceil(NEARLY_WHOLE * pools)))
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.1f} %"
+
+
+def certificate_warnings(result: "AuditResult", cert: "Certificate", policy: ReleasePolicy) -> list[str]:
+    """Every reason the result's certificate ``cert`` certifies nothing (or little), with what to change."""
+    config = result.config
+    confidence = cert.confidence
+    alpha = alpha_from_confidence(confidence)
+    level = confidence_label(confidence)
+    calibration = result.calibration_for(confidence)
+    out = list(calibration.notes_for(confidence))  # too small for the level
+    cal = result.calibration_split
+    too_small = {note.stratum for note in calibration.notes_ if note.confidence == level}
+    strata = {ALL: np.ones(len(cal), dtype=bool)} if cal.groups is None or not config.group_column else \
+        {key: cal.groups == key for key in calibration.n_}
+    for stratum, mask in strata.items():
+        if stratum in too_small or not math.isinf(calibration.q_hat(confidence, stratum)) or not mask.any():
+            continue
+        missed = float(np.mean(~cal.in_pool[mask]))
+        where = "" if stratum == ALL else f" in group '{stratum}'"
+        if config.miss_policy == "infinite" and missed > 0:
+            n = int(mask.sum())
+            out.append(
+                f"confidence {level}{where}: {_percent(missed)} of the calibration documents have their identity "
+                f"outside the candidate pool, more than alpha = {_percent(float(alpha))} allows under the conservative "
+                f"miss policy (the {threshold_rank(n, alpha)}-th smallest of {n} scores is infinite): the threshold "
+                "is infinite and every set is the whole pool. Certify with miss_policy = 'exclude' (a guarantee "
+                "conditional on the identity being in the pool, unconditional coverage at least (1 - rho)(1 - alpha)), "
+                "a larger top-K shortlist, or a registry that holds more of the documents' subjects")
+    test = result.test_split
+    if cert.left_out is not None:  # release protocol: each labelled document calibrated by the others
+        alone = cert.left_out & np.isinf(cert.q_hat) & ~np.isinf(test.thresholds(calibration, confidence))
+        if alone.any():
+            out.append(
+                f"confidence {level}: the thresholds of {int(alone.sum())} labelled documents are infinite (their sets "
+                "are the whole pool): each labelled document is calibrated by the other labelled documents of its "
+                "stratum, one fewer than those that give the other documents a finite threshold. Add labelled "
+                "documents or lower the confidence level")
+    if test.groups is not None and config.group_column:
+        calibrated = {str(key) for key in calibration.n_}
+        keys, codes = test.group_codes
+        for code, key in enumerate(keys.tolist()):
+            if str(key) not in calibrated:
+                out.append(f"confidence {level}: group '{key}' has {int((codes == code).sum())} audited documents "
+                           "but no calibration document, so no threshold: every set of the group is the whole "
+                           f"pool. Add calibration documents of group '{key}' or calibrate without groups")
+    n = len(test)
+    if n:
+        whole = whole_pool(cert)
+        if whole.mean() >= MOSTLY and not out:  # not already explained by an infinite threshold
+            out.append(f"confidence {level}: {int(whole.sum())} of {n} sets ({_percent(whole.mean())}) hold at least "
+                       f"{NEARLY_WHOLE:.0%} of their candidate pool: they certify nothing about these documents, and "
+                       "few flagged documents is no evidence of safety. Lower the confidence level, calibrate on more "
+                       "documents, or declare a stronger attacker")
+        table = test.table
+        pools = table.pool_sizes
+        if table.width:  # rows are sorted: a pool is tied throughout when its first and last weights are equal
+            rows = np.arange(n)
+            all_tied = (pools > 1) & (table.weights[:, 0] == table.weights[rows, np.maximum(pools - 1, 0)])
+        else:
+            all_tied = np.zeros(n, dtype=bool)
+        blind = all_tied & (cert.set_sizes == 0)
+        if blind.any():
+            out.append(f"confidence {level}: {int(blind.sum())} documents have empty sets because the attacker ranks "
+                       "all their candidates equally (it tells them apart in no way): a tied pool enters a set only "
+                       "as a whole, when the threshold reaches the tie. They are flagged as the protective choice, "
+                       "but their empty set means no information, not a re-identification")
+        if (pools > 0).any() and policy.flag_below >= int(np.median(pools[pools > 0])):
+            out.append(f"release policy k = {policy.flag_below} is at least the candidate pool size "
+                       f"({int(np.median(pools[pools > 0]))} for most documents): every set is smaller than k, so the "
+                       "flags say nothing. Lower k or widen the pool (a larger top-K)")
+        in_registry = result.inputs.get("documents", {}).get("share_in_registry")
+        if in_registry is not None and in_registry < FEW_IN_REGISTRY:
+            out.append(f"only {_percent(in_registry)} of the documents' subjects are in the registry: most "
+                       "identities cannot be in any set. Check that both files use the same identity ids, or use "
+                       "a registry that covers the release")
+    return out

@@ -1,0 +1,103 @@
+"""A document's evidence, as every surface shows it (the drill-down, the worklist, the report).
+
+:func:`document_evidence` is the one computation: the same candidates (the document's top
+``n_candidates``), the same terms (the ``n_terms`` heaviest), every occurrence of each.
+:func:`audit_explainer` is the attacker's explainer with the declared configuration's placeholders:
+every caller goes through it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from cpa_core.audit.configuration import AuditConfig
+    from cpa_core.audit.results import ScoredSplit
+    from cpa_core.io.tables import Registry
+from cpa_core.attack.explainers import N_TERMS, Explainer, Span, inferred_clues, released_text
+from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS
+
+N_CANDIDATES = 3
+
+
+# ------------------------------------------------------------------------------------------------
+# one computation for every surface
+
+
+def audit_explainer(attacker, registry: "Registry", config: "AuditConfig") -> Explainer | None:
+    """The attacker's explainer of the audit's knowledge level, with the declared configuration's placeholders
+    (``None`` when the attacker does not explain its matches)."""
+    explainer = attacker.explainer(registry, config.knowledge)
+    if explainer is None:
+        return None
+    placeholders = tuple(getattr(config, "placeholders", DEFAULT_PLACEHOLDERS))
+    if dataclasses.is_dataclass(explainer) and "placeholders" in {f.name for f in dataclasses.fields(explainer)}:
+        return dataclasses.replace(explainer, placeholders=placeholders)
+    if tuple(explainer.placeholders) == placeholders:
+        return explainer
+    explainer = copy.copy(explainer)  # a plugin's explainer that is not a dataclass
+    object.__setattr__(explainer, "placeholders", placeholders)
+    return explainer
+
+
+def evidence_rows(split: "ScoredSplit", row: int, n_candidates: int = N_CANDIDATES) -> list[int]:
+    """The registry rows a document's evidence is about: its top ``n_candidates`` (never padding)."""
+    table = split.table
+    pool = min(n_candidates, int(table.pool_sizes[row]))
+    return [int(r) for r in table.candidates[row, :pool] if r >= 0]
+
+
+def document_query(split: "ScoredSplit", row: int) -> tuple[str, tuple[str, ...]] | None:
+    """A document's released text and the clues its query carried (``None`` without a stored query, or when the
+    query is not its text and clues)."""
+    table = split.table
+    if not table.queries:
+        return None
+    query = table.queries[row]
+    clues = tuple(table.clues[row]) if table.clues is not None else ()
+    text = released_text(query, clues)
+    return None if text is None else (text, clues)
+
+
+def document_evidence(split: "ScoredSplit", row: int, explainer: Explainer | None,
+                      n_candidates: int = N_CANDIDATES, n_terms: int = N_TERMS) -> list[Span]:
+    """The spans of a document's released text that drive its match to its top candidates (none without an
+    explainer or a stored query), offsets into the released text."""
+    return documents_evidence(split, [row], explainer, n_candidates, n_terms)[0]
+
+
+def documents_evidence(split: "ScoredSplit", rows: Sequence[int], explainer: Explainer | None,
+                       n_candidates: int = N_CANDIDATES, n_terms: int = N_TERMS) -> list[list[Span]]:
+    """:func:`document_evidence` of many documents, explained in one batch (:meth:`Explainer.spans_batch`)."""
+    out: list[list[Span]] = [[] for _ in rows]
+    if explainer is None:
+        return out
+    found = [(i, document_query(split, row)) for i, row in enumerate(rows)]
+    found = [(i, query) for i, query in found if query is not None]
+    if not found:
+        return out
+    explained = explainer.spans_batch([text for _, (text, _) in found],
+                                      [evidence_rows(split, rows[i], n_candidates) for i, _ in found],
+                                      n_terms, [clues for _, (_, clues) in found])
+    for (i, _), spans in zip(found, explained):
+        out[i] = spans
+    return out
+
+
+def document_inferred_clues(split: "ScoredSplit", row: int, explainer: Explainer | None = None) -> list[str]:
+    """The clues of a document's query that its released text does not write (none in the ``direct`` mode)."""
+    found = document_query(split, row)
+    if found is None or not found[1]:
+        return []
+    placeholders = explainer.placeholders if explainer is not None else DEFAULT_PLACEHOLDERS
+    return inferred_clues(*found, placeholders)
+
+
+def driving_terms(spans: Sequence[Span]) -> list[str]:
+    """The distinct texts of the spans, heaviest first, as the released text writes them."""
+    seen: dict[str, float] = {}
+    for span in sorted(spans, key=lambda s: (-s.weight, s.start)):
+        seen.setdefault(span.text, span.weight)
+    return list(seen)

@@ -1,0 +1,227 @@
+"""Metrics of an audit, per confidence level and per group, and the one summary every surface renders.
+
+Ranking metrics (no guarantee) use the tie-pessimistic rank of the truth; a truth outside the pool
+has reciprocal rank 0 and is left out of the mean rank. Conformal metrics are computed on the test
+split only. :func:`summarize` computes every figure the CLI (``summary.json``), the dashboard's tables
+and the HTML report show, so a figure can never differ between them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+import pandas as pd
+
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.conformal.calibration import alpha_from_confidence, confidence_label, minimum_calibration_size
+from cpa_core.report.diagnostics import certificate_warnings, whole_pool
+
+if TYPE_CHECKING:
+    from cpa_core.audit.results import AuditResult, Certificate
+
+TOP_KS = (1, 5, 10)
+COVERAGE_MEANING = {
+    "release": "share of the labelled documents whose leave-one-out set holds their identity: about "
+               "ceil(n(1 - alpha))/n by construction, a property of the method, not a validation",
+    "split": "share of the held-out test documents whose set holds their identity: an empirical check of the "
+             "guarantee",
+}
+OVERALL = "all"  # the group key of the whole test split in tables
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def threshold_text(q_hat: float) -> str:
+    """A threshold as the surfaces show it: the number, or ``infinite`` (every set is the whole pool)."""
+    return f"{q_hat:.6g}" if math.isfinite(q_hat) else "infinite"
+
+
+def clopper_pearson(successes: int, n: int, level: float = 0.95) -> tuple[float, float] | None:
+    """The exact (Clopper–Pearson) two-sided ``level`` confidence interval of a binomial proportion
+    ``successes / n``; ``None`` when ``n = 0``."""
+    if n == 0:
+        return None
+    from scipy.special import betaincinv  # the beta quantile (scipy.stats.beta.ppf), without scipy.stats' import
+
+    tail = (1 - level) / 2
+    low = 0.0 if successes == 0 else float(betaincinv(successes, n - successes + 1, tail))
+    high = 1.0 if successes == n else float(betaincinv(successes + 1, n - successes, 1 - tail))
+    return low, high
+
+
+def ranking_metrics(truth_ranks: np.ndarray) -> dict:
+    """Top-k accuracy, MRR and mean rank of the truth (ranks: 1 = top, 0 = outside the pool)."""
+    n = truth_ranks.shape[0]
+    hit = truth_ranks > 0
+    out = {f"top{k}": float(np.mean(hit & (truth_ranks <= k))) if n else None for k in TOP_KS}
+    out["mrr"] = float(np.mean(np.where(hit, 1.0 / np.maximum(truth_ranks, 1), 0.0))) if n else None
+    out["mean_rank"] = float(np.mean(truth_ranks[hit])) if hit.any() else None
+    return out
+
+
+def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
+                        policy: ReleasePolicy | None = None) -> dict:
+    """Coverage, set sizes, leakage and miss rate of the documents selected by ``mask``.
+
+    ``coverage_low``/``coverage_high`` bound the coverage with a 95 % Clopper–Pearson interval over the
+    labelled documents, ``coverage_conditional_low``/``_high`` the conditional coverage over those whose
+    identity is in the pool. ``pool_size`` is the median size of the documents' non-empty candidate pools.
+    With a release ``policy``, also ``n_flagged`` and ``flagged_share``.
+    """
+    split = cert.split
+    mask = np.ones(len(split), dtype=bool) if mask is None else mask
+    sizes = cert.set_sizes[mask]
+    labelled = split.labelled[mask]  # coverage, misses and ranks need the true identity
+    covered, in_pool = cert.covered[mask][labelled], split.in_pool[mask][labelled]
+    n, n_labelled = int(mask.sum()), int(labelled.sum())
+    alpha = 1 - float(cert.confidence)
+    miss = float(np.mean(~in_pool)) if n_labelled else None
+    q = cert.q_hat[mask]
+    one_threshold = q.shape[0] > 0 and bool(np.all(q == q[0]))
+    interval = clopper_pearson(int(covered.sum()), n_labelled) or (None, None)
+    interval_in_pool = clopper_pearson(int(covered[in_pool].sum()), int(in_pool.sum())) or (None, None)
+    pools = split.table.pool_sizes[mask]
+    pools = pools[pools > 0]
+    out = {
+        "confidence": float(cert.confidence),
+        "n_test": n,
+        "n_labelled": n_labelled,
+        "coverage": float(np.mean(covered)) if n_labelled else None,
+        "coverage_conditional": float(np.mean(covered[in_pool])) if in_pool.any() else None,
+        "coverage_low": interval[0],
+        "coverage_high": interval[1],
+        "coverage_conditional_low": interval_in_pool[0],
+        "coverage_conditional_high": interval_in_pool[1],
+        "candidate_miss_rate": miss,
+        "open_world_bound": (1 - miss) * (1 - alpha) if n_labelled else None,
+        "median_set_size": float(np.median(sizes)) if n else None,
+        "mean_set_size": float(np.mean(sizes)) if n else None,
+        "min_set_size": int(sizes.min()) if n else None,
+        "max_set_size": int(sizes.max()) if n else None,
+        "p10_set_size": float(np.percentile(sizes, 10)) if n else None,
+        "p90_set_size": float(np.percentile(sizes, 90)) if n else None,
+        "mean_leakage": float(np.mean(1.0 / np.maximum(1, sizes))) if n else None,
+        "empty_rate": float(np.mean(sizes == 0)) if n else None,
+        "pool_size": int(np.median(pools)) if pools.size else None,
+        "q_hat": _finite(split.score.to_method(q[0])) if one_threshold else None,
+        "threshold": threshold_text(split.score.to_method(q[0])) if one_threshold else
+        "per-group" if cert.left_out is None else "per document (leave-one-out)",
+        "infinite_threshold_rate": float(np.mean(np.isinf(q))) if n else None,
+    }
+    out.update(ranking_metrics(split.truth_ranks[mask][labelled]))
+    if policy is not None:
+        flagged = policy.flags(sizes)
+        out["n_flagged"] = int(flagged.sum())
+        out["flagged_share"] = float(flagged.mean()) if n else 0.0
+    return out
+
+
+@dataclass(frozen=True)
+class AuditSummary:
+    """The figures of one audit at some confidence levels under one release policy.
+
+    ``levels`` maps a confidence label to its entry: the test split's metrics (with ``n_cal``, the
+    calibration size that level needs for a finite threshold ``n_cal_needed``, ``alpha``, the share of
+    (nearly) whole-pool sets ``whole_pool_rate``, the share of the documents' subjects found in the registry
+    ``share_in_registry`` (``None`` when unknown) and every reason the certificate certifies nothing as
+    ``warnings``, see :mod:`cpa_core.report.diagnostics`). Thresholds are on the METHOD's scale (an APS mass, a rank, ...). and, with groups, ``groups`` mapping each group to its own metrics, ``n_cal``
+    and ``q_hat`` (the group's threshold under per-group calibration, else the pooled one).
+    """
+
+    config_id: str
+    score: str
+    knowledge: str
+    attacker: str
+    miss_policy: str
+    policy: ReleasePolicy
+    levels: dict[str, dict]
+    protocol: str = "release"
+
+    def level(self, confidence) -> dict:
+        return self.levels[confidence_label(confidence)]
+
+    def to_dict(self) -> dict:
+        """``summary.json``."""
+        return {"config_id": self.config_id, "protocol": self.protocol, "coverage_meaning": COVERAGE_MEANING[self.protocol],
+                "score": self.score, "knowledge": self.knowledge, "attacker": self.attacker,
+                "miss_policy": self.miss_policy, "policy": self.policy.to_dict(), "confidence": self.levels}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (confidence, group); group ``all`` for the whole test split."""
+        rows = []
+        for label, entry in self.levels.items():
+            rows.append({"confidence": entry["confidence"], "group": OVERALL,
+                         **{k: v for k, v in entry.items() if k not in ("groups", "warnings", "confidence")},
+                         "warnings": "; ".join(entry["warnings"])})
+            for group, metrics in entry.get("groups", {}).items():
+                rows.append({"confidence": entry["confidence"], "group": group,
+                             **{k: v for k, v in metrics.items() if k != "confidence"}})
+        return pd.DataFrame(rows)
+
+    def groups_frame(self, confidence) -> pd.DataFrame:
+        """The per-group rows at one confidence level (empty without groups)."""
+        frame = self.to_frame()
+        return frame[(frame["confidence"] == float(confidence)) & (frame["group"] != OVERALL)].reset_index(drop=True)
+
+    def overall_frame(self) -> pd.DataFrame:
+        """The whole test split's rows, one per confidence level."""
+        frame = self.to_frame()
+        return frame[frame["group"] == OVERALL].reset_index(drop=True)
+
+
+def summarize(result: "AuditResult", confidences: Iterable | None = None,
+              policy: ReleasePolicy | None = None) -> AuditSummary:
+    """The summary at ``confidences`` (default: the audited levels) under ``policy`` (default: the declared one)."""
+    config = result.config
+    levels = list(confidences) if confidences is not None else list(config.confidences)
+    policy = policy or config.policy
+    split = result.test_split
+    per_level = {}
+    for level in levels:
+        cert = result.certificate(level)
+        calibration = result.calibration_for(level)
+        entry = certificate_metrics(cert, policy=policy)
+        entry["alpha"] = float(alpha_from_confidence(level))
+        entry["n_cal"] = sum(calibration.n_.values())
+        # under the release protocol each labelled document is calibrated by the n - 1 others
+        entry["n_cal_needed"] = minimum_calibration_size(alpha_from_confidence(level)) + (config.protocol == "release")
+        entry["whole_pool_rate"] = float(whole_pool(cert).mean()) if len(split) else None
+        entry["share_in_registry"] = result.inputs.get("documents", {}).get("share_in_registry")
+        entry["warnings"] = certificate_warnings(result, cert, policy)
+        if split.groups is not None:
+            keys, codes = split.group_codes
+            entry["groups"] = {}
+            for code, group in enumerate(keys.tolist()):
+                metrics = certificate_metrics(cert, codes == code, policy)
+                metrics["n_cal"] = calibration.n_.get(group, 0)
+                threshold = split.score.to_method(calibration.q_hat(level, group))
+                metrics["q_hat"], metrics["threshold"] = _finite(threshold), threshold_text(threshold)
+                entry["groups"][str(group)] = metrics
+        per_level[confidence_label(level)] = entry
+    return AuditSummary(config.config_id, config.score, config.knowledge.name, config.attacker.name,
+                        config.miss_policy, policy, per_level, config.protocol)
+
+
+CURVE_CONFIDENCES = tuple(round(0.50 + 0.01 * i, 2) for i in range(50)) + (0.995,)
+
+
+def confidence_curve(result: "AuditResult", confidences=CURVE_CONFIDENCES) -> pd.DataFrame:
+    """Coverage and set sizes of the test split as the confidence level varies (no re-attack).
+
+    One row per confidence level with ``confidence``, ``alpha``, ``coverage``,
+    ``coverage_conditional``, ``median_set_size``, ``mean_set_size``, ``mean_leakage``, ``empty_rate``
+    and ``q_hat`` (``None`` when infinite or when it differs between groups).
+    """
+    columns = ["coverage", "coverage_conditional", "median_set_size", "mean_set_size", "mean_leakage",
+               "empty_rate", "q_hat"]
+    rows = []
+    for level, cert in zip(confidences, result.certificates(confidences)):  # every level in one pass
+        metrics = certificate_metrics(cert)
+        rows.append({"confidence": float(level), "alpha": round(1 - float(level), 10),
+                     **{k: metrics[k] for k in columns}})
+    return pd.DataFrame(rows, columns=["confidence", "alpha", *columns])

@@ -1,0 +1,261 @@
+"""The release decision of one audit at one confidence level: what a privacy officer signs.
+
+:func:`release_verdict` reads only the figures of an :class:`~cpa_core.report.metrics.AuditSummary` (it recomputes
+nothing) and returns one of three statuses:
+
+- ``release``: no document is flagged and every validity check passed;
+- ``redact``: some documents are flagged and every validity check passed: redact or withhold them;
+- ``inconclusive``: a validity check failed (or a diagnostic warning was raised), so the certificate may
+  certify nothing and "0 flagged" is no evidence of safety.
+
+The validity checks: coverage against its target (a test under the split protocol; a property of the
+method under the release protocol, never a validation), the calibration size, a finite threshold, the
+share of whole-pool sets, the release policy's ``k`` below the pool size, the share of subjects in the
+registry, a threshold for every group, and no diagnostic warning (:mod:`cpa_core.report.diagnostics`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from cpa_core.report.diagnostics import FEW_IN_REGISTRY, MOSTLY, NEARLY_WHOLE
+from cpa_core.report.metrics import AuditSummary
+
+if TYPE_CHECKING:
+    from cpa_core.audit.results import AuditResult
+
+STATUSES = ("release", "redact", "inconclusive")
+TITLES = {"release": "Release", "redact": "Redact the flagged documents, then release",
+          "inconclusive": "Inconclusive: do not release on this certificate"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One validity check: ``passed`` is ``None`` when the figure is shown but tests nothing."""
+
+    name: str
+    passed: bool | None
+    reason: str
+    remedy: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The release decision at one confidence level under one release policy."""
+
+    status: str
+    title: str
+    headline: str
+    checks: tuple[Check, ...]
+    actions: tuple[str, ...]
+    warnings: tuple[str, ...]
+    config_id: str
+    confidence: float
+    rule: str
+    n_flagged: int
+    n_documents: int
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        return tuple(check for check in self.checks if check.passed is False)
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "title": self.title, "headline": self.headline,
+                "checks": [check.to_dict() for check in self.checks], "actions": list(self.actions),
+                "warnings": list(self.warnings), "config_id": self.config_id, "confidence": self.confidence,
+                "rule": self.rule, "n_flagged": self.n_flagged, "n_documents": self.n_documents}
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.1f} %"
+
+
+def _level(confidence: float) -> str:
+    return f"{100 * float(confidence):g} %"
+
+
+def _names(groups, singular: str = "has", plural: str = "have") -> str:
+    """``group 'a' has`` or ``groups 'a', 'b' have``."""
+    quoted = ", ".join(f"'{g}'" for g in groups)
+    return f"group {quoted} {singular}" if len(groups) == 1 else f"groups {quoted} {plural}"
+
+
+def _coverage(entry: dict, protocol: str, miss_policy: str) -> Check:
+    target = _level(entry["confidence"])
+    if protocol == "release":
+        if entry["coverage"] is None:
+            return Check("coverage", None, "release protocol: no labelled document, so no coverage to show")
+        return Check("coverage", None,
+                     f"release protocol: {_percent(entry['coverage'])} of the labelled documents are covered by "
+                     "their leave-one-out set, about ⌈n(1 − α)⌉/n by construction: a property of the method, not a "
+                     "validation of it")
+    key = "coverage_conditional" if miss_policy == "exclude" else "coverage"
+    what = ("coverage of the test documents whose identity is in the pool (the guarantee under 'exclude')"
+            if miss_policy == "exclude" else "coverage of the held-out test documents")
+    value, low, high = entry[key], entry[f"{key}_low"], entry[f"{key}_high"]
+    if value is None:
+        return Check("coverage", False, f"no labelled test document to measure the {what}",
+                     "Test on labelled documents (with their true identity) drawn from the release.")
+    passed = high >= float(entry["confidence"])
+    miss = entry["candidate_miss_rate"] or 0.0
+    if key == "coverage" and miss > 1 - float(entry["confidence"]):  # no set can hold an identity outside the pool
+        remedy = (f"{_percent(miss)} of the test documents' identities are outside the candidate pool, more than "
+                  "α: use a registry that covers the release or a larger top-K, or certify under "
+                  "miss_policy = 'exclude'.")
+    else:
+        remedy = ("Calibration and audited documents are probably not exchangeable (another release mechanism, "
+                  "period, population or attacker): recalibrate on documents drawn from this release.")
+    return Check("coverage", passed,
+                 f"{what}: {_percent(value)} (95 % CI {100 * low:.1f}–{100 * high:.1f} %) against the target "
+                 f"{target}: " + ("consistent with the guarantee" if passed else "below the target beyond sampling "
+                                                                               "error"), remedy)
+
+
+def _calibration_size(entry: dict, groups: dict, protocol: str) -> Check:
+    needed = entry["n_cal_needed"]
+    small = [g for g, m in groups.items() if 0 < m["n_cal"] < needed]
+    passed = entry["n_cal"] >= needed and not small
+    reason = (f"{entry['n_cal']:,} calibration documents; a finite threshold at {_level(entry['confidence'])} needs "
+              f"at least {needed:,}" + (f" per group, and {_names(small)} fewer" if small else "") +
+              (" (each labelled document is calibrated by the others)" if protocol == "release" else ""))
+    return Check("calibration size", passed, reason,
+                 f"Calibrate on at least {needed:,} labelled documents (per group under per-group calibration) or "
+                 "lower the confidence level.")
+
+
+def _threshold(entry: dict, groups: dict) -> Check:
+    infinite = [g for g, m in groups.items() if m["threshold"] == "infinite"]
+    some = entry.get("infinite_threshold_rate") or 0.0
+    if entry["threshold"] == "infinite":
+        reason = "the threshold q̂ is infinite: every set is the whole pool"
+    elif infinite:
+        reason = f"{_names(infinite)} an infinite threshold q̂: every set of their documents is the whole pool"
+    elif some:
+        reason = f"the threshold q̂ is infinite for {_percent(some)} of the documents: their sets are the whole pool"
+    elif entry["q_hat"] is not None:
+        reason = f"the threshold q̂ = {entry['threshold']} is finite"
+    else:
+        reason = f"the thresholds are finite (one per {'group' if groups else 'left-out document'})"
+    return Check("finite threshold", entry["threshold"] != "infinite" and not infinite and not some, reason,
+                 "Lower the confidence level or calibrate on more documents; when many identities are outside the "
+                 "pool, certify with miss_policy = 'exclude', a larger top-K or a registry that covers the release.")
+
+
+def _whole_pool(entry: dict) -> Check:
+    rate = entry["whole_pool_rate"]
+    if rate is None:
+        return Check("whole-pool sets", False, "no audited document", "Audit the documents of the release.")
+    return Check("whole-pool sets", rate < MOSTLY,
+                 f"{_percent(rate)} of the sets hold at least {_percent(NEARLY_WHOLE)} of their candidate pool (they "
+                 f"certify nothing); the limit is {_percent(MOSTLY)}",
+                 "Lower the confidence level, calibrate on more documents, or declare a stronger attacker.")
+
+
+def _pool_size(entry: dict, flag_below: int) -> Check:
+    pool = entry["pool_size"]
+    if pool is None:
+        return Check("k below the pool size", False, "no document has a candidate pool",
+                     "Check that the attacker ranks the registry's profiles.")
+    return Check("k below the pool size", flag_below < pool,
+                 f"release policy k = {flag_below} against a candidate pool of {pool:,} for most documents"
+                 + ("" if flag_below < pool else ": every set is smaller than k, so the flags say nothing"),
+                 "Lower k or widen the pool (a larger top-K).")
+
+
+def _registry(entry: dict) -> Check:
+    share, miss = entry.get("share_in_registry"), entry["candidate_miss_rate"]
+    rho = "" if miss is None else f"; candidate-miss rate ρ = {_percent(miss)}"
+    if share is None:
+        return Check("subjects in the registry", None, f"the share of subjects in the registry is not recorded{rho}")
+    return Check("subjects in the registry", share >= FEW_IN_REGISTRY,
+                 f"{_percent(share)} of the documents' subjects are in the registry (at least "
+                 f"{_percent(FEW_IN_REGISTRY)} needed){rho}",
+                 "Check that the documents and the registry use the same identity ids, or use a registry that "
+                 "covers the release.")
+
+
+def _group_thresholds(groups: dict) -> Check:
+    missing = [g for g, m in groups.items() if m["n_cal"] == 0]
+    if not missing:
+        return Check("a threshold per group", True,
+                     f"each of the {len(groups)} groups is calibrated on its own documents")
+    return Check("a threshold per group", False, f"{_names(missing)} no calibration document, so no threshold",
+                 f"Add calibration documents of {_names(missing, '', '').strip()} or calibrate without groups.")
+
+
+def _diagnostics(warnings: list[str]) -> Check:
+    n = len(warnings)
+    return Check("no diagnostic warning", not warnings,
+                 "no warning at this confidence level" if not n else
+                 f"{n} warning{'s' if n > 1 else ''} at this confidence level (listed with the verdict)",
+                 "Follow each warning's advice.")
+
+
+def release_verdict(summary: AuditSummary, confidence) -> Verdict:
+    """The release decision at ``confidence`` (a level of ``summary``) under the summary's release policy.
+
+    Raises ``KeyError`` when the summary has no entry at ``confidence``.
+    """
+    entry = summary.level(confidence)
+    groups = entry.get("groups", {})
+    warnings = list(entry["warnings"])
+    policy = summary.policy
+    checks = [_coverage(entry, summary.protocol, summary.miss_policy), _calibration_size(entry, groups, summary.protocol),
+              _threshold(entry, groups), _whole_pool(entry), _pool_size(entry, policy.flag_below), _registry(entry)]
+    if groups:
+        checks.append(_group_thresholds(groups))
+    checks.append(_diagnostics(warnings))
+    failed = [check for check in checks if check.passed is False]
+
+    n, n_flagged = entry["n_test"], entry["n_flagged"]
+    n_empty = round((entry["empty_rate"] or 0) * n)
+    split = summary.protocol == "split"
+    documents = "held-out test documents" if split else "documents"
+    level, rule = _level(entry["confidence"]), policy.rule
+    if failed:
+        status = "inconclusive"
+        headline = (f"Inconclusive: {n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}), but "
+                    f"{len(failed)} validity check{'s' if len(failed) > 1 else ''} failed, so this count is no "
+                    "evidence of safety.")
+        actions = ["Do not release on the strength of this certificate: treat every document as unaudited until "
+                   "the failed checks are resolved."]
+        actions += list(dict.fromkeys(check.remedy for check in failed if check.remedy))
+        if n_flagged:
+            actions.append(f"Meanwhile, do not release the {n_flagged:,} flagged documents.")
+        actions.append("Re-run the audit and sign off on a report whose checks all pass.")
+    elif n_flagged:
+        status = "redact"
+        headline = (f"{n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}): redact or "
+                    "withhold them before release.")
+        actions = [f"Redact or withhold the {n_flagged:,} flagged documents, smallest set first (the redaction "
+                   "worklist; its driving terms are where to start)."]
+        if n_empty:
+            actions.append(f"{n_empty:,} of them have an empty set (|C| = 0), the highest risk: withhold them or "
+                           "redact them first.")
+        actions.append("Audit the redacted documents again before releasing them: a new redaction is a new release "
+                       "mechanism and needs its own calibration.")
+        actions.append(f"The other {n - n_flagged:,} {documents} are not flagged under this configuration.")
+    else:
+        status = "release"
+        headline = (f"No document flagged: none of the {n:,} {documents} has a certified set below the release "
+                    f"threshold ({rule}) at {level} confidence.")
+        actions = [f"The {n:,} {documents} may be released under this configuration."]
+    if status != "inconclusive":
+        if split:
+            actions.append("Only the held-out test documents were certified (split protocol): certify every "
+                           "document with the release protocol before releasing the whole collection.")
+        actions.append("Keep this report, the manifest and the data checksums with the release.")
+        actions.append("Audit again when the attacker's knowledge, the registry, the release mechanism or the "
+                       f"documents change: this certificate holds only for configuration {summary.config_id}.")
+    return Verdict(status, TITLES[status], headline, tuple(checks), tuple(actions), tuple(warnings),
+                   summary.config_id, float(entry["confidence"]), rule, n_flagged, n)
+
+
+def summary_document(result: "AuditResult") -> dict:
+    """``summary.json``: every figure of the audit, and the release verdict at the level that flags."""
+    summary = result.summary()
+    return {**summary.to_dict(), "verdict": release_verdict(summary, result.config.policy_confidence).to_dict()}

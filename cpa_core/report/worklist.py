@@ -1,0 +1,90 @@
+"""Release policy: flag documents with too small a certified set, and the redaction worklist.
+
+A document is flagged when its set has fewer than ``k`` members (equivalently its leakage proxy
+exceeds ``1/k``), or when its leakage proxy exceeds an explicit threshold. An empty set (the attacker
+puts more mass on its top candidate than the threshold allows) counts as size 0: the highest risk.
+The worklist lists flagged documents smallest set first.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from cpa_core.report.evidence import N_CANDIDATES, document_inferred_clues, documents_evidence, driving_terms
+
+if TYPE_CHECKING:
+    from cpa_core.attack.explainers import Explainer
+    from cpa_core.audit.results import Certificate
+from cpa_core.audit.policy import ReleasePolicy
+
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+WORKLIST_COLUMNS = ("doc_id", "group", "set_size", "leakage", "top_candidates", "top_weights", "driving_terms",
+                    "evidence", "inferred_clues", "config_id", "confidence")
+
+
+def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, explain: "Explainer | None" = None,
+             n_candidates: int = N_CANDIDATES) -> pd.DataFrame:
+    """The redaction worklist: flagged documents, smallest set first (then by doc id), with the evidence of each
+    (:func:`~cpa_core.report.evidence.document_evidence`: ``evidence`` as spans with offset and length in the released
+    text, ``driving_terms`` as the text writes them; ``inferred_clues``: the LLM clues of a ``direct_plus_clues``
+    query that the text does not write, which no span can show)."""
+    split = cert.split
+    rows = np.flatnonzero(policy.flags(cert.set_sizes))
+    rows = rows[np.lexsort((split.table.doc_ids[rows].astype(str), cert.set_sizes[rows]))]
+    records = []
+    evidence = documents_evidence(split, rows.tolist(), explain)  # one batch for every flagged document
+    for row, spans in zip(rows, evidence):
+        pool = min(n_candidates, int(split.table.pool_sizes[row]))
+        index = split.table.candidates[row, :pool]
+        records.append({
+            "doc_id": split.table.doc_ids[row],
+            "group": None if split.groups is None else split.groups[row],
+            "set_size": int(cert.set_sizes[row]),
+            "leakage": float(cert.leakage[row]),
+            "top_candidates": [str(c) for c in split.table.candidate_ids[index]],
+            "top_weights": [round(float(w), 6) for w in split.table.weights[row, :pool]]
+            if split.table.weight_kind == "probability" else [],
+            "driving_terms": driving_terms(spans),
+            "evidence": [span.to_dict() for span in spans],
+            "inferred_clues": document_inferred_clues(split, row, explain),
+            "config_id": config_id,
+            "confidence": float(cert.confidence),
+        })
+    return pd.DataFrame(records, columns=list(WORKLIST_COLUMNS))
+
+
+def neutralise_cell(value):
+    """Prefix text a spreadsheet would execute as a formula with an apostrophe."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def _cell_text(value) -> str:
+    """One item of a list cell: an evidence span as ``offset+length``, an edit as ``offset+length=replacement``,
+    anything else as its text."""
+    if not isinstance(value, dict):
+        return str(value)
+    where = f"{value['offset']}+{value['length']}"
+    return f"{where}={value['replacement']}" if "replacement" in value else where
+
+
+def worklist_csv(frame: pd.DataFrame) -> str:
+    """CSV text of a worklist, lists joined by ``; `` and formula-like cells neutralised."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(frame.columns)
+    for record in frame.itertuples(index=False):
+        writer.writerow([neutralise_cell("; ".join(map(_cell_text, v)) if isinstance(v, list) else
+                                         ("" if v is None else v)) for v in record])
+    return buffer.getvalue()
+
+
+def worklist_json(frame: pd.DataFrame) -> str:
+    return json.dumps(frame.to_dict(orient="records"), indent=2, ensure_ascii=False, default=str)

@@ -1,0 +1,115 @@
+"""The declared configuration as a file and a command that run the same audit again.
+
+:func:`declared_toml` writes an :class:`~cpa_core.audit.configuration.AuditConfig` as the configuration file that
+declares it: parsed with :func:`~cpa_core.audit.project.parse_config` and declared with
+:func:`~cpa_core.audit.project.declare_audit` on the same files, it gives the same configuration id (a test
+holds it to that). Its ``[inputs]`` tables pin the files' SHA-256, so the command refuses other files.
+:func:`reproduce_command` is the ``cpa audit`` command that reads it, and :func:`audit_bundle` the
+files a curator archives with a report: the configuration, the command, the checksums and the figures the
+run must reproduce.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import zipfile
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Mapping
+
+import tomli_w
+
+from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS
+from cpa_core.report.verdict import summary_document
+
+if TYPE_CHECKING:
+    from cpa_core.audit.configuration import AuditConfig
+    from cpa_core.audit.results import AuditResult
+
+INPUT_OPTIONS = {"documents": "--documents", "registry": "--registry", "scores": "--scores"}
+CONFIG_FILE = "audit.toml"
+
+
+def _present(table: Mapping) -> dict:
+    """A TOML table: ``None`` has no TOML spelling, and an absent key declares the default."""
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in table.items() if value is not None}
+
+
+def declared_toml(config: "AuditConfig") -> str:
+    """The configuration file declaring ``config`` (knowledge level, attacker tables, ``[audit]``, how the
+    inputs are read, their checksums, the LLM endpoint without key, and ``[evidence]`` placeholders when they
+    are not the default list)."""
+    level = config.knowledge
+    audit = {"knowledge": level.name, "attacker": config.attacker.name, "score": config.score,
+             "confidence": [float(c) for c in config.confidences], "protocol": config.protocol,
+             "n_cal": config.n_cal, "n_test": config.n_test, "seed": config.seed,
+             "group_column": config.group_column, "top_k": config.top_k, "miss_policy": config.miss_policy,
+             "flag_below": config.flag_below, "leakage_threshold": config.leakage_threshold,
+             "flag_confidence": None if config.flag_confidence is None else float(config.flag_confidence)}
+    document = {
+        "knowledge": {level.name: _present({"fields": list(level.fields), "query_mode": level.query_mode,
+                                            "description": level.description})},
+        "attacker": {name: _present(table) for name, table in config.attacker.tables.items()},
+        "audit": _present(audit),
+    }
+    columns = {role: dict(info["columns"]) for role, info in config.data.items() if info.get("columns")}
+    if columns:
+        document["columns"] = columns
+    inputs = {role: _present({"sha256": info.get("sha256"), "encoding": info.get("encoding")})
+              for role, info in config.data.items()}
+    if inputs:
+        document["inputs"] = inputs
+    if config.attacker.llm:
+        document["llm"] = _present(config.attacker.llm)
+    if tuple(config.placeholders) != DEFAULT_PLACEHOLDERS:  # absent: the default list
+        document["evidence"] = {"placeholders": list(config.placeholders)}
+    header = (f"# Configuration {config.config_id}: the declared threat model, protocol and release policy of one\n"
+              "# audit, and the files it certifies (their SHA-256). `cpa audit --config audit.toml` on the same files\n"
+              "# declares the same configuration; other files are refused.\n\n")
+    return header + tomli_w.dumps(document)
+
+
+def reproduce_command(config: "AuditConfig", files: Mapping[str, str], out: str = "out/reproduced",
+                      config_file: str = CONFIG_FILE) -> str:
+    """The ``cpa audit`` command that runs ``config`` again (``files``: the input files by role)."""
+    args = ["cpa", "audit"]
+    for role, option in INPUT_OPTIONS.items():
+        if role in files:
+            args += [option, files[role]]
+    args += ["--config", config_file]
+    if any(info.get("dropped_rows") for info in config.data.values()):
+        args.append("--drop-invalid")
+    args += ["--out", out]
+    return shlex.join(args)
+
+
+def input_files(result: "AuditResult") -> dict[str, str]:
+    """The input files of an audit by role, as its inputs name them."""
+    return {role: str(info["file"]) for role, info in result.inputs.items()
+            if role in INPUT_OPTIONS and info.get("file")}
+
+
+def audit_bundle(result: "AuditResult") -> bytes:
+    """A zip archive that re-runs the audit: ``audit.toml``, ``reproduce.sh`` (the command, after checking
+    the files' SHA-256), ``SHA256SUMS`` and ``expected-summary.json`` (the figures the run must give).
+
+    The input files are named as the audit read them, without folders: the command runs in a folder that
+    holds them next to ``audit.toml``.
+    """
+    config = result.config
+    files = {role: PurePath(name).name for role, name in input_files(result).items()}
+    sums = "".join(f"{config.data[role]['sha256']}  {name}\n" for role, name in files.items()
+                   if config.data.get(role, {}).get("sha256"))
+    script = ("#!/bin/sh\n"
+              f"# Re-runs audit {config.config_id}. Run it in a folder holding the input files and audit.toml.\n"
+              "set -e\n"
+              "sha256sum -c SHA256SUMS\n"
+              f"{reproduce_command(config, files)}\n")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(CONFIG_FILE, declared_toml(config))
+        archive.writestr("reproduce.sh", script)
+        archive.writestr("SHA256SUMS", sums)
+        archive.writestr("expected-summary.json", json.dumps(summary_document(result), indent=2))
+    return buffer.getvalue()

@@ -1,0 +1,470 @@
+"""The audit history: every audit run, from the command line or the dashboard, recorded in one SQLite file.
+
+The file is ``$CPA_HISTORY`` when set and not empty, else ``~/.local/share/cpa/history.sqlite``
+(:func:`history_path`). Each audit is one row of ``audits`` (when and where it ran, the declared
+configuration and its id, the input checksums, the summary every surface shows, the records folder, the
+package versions) plus one row of ``set_sizes`` per (confidence level, audited document): its certified set
+size and whether the declared release policy flags it. The worklist is the flagged rows at the flagging
+confidence, smallest set first, as :func:`~cpa_core.report.worklist.worklist` orders it.
+
+The history holds ids, checksums and figures, never document text. Next to it, ``<name>.snapshots/`` holds
+one snapshot per audit (:mod:`cpa_core.store.snapshot`): the attack's candidate tables, queries included, so that a
+past audit can be reopened without attacking again (:func:`load_result`). Snapshots hold the released
+text and are written owner-only, like the history file (600) and its folder (700).
+
+Writes are safe under concurrency and crashes: the file is in WAL mode with a busy timeout, and each audit
+is written in one ``BEGIN IMMEDIATE`` transaction, so a reader sees either all of an audit's rows or none,
+two processes recording at once wait for each other, and a process killed while recording leaves the
+audits recorded before it intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.common.errors import HistoryError
+from cpa_core.conformal.calibration import confidence_label, exact_fraction
+from cpa_core.report.verdict import summary_document
+from cpa_core.store.records import package_versions
+from cpa_core.store.snapshot import json_default, read_snapshot, write_snapshot
+
+if TYPE_CHECKING:
+    from cpa_core.audit.results import AuditResult
+
+ENV_VAR = "CPA_HISTORY"
+DEFAULT_PATH = Path("~/.local/share/cpa/history.sqlite")
+SOURCES = ("cli", "dashboard")
+BUSY_TIMEOUT_S = 60.0  # another process's transaction is short (no attack, no snapshot inside it)
+APPLICATION_ID = 0x43504148  # "CPAH" in the SQLite header: tells an audit history from any other database
+SCHEMA_VERSION = 1
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS audits (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        source TEXT NOT NULL,
+        config_id TEXT NOT NULL,
+        config TEXT NOT NULL,
+        checksums TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        flag_confidence TEXT NOT NULL,
+        out_dir TEXT,
+        versions TEXT NOT NULL,
+        snapshot TEXT,
+        snapshot_sha256 TEXT)""",
+    """CREATE TABLE IF NOT EXISTS set_sizes (
+        audit_id INTEGER NOT NULL REFERENCES audits(id) ON DELETE CASCADE,
+        confidence TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        set_size INTEGER NOT NULL,
+        flagged INTEGER NOT NULL,
+        PRIMARY KEY (audit_id, confidence, doc_id))""",
+)
+LIST_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "protocol", "documents_sha256",
+                "registry_sha256", "n_documents", "flag_confidence", "n_flagged", "median_set_size", "out_dir")
+SHORT_SHA = 12
+
+
+def history_path() -> Path:
+    """The history file: ``$CPA_HISTORY`` when set and not empty, else ``~/.local/share/cpa/history.sqlite``."""
+    configured = os.environ.get(ENV_VAR, "").strip()
+    return Path(configured or DEFAULT_PATH).expanduser()
+
+
+def snapshot_folder(file: Path) -> Path:
+    """Where the snapshots of the history ``file`` are kept: ``<name>.snapshots`` next to it (two histories in
+    one folder keep theirs apart)."""
+    return file.with_name(f"{file.stem}.snapshots")
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, default=json_default, sort_keys=True)
+
+
+def _unusable(file: Path, error: Exception) -> HistoryError:
+    """The one message for a file SQLite cannot use: what it is, and what was expected."""
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    if "not a database" in reason:
+        reason = "not an SQLite database"
+    return HistoryError(f"audit history {file}: cannot be used ({reason}); expected an audit history file "
+                        f"(SQLite) in a writable folder; set {ENV_VAR} or --history to another file")
+
+
+def _check_location(file: Path, create: bool) -> bool:
+    """Whether the file exists; with ``create``, its folder is made (700) and the file created (600)."""
+    if file.is_dir():
+        raise HistoryError(f"audit history {file}: is a folder; expected the path of a file, "
+                           f"e.g. {file / 'history.sqlite'}")
+    if file.exists():
+        return True
+    if not create:
+        return False
+    blocked = next((folder for folder in file.parents if folder.exists()), None)
+    if blocked is not None and not blocked.is_dir():
+        raise _unusable(file, OSError(0, f"its folder {blocked} is a file"))
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.close(os.open(file, os.O_WRONLY | os.O_CREAT, 0o600))  # SQLite gives its -wal and -shm files this mode
+    except OSError as error:
+        raise _unusable(file, error) from None
+    return True
+
+
+def _check_schema(connection: sqlite3.Connection, file: Path) -> bool:
+    """Whether the file already holds an audit history (raises when it holds something else)."""
+    application_id = connection.execute("PRAGMA application_id").fetchone()[0]
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                   "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    if application_id == 0 and not tables:
+        return False  # a new, empty database
+    if application_id != APPLICATION_ID:
+        raise HistoryError(f"audit history {file}: is another SQLite database (tables {', '.join(tables) or 'none'}); "
+                           f"expected an audit history file; set {ENV_VAR} or --history to another file")
+    if version > SCHEMA_VERSION:
+        raise HistoryError(f"audit history {file}: written by a newer version of the tool (schema {version}); "
+                           f"expected schema {SCHEMA_VERSION} or older")
+    return True
+
+
+@contextlib.contextmanager
+def _open(file: Path, *, create: bool) -> Iterator[sqlite3.Connection | None]:
+    """A connection to the history (``None`` when reading a file that does not exist yet).
+
+    Creating one sets WAL mode and the schema, in a transaction of its own so that processes opening a new
+    file at once agree on it. Every SQLite failure becomes a :class:`HistoryError` naming the file.
+    """
+    if not _check_location(file, create):
+        yield None
+        return
+    try:
+        # the timeout is SQLite's busy timeout; no implicit transactions: each one is begun explicitly
+        connection = sqlite3.connect(file, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as error:
+        raise _unusable(file, error) from None
+    try:
+        connection.execute("PRAGMA foreign_keys = ON")
+        if create:
+            connection.execute("PRAGMA journal_mode = WAL")  # persistent: readers never block the writer
+            connection.execute("BEGIN IMMEDIATE")
+            if not _check_schema(connection, file):
+                for statement in SCHEMA:
+                    connection.execute(statement)
+                connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            connection.execute("COMMIT")
+        elif not _check_schema(connection, file):
+            yield None
+            return
+        yield connection
+    except sqlite3.Error as error:
+        raise _unusable(file, error) from None
+    finally:
+        connection.close()
+
+
+def check_history(path: str | Path | None = None) -> Path:
+    """Create the history (and its folder) if needed and check it can be written; returns its path.
+
+    Callers run it before an audit, so that an unusable location is said before any work is spent.
+    """
+    file = Path(path) if path is not None else history_path()
+    with _open(file, create=True):
+        pass
+    return file
+
+
+def _level_rows(result: "AuditResult") -> list[tuple[str, str, int, int]]:
+    """``(confidence, doc_id, set size, flagged)`` of every audited document at every audited level."""
+    config = result.config
+    doc_ids = [str(d) for d in result.test_split.table.doc_ids.tolist()]
+    rows = []
+    for level in config.confidences:
+        sizes = result.certificate(level).set_sizes
+        flagged = config.policy.flags(sizes)
+        label = confidence_label(level)
+        rows.extend((label, doc, int(size), int(flag)) for doc, size, flag in zip(doc_ids, sizes, flagged))
+    return rows
+
+
+def record_audit(result: "AuditResult", *, source: str, out_dir: str | Path | None = None,
+                 path: str | Path | None = None, before_commit: Callable[[int], None] | None = None) -> int:
+    """Record one audit in the history; returns its id.
+
+    Parameters
+    ----------
+    result : the audit
+    source : ``"cli"`` or ``"dashboard"``, where it ran
+    out_dir : the folder its records were written to, if any
+    path : the history file (default :func:`history_path`)
+    before_commit : called with the new id inside the transaction, after every row is written and before
+        the commit; tests interrupt a recording there to check that nothing of it is left behind
+
+    The snapshot is written first, outside the transaction (other writers do not wait for it), and removed
+    again if the audit cannot be recorded; only a process killed while recording leaves its snapshot behind,
+    referenced by no audit.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, found {source!r}")
+    file = Path(path) if path is not None else history_path()
+    config = result.config
+    row = {"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "source": source,
+           "config_id": config.config_id, "config": _dumps(config.to_dict()),
+           "checksums": _dumps({k: result.inputs[k] for k in ("documents", "registry") if k in result.inputs}),
+           "summary": _dumps(summary_document(result)),
+           "flag_confidence": confidence_label(config.policy_confidence),
+           "out_dir": None if out_dir is None else str(Path(out_dir).resolve()), "versions": _dumps(package_versions())}
+    levels = _level_rows(result)
+    with _open(file, create=True) as connection:
+        snapshot, sha256 = write_snapshot(result, snapshot_folder(file))
+        row.update(snapshot=str(snapshot.relative_to(file.parent)), snapshot_sha256=sha256)
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                audit_id = connection.execute(
+                    f"INSERT INTO audits ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                    tuple(row.values())).lastrowid
+                connection.executemany("INSERT INTO set_sizes VALUES (?, ?, ?, ?, ?)",
+                                       [(audit_id, *level) for level in levels])
+                if before_commit is not None:
+                    before_commit(audit_id)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+        except BaseException:
+            snapshot.unlink(missing_ok=True)  # an audit that is not recorded keeps no snapshot
+            raise
+    return audit_id
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One recorded audit.
+
+    Attributes
+    ----------
+    id : its number in the history
+    created_at : when it was recorded (UTC, ISO 8601)
+    source : ``"cli"`` or ``"dashboard"``
+    config_id, config : the declared configuration's id and the manifest's ``config``
+    checksums : the manifest's ``inputs`` of the documents and registry (file, sha256, rows)
+    summary : ``summary.json`` (:func:`~cpa_core.report.verdict.summary_document`: the figures and the verdict)
+    flag_confidence : the level (label) at which the release policy flags
+    set_sizes : ``{confidence label: {doc_id: certified set size}}`` at each audited level
+    flagged : the worklist's doc ids at ``flag_confidence``, smallest set first
+    out_dir : the records folder (command line), else ``None``
+    versions : the package versions it ran with
+    snapshot, snapshot_sha256 : the snapshot file (absolute) and its SHA-256, ``None`` when absent
+    """
+
+    id: int
+    created_at: str
+    source: str
+    config_id: str
+    config: dict
+    checksums: dict
+    summary: dict
+    flag_confidence: str
+    set_sizes: dict[str, dict[str, int]] = field(repr=False)
+    flagged: tuple[str, ...] = field(repr=False)
+    out_dir: str | None
+    versions: dict
+    snapshot: str | None
+    snapshot_sha256: str | None
+
+    @property
+    def knowledge(self) -> str:
+        return self.summary.get("knowledge", "")
+
+    @property
+    def attacker(self) -> str:
+        return self.summary.get("attacker", "")
+
+    @property
+    def policy(self) -> ReleasePolicy:
+        """The release policy its worklist was drawn under."""
+        return ReleasePolicy(**self.summary["policy"])
+
+    def set_sizes_at(self, level: str) -> np.ndarray:
+        """The certified set sizes of its documents at one audited level (a label)."""
+        return np.fromiter(self.set_sizes.get(level, {}).values(), dtype=np.int64)
+
+    @property
+    def levels(self) -> list[str]:
+        """The audited confidence levels (labels), lowest first."""
+        return sorted(self.set_sizes, key=exact_fraction)
+
+    def to_dict(self) -> dict:
+        """Every field, as JSON values (ids and figures only, never document text)."""
+        return {"id": self.id, "created_at": self.created_at, "source": self.source, "config_id": self.config_id,
+                "config": self.config, "checksums": self.checksums, "summary": self.summary,
+                "flag_confidence": self.flag_confidence, "flagged": list(self.flagged), "set_sizes": self.set_sizes,
+                "out_dir": self.out_dir, "versions": self.versions, "snapshot": self.snapshot,
+                "snapshot_sha256": self.snapshot_sha256}
+
+
+def _short(checksums: dict, role: str) -> str | None:
+    sha = (checksums.get(role) or {}).get("sha256")
+    return sha[:SHORT_SHA] if sha else None
+
+
+def list_audits(path: str | Path | None = None) -> pd.DataFrame:
+    """Every recorded audit, oldest first, one row each (:data:`LIST_COLUMNS`; figures at the flagging level).
+
+    An absent history file has no audits.
+    """
+    file = Path(path) if path is not None else history_path()
+    rows = []
+    with _open(file, create=False) as connection:
+        records = [] if connection is None else connection.execute(
+            "SELECT id, created_at, source, config_id, summary, checksums, flag_confidence, out_dir "
+            "FROM audits ORDER BY id").fetchall()
+    for audit_id, created_at, source, config_id, summary, checksums, flag_confidence, out_dir in records:
+        summary, checksums = json.loads(summary), json.loads(checksums)
+        level = summary.get("confidence", {}).get(flag_confidence, {})
+        rows.append({"id": audit_id, "created_at": created_at, "source": source, "config_id": config_id,
+                     "knowledge": summary.get("knowledge"), "attacker": summary.get("attacker"),
+                     "protocol": summary.get("protocol"), "documents_sha256": _short(checksums, "documents"),
+                     "registry_sha256": _short(checksums, "registry"), "n_documents": level.get("n_test"),
+                     "flag_confidence": flag_confidence, "n_flagged": level.get("n_flagged"),
+                     "median_set_size": level.get("median_set_size"), "out_dir": out_dir})
+    return pd.DataFrame(rows, columns=list(LIST_COLUMNS))
+
+
+def load_audit(audit_id: int, path: str | Path | None = None) -> HistoryEntry:
+    """The recorded audit ``audit_id``; raises :class:`HistoryError` when the history has no such audit."""
+    file = Path(path) if path is not None else history_path()
+    with _open(file, create=False) as connection:
+        record = None if connection is None else connection.execute(
+            "SELECT id, created_at, source, config_id, config, checksums, summary, flag_confidence, out_dir, "
+            "versions, snapshot, snapshot_sha256 FROM audits WHERE id = ?", (int(audit_id),)).fetchone()
+        if record is None:
+            known = None if connection is None else connection.execute("SELECT max(id) FROM audits").fetchone()[0]
+            raise HistoryError(f"audit history {file}: no audit {audit_id}; expected "
+                               + (f"an id from 1 to {known}" if known else "a recorded audit (none yet)")
+                               + " (see 'cpa history list')")
+        sizes = connection.execute("SELECT confidence, doc_id, set_size, flagged FROM set_sizes WHERE audit_id = ? "
+                                   "ORDER BY rowid", (int(audit_id),)).fetchall()  # the audit's document order
+    (audit_id, created_at, source, config_id, config, checksums, summary, flag_confidence, out_dir, versions,
+     snapshot, snapshot_sha256) = record
+    set_sizes: dict[str, dict[str, int]] = {}
+    for level, doc_id, size, _ in sizes:
+        set_sizes.setdefault(level, {})[doc_id] = size
+    flagged = tuple(doc_id for _, doc_id in sorted((size, doc_id) for level, doc_id, size, flag in sizes
+                                                   if flag and level == flag_confidence))  # as the worklist
+    return HistoryEntry(audit_id, created_at, source, config_id, json.loads(config), json.loads(checksums),
+                        json.loads(summary), flag_confidence, set_sizes, flagged, out_dir, json.loads(versions),
+                        None if snapshot is None else str(file.parent / snapshot), snapshot_sha256)
+
+
+def load_result(audit_id: int, path: str | Path | None = None) -> "AuditResult":
+    """The :class:`~cpa_core.audit.results.AuditResult` of a recorded audit, rebuilt from its snapshot (no attack).
+
+    The snapshot's SHA-256 is checked against the one recorded first; a missing or changed snapshot raises
+    :class:`HistoryError` naming it (the entry itself, :func:`load_audit`, stays readable).
+    """
+    entry = load_audit(audit_id, path)
+    if entry.snapshot is None or entry.snapshot_sha256 is None:
+        raise HistoryError(f"audit {entry.id}: no snapshot was recorded; only its summary can be shown")
+    result = read_snapshot(entry.snapshot, entry.snapshot_sha256)
+    if result.config.config_id != entry.config_id:
+        raise HistoryError(f"audit snapshot {entry.snapshot}: holds configuration {result.config.config_id}; "
+                           f"expected {entry.config_id}, the one audit {entry.id} recorded")
+    return result
+
+
+COMPARED_METRICS = ("coverage", "median_set_size", "n_flagged")
+
+
+@dataclass(frozen=True)
+class AuditComparison:
+    """Two recorded audits side by side, A then B.
+
+    Attributes
+    ----------
+    a, b : the audits' ids
+    levels : one row per confidence level of either audit: ``confidence`` and, for A and B, ``coverage``,
+        ``median_set_size`` and ``n_flagged`` (suffixes ``_a``, ``_b``; empty where an audit lacks the level)
+    flagged_added, flagged_removed, flagged_kept : doc ids on B's worklist only, on A's only, on both (each
+        audit's worklist at its own flagging level)
+    set_sizes : one row per (level of both, document of both): ``confidence``, ``doc_id``, ``set_size_a``,
+        ``set_size_b``
+    """
+
+    a: int
+    b: int
+    levels: pd.DataFrame = field(repr=False)
+    flagged_added: tuple[str, ...]
+    flagged_removed: tuple[str, ...]
+    flagged_kept: tuple[str, ...]
+    set_sizes: pd.DataFrame = field(repr=False)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The per-level table."""
+        return self.levels.copy()
+
+    def flagged_frame(self) -> pd.DataFrame:
+        """``doc_id`` and ``change`` (``added``, ``removed``, ``kept``) of every document on either worklist."""
+        rows = [(doc, change) for change, docs in (("added", self.flagged_added), ("removed", self.flagged_removed),
+                                                   ("kept", self.flagged_kept)) for doc in docs]
+        return pd.DataFrame(rows, columns=["doc_id", "change"])
+
+    def changes_frame(self) -> pd.DataFrame:
+        """Per level of both audits: the documents in both, and how many have a smaller, the same or a larger
+        set in B than in A."""
+        rows = []
+        for confidence, group in self.set_sizes.groupby("confidence", sort=True):
+            change = group["set_size_b"] - group["set_size_a"]
+            rows.append({"confidence": confidence, "n_documents": len(group), "smaller_in_b": int((change < 0).sum()),
+                         "unchanged": int((change == 0).sum()), "larger_in_b": int((change > 0).sum())})
+        return pd.DataFrame(rows, columns=["confidence", "n_documents", "smaller_in_b", "unchanged", "larger_in_b"])
+
+    def to_dict(self) -> dict:
+        """The per-level table, the worklist changes, the set-size changes and every document's two set sizes."""
+        levels = self.levels.astype(object).where(self.levels.notna(), None)
+        sizes = {}
+        for row in self.set_sizes.itertuples(index=False):
+            sizes.setdefault(confidence_label(row.confidence), {})[row.doc_id] = [int(row.set_size_a),
+                                                                                  int(row.set_size_b)]
+        return {"a": self.a, "b": self.b, "levels": levels.to_dict(orient="records"),
+                "flagged": {"added": list(self.flagged_added), "removed": list(self.flagged_removed),
+                            "kept": list(self.flagged_kept)},
+                "changes": self.changes_frame().to_dict(orient="records"), "set_sizes": sizes}
+
+
+def compare_audits(a: HistoryEntry, b: HistoryEntry) -> AuditComparison:
+    """Compare audit A with audit B: per-level figures, worklist changes and per-document set sizes."""
+    labels = sorted(set(a.set_sizes) | set(b.set_sizes) | set(a.summary.get("confidence", {}))
+                    | set(b.summary.get("confidence", {})), key=exact_fraction)
+    rows = []
+    for label in labels:
+        row = {"confidence": float(exact_fraction(label))}
+        for suffix, entry in (("a", a), ("b", b)):
+            level = entry.summary.get("confidence", {}).get(label, {})
+            row.update({f"{name}_{suffix}": level.get(name) for name in COMPARED_METRICS})
+        rows.append(row)
+    columns = ["confidence"] + [f"{name}_{suffix}" for name in COMPARED_METRICS for suffix in ("a", "b")]
+    levels = pd.DataFrame(rows, columns=columns)
+    before, after = set(a.flagged), set(b.flagged)
+    sizes = []
+    for label in labels:
+        sizes_a, sizes_b = a.set_sizes.get(label, {}), b.set_sizes.get(label, {})
+        sizes.extend((float(exact_fraction(label)), doc, sizes_a[doc], sizes_b[doc]) for doc in sizes_a if doc in sizes_b)
+    return AuditComparison(
+        a.id, b.id, levels,
+        flagged_added=tuple(doc for doc in b.flagged if doc not in before),
+        flagged_removed=tuple(doc for doc in a.flagged if doc not in after),
+        flagged_kept=tuple(doc for doc in b.flagged if doc in before),
+        set_sizes=pd.DataFrame(sizes, columns=["confidence", "doc_id", "set_size_a", "set_size_b"]))
