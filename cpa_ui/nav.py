@@ -16,10 +16,10 @@ THREAT = "pages/2_threat_model.py"
 CALIBRATE = "pages/3_calibrate.py"
 EXPLORE = "pages/4_explore.py"
 FLAGGED = "pages/5_flagged_documents.py"
-COMPARE = "pages/6_compare.py"
-REPORT = "pages/7_report_and_export.py"
-HISTORY = "pages/8_history.py"
-REDACT = "pages/9_redact.py"
+REDACT = "pages/6_redact.py"
+COMPARE = "pages/7_compare.py"
+REPORT = "pages/8_report_and_export.py"
+HISTORY = "pages/9_history.py"
 
 WORKFLOW = (
     PageSpec(DATA, "1 · Data", ":material/upload_file:"),
