@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import numpy as np  # noqa: E402
 import plotly.io as pio  # noqa: E402
 
-from cpa_core.attack.attackers.tfidf import TfidfIndex
+from cpa_core.attack.tfidf_index import TfidfIndex
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.project import load_config
@@ -41,7 +41,7 @@ from cpa_core.io.knowledge import profile_texts
 from cpa_core.io.synthetic import generate_sample_data
 from cpa_core.io.tables import load_documents, load_registry
 from cpa_core.report.evidence import document_evidence
-from cpa_core.report.metrics import confidence_curve
+from cpa_core.report.metrics import confidence_curve, summarize
 from cpa_core.report.worklist import worklist
 from cpa_ui.analysis import candidate_table, flagged_table, group_table, kpis, row_of  # noqa: E402
 from cpa_ui.attackers import declare, default_threat  # noqa: E402
@@ -107,7 +107,7 @@ def main() -> int:
     def alpha_change():
         confidence = round(float(next(levels)), 4)
         cert = result.certificate(confidence)
-        summary = result.summary([confidence], policy)
+        summary = summarize(result, [confidence], policy)
         summary.level(confidence)
         groups = group_table(summary, confidence)
         for fig in (fig_set_size_histogram(cert.set_sizes, flag_below), fig_confidence_curve(curve, confidence),
@@ -119,7 +119,7 @@ def main() -> int:
     def k_change_explore():
         k_policy = ReleasePolicy(5 + next(ks) % 40)
         cert = result.certificate(0.9)
-        summary = result.summary([0.9], k_policy)
+        summary = summarize(result, [0.9], k_policy)
         summary.level(0.9)
         groups = group_table(summary, 0.9)
         for fig in (fig_set_size_histogram(cert.set_sizes, k_policy.flag_below), fig_confidence_curve(curve, 0.9),
@@ -140,11 +140,11 @@ def main() -> int:
 
     pieces = {}
     cert = result.certificate(0.9)
-    groups = group_table(result.summary([0.9], policy), 0.9)
+    groups = group_table(summarize(result, [0.9], policy), 0.9)
     for name, work in {
         "certificate (new confidence)": lambda: result.certificate(round(float(next(levels)), 4)),
         "KPIs (metrics + flag count)": lambda: kpis(result, 0.9, policy),
-        "per-group table": lambda: group_table(result.summary([0.9], policy), 0.9),
+        "per-group table": lambda: group_table(summarize(result, [0.9], policy), 0.9),
         "histogram figure + serialise": lambda: serialise(fig_set_size_histogram(cert.set_sizes, flag_below)),
         "coverage-curve figure + serialise": lambda: serialise(fig_confidence_curve(curve, 0.9)),
         "per-group figure + serialise": lambda: serialise(fig_group_breakdown(groups, 0.9)),

@@ -38,9 +38,9 @@ sys.path.insert(0, str(REPO / "tests"))
 from llm_server import MODEL_ALIAS, free_port, missing_requirement, model_path  # noqa: E402
 
 from cpa_core.attack.attackers.forced_choice import ForcedChoiceAttacker
-from cpa_core.attack.attackers.llm_clues import LLMClueExtractor
 from cpa_core.attack.attackers.profile import ProfileAttacker, attributes_from_registry
 from cpa_core.attack.attackers.tfidf import TfidfAttacker
+from cpa_core.attack.clues import LLMClueExtractor
 from cpa_core.audit.project import load_config
 from cpa_core.io.tables import load_documents, load_registry
 from cpa_core.llm.client import LLMClient, LLMSettings

@@ -29,6 +29,7 @@ from cpa_core.audit.configuration import AttackerConfig, AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.io.knowledge import KnowledgeLevel
 from cpa_core.io.tables import load_documents, load_registry
+from cpa_core.report.metrics import summarize
 
 STUDY = REPO.parent / "shared" / "datasets" / "textwash" / "study1"
 FILE = re.compile(r"^(famous|semifamous|fict)_(\d+)_d_(\d)_(\d+)\.txt$")
@@ -82,7 +83,7 @@ def main() -> None:
         attacker = TfidfAttacker(temperature=temperature)
         config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(attacker), confidences=LEVELS)
         result = run_audit(documents, registry, attacker, config)
-        summary = result.summary()
+        summary = summarize(result)
         label = (f"auto (chose {result.inputs['learned']['temperature']:.3g})" if temperature == "auto"
                  else f"{temperature:g}")
         cells = []

@@ -125,7 +125,8 @@ def worker_audit(data: str, top_k: str, n_cal: str, n_test: str) -> dict:
 def worker_raw(data: str) -> dict:
     from sklearn.base import clone
 
-    from cpa_core.attack.attackers.tfidf import TfidfAttacker, TfidfIndex
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.attack.tfidf_index import TfidfIndex
     from cpa_core.io.knowledge import profile_texts
 
     documents, registry, level = _load(Path(data))

@@ -48,7 +48,8 @@ def worker_raw(data: str, registry_file: str, top_k: str) -> dict:
     chunks: no softmax, no tail, no tie rule."""
     from sparse_dot_topn import sp_matmul_topn
 
-    from cpa_core.attack.attackers.tfidf import TfidfAttacker, kernel_threads
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.attack.tfidf_index import kernel_threads
 
     documents, registry, level = _load(Path(data), registry_file)
     attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0)

@@ -14,8 +14,7 @@ import importlib
 __version__ = "0.1.0"
 
 _PUBLIC = {
-    "cpa_core.attack.attackers.imported": ("CandidateScores", "ImportedAttacker", "load_candidate_scores",
-                                           "read_candidate_scores"),
+    "cpa_core.attack.attackers.imported": ("ImportedAttacker", "load_candidate_scores"),
     "cpa_core.attack.attackers.tfidf": ("TfidfAttacker", "TfidfIndex"),
     "cpa_core.attack.candidates": ("CandidateTable",),
     "cpa_core.attack.registry": ("attacker_specs", "get_spec", "register"),
@@ -31,6 +30,7 @@ _PUBLIC = {
                                        "confidence_label", "conformal_threshold", "p_values", "set_sizes",
                                        "threshold_rank"),
     "cpa_core.conformal.scores": ("SCORES", "Score", "get_score"),
+    "cpa_core.io.candidate_scores": ("CandidateScores", "read_candidate_scores"),
     "cpa_core.io.knowledge": ("KnowledgeLevel", "profile_texts"),
     "cpa_core.io.split": ("split_indices",),
     "cpa_core.io.tables": ("Documents", "Registry", "ValidationReport", "load_documents", "load_registry"),

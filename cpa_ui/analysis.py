@@ -15,10 +15,9 @@ import pandas as pd
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.results import AuditResult, Certificate
 from cpa_core.io.tables import Documents, Registry
-from cpa_core.report.metrics import AuditSummary
+from cpa_core.report.formatting import GROUP_COLUMNS, without_empty
+from cpa_core.report.metrics import AuditSummary, summarize
 
-GROUP_COLUMNS = ["group", "n_test", "n_cal", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
-                 "median_set_size", "mean_leakage", "n_flagged", "top1"]
 CALIBRATION_COLUMNS = ["confidence", "alpha", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
                        "open_world_bound", "median_set_size", "whole_pool_rate", "n_cal", "n_cal_needed", "warnings"]
 COMPARE_COLUMNS = ["n_test", "coverage", "coverage_conditional", "candidate_miss_rate", "threshold", "median_set_size",
@@ -30,7 +29,7 @@ DRILLDOWN_CHOICES = 1000
 
 def kpis(result: AuditResult, confidence: float, policy: ReleasePolicy) -> dict:
     """The figures of the KPI row: the summary's entry at ``confidence`` under ``policy``."""
-    return result.summary([confidence], policy).level(confidence)
+    return summarize(result, [confidence], policy).level(confidence)
 
 
 def group_table(summary: AuditSummary, confidence: float) -> pd.DataFrame:
@@ -136,11 +135,3 @@ def documents_of_group(documents: Documents, group: str) -> Documents:
     frame = documents.frame[documents.frame["group"].astype(str) == str(group)].reset_index(drop=True)
     report = replace(documents.report, n_kept=len(frame), notes=(*documents.report.notes, f"only group '{group}'"))
     return replace(documents, frame=frame, file=f"{documents.file} [group {group}]", report=report)
-
-
-def without_empty(frame: pd.DataFrame, columns: Sequence[str] = ("q_hat",)) -> pd.DataFrame:
-    """``frame`` without those of ``columns`` that hold no value (e.g. q̂ when it differs per group)."""
-    def empty(value) -> bool:
-        return value is None or (isinstance(value, float) and np.isnan(value)) or \
-            (isinstance(value, (str, list, tuple)) and len(value) == 0)
-    return frame.drop(columns=[c for c in columns if c in frame.columns and all(map(empty, frame[c]))])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cpa_core.attack.attackers.imported import CandidateScores
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.registry import attacker_specs, get_spec
 from cpa_core.attack.spec import AttackerSpec
@@ -18,6 +17,7 @@ from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.project import declare_audit
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.params import Param
+from cpa_core.io.candidate_scores import CandidateScores
 from cpa_core.llm.client import LLM_PARAMS
 from cpa_ui.state import CUSTOM_LEVEL, DataSet, ThreatChoice
 

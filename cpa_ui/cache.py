@@ -16,7 +16,6 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from cpa_core.attack.attackers.imported import CandidateScores, read_candidate_scores
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.explainers import Explainer
 from cpa_core.audit.configuration import AuditConfig
@@ -24,6 +23,7 @@ from cpa_core.audit.pipeline import estimate_llm_calls, run_audit
 from cpa_core.audit.project import ProjectConfig, load_config, parse_config
 from cpa_core.audit.results import AuditResult
 from cpa_core.common.errors import ConfigError
+from cpa_core.io.candidate_scores import CandidateScores, read_candidate_scores
 from cpa_core.io.reading import encoding_notes, read_table
 from cpa_core.io.tables import Documents, Registry, load_documents, load_registry
 from cpa_core.report.metrics import confidence_curve

@@ -17,7 +17,7 @@ from cpa_ui import nav
 from cpa_ui.attackers import declare, default_threat, needs_endpoint, widget_bounds
 from cpa_ui.cache import load_sample
 from cpa_ui.help import COLUMNS, HELP, PERCENT
-from cpa_ui.state import AuditRun, DataSet, set_widget, state, widget_key
+from cpa_ui.state import AuditRun, DataSet, forget_widgets, set_widget, state, widget_key, widget_value
 from cpa_ui.text import (
     ALPHA_PRESETS,
     CONFIDENCE_PERCENT_RANGE,
@@ -52,9 +52,7 @@ def adopt_data(data: DataSet) -> None:
     state.flag_below = int(data.project.audit.get("flag_below", 11))
     state.leakage_threshold = data.project.audit.get("leakage_threshold")
     state.forget_results()
-    for name in list(st.session_state):
-        if str(name).startswith("w.threat."):
-            del st.session_state[name]
+    forget_widgets("w.threat.")
 
 
 def ensure_data() -> None:
@@ -126,7 +124,7 @@ def confidence_control(page: str) -> float:
         target = percent_from_confidence(confidence_from_alpha(alpha))
         column.button(f"α = {alpha:.2f}", key=f"{page}.preset.{alpha}", help=f"{HELP['alpha']} Sets {target:g} %.",
                       type="primary" if percent == target else "secondary", width="stretch",
-                      on_click=set_widget, args=(name, target))
+                      on_click=set_widget, args=(key, target))
     state.confidence = confidence_from_percent(percent)
     return state.confidence
 
@@ -240,10 +238,10 @@ def _param_widget(param: Param, key: str, fields, disabled: bool = False):
     if param.kind == "bool":
         return st.checkbox(label, key=key, help=text)
     if param.kind == "fields":
-        st.session_state[key] = [f for f in st.session_state.get(key) or () if f in fields]
+        set_widget(key, [f for f in widget_value(key) or () if f in fields])
         return tuple(st.multiselect(label, list(fields), key=key, help=text))
     if param.kind == "text":
-        st.session_state[key] = "" if st.session_state.get(key) is None else str(st.session_state[key])
+        set_widget(key, "" if widget_value(key) is None else str(widget_value(key)))
         value = st.text_input(label, key=key, help=text).strip()
         return value or (None if param.optional else param.default)
     bounds = widget_bounds(param)

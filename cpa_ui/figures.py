@@ -7,23 +7,29 @@ Each figure is declared as one dictionary and validated once (``go.Figure(spec)`
 step by step (``make_subplots``, ``add_vline``, a named template) costs ten times more, and the
 sliders of the dashboard redraw these figures on every move. No template is set: the dashboard
 applies its theme, the report :data:`REPORT_TEMPLATE`.
+
+The colours and the set-size bins are the core's (:mod:`cpa_core.report.formatting`), shared with the static
+figures of the certificate report (:mod:`cpa_core.report.html`); :func:`certificate_report` is that report with
+these figures, interactive, on screen.
 """
 
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
 
-FLAGGED_COLOR = "#c0392b"
-SAFE_COLOR = "#2e86c1"
-TARGET_COLOR = "#7f8c8d"
+from cpa_core.audit.results import AuditResult
+from cpa_core.report import html as report_html
+from cpa_core.report.formatting import FLAGGED_COLOR, SAFE_COLOR, TARGET_COLOR, set_size_bins
+
 SECOND_COLOR = "#e67e22"
 PALETTE = ("#2e86c1", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#d35400", "#2c3e50")
-MAX_BINS = 40
 LOG_TICKS = (0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000)
 REPORT_TEMPLATE = "plotly_white"
 
@@ -71,30 +77,6 @@ def _panel_axes(n: int, y_titles: Sequence[str | None] = ()) -> dict:
                                   **({"title": {"text": y_titles[i - 1]}} if i <= len(y_titles) and y_titles[i - 1]
                                      else {})}
     return axes
-
-
-def set_size_bins(set_sizes: np.ndarray, flag_below: int) -> pd.DataFrame:
-    """Bins of set sizes: one bin per size up to just past ``k``, then widening bins up to the largest set.
-
-    Returns a table with ``lower``, ``upper`` (inclusive), ``label``, ``count`` and ``cumulative``
-    (share of documents with a set of at most ``upper``).
-    """
-    sizes = np.asarray(set_sizes, dtype=np.int64)
-    top = int(sizes.max()) if sizes.size else 0
-    unit_end = min(top, max(int(flag_below) + 4, 15))
-    uppers = list(range(0, unit_end + 1))
-    if top > unit_end:
-        n_wide = max(1, MAX_BINS - len(uppers))
-        edges = np.unique(np.round(np.geomspace(unit_end + 1, top, n_wide + 1)).astype(np.int64))
-        uppers += [int(e) for e in edges if e > unit_end]
-        if uppers[-1] != top:
-            uppers.append(top)
-    lowers = [0] + [u + 1 for u in uppers[:-1]]
-    counts = np.bincount(np.searchsorted(np.asarray(uppers), sizes, side="left"), minlength=len(uppers))
-    labels = [str(lo) if lo == hi else f"{lo}–{hi}" for lo, hi in zip(lowers, uppers)]
-    cumulative = np.cumsum(counts) / max(sizes.size, 1)
-    return pd.DataFrame({"lower": lowers, "upper": uppers, "label": labels, "count": counts[: len(uppers)],
-                         "cumulative": cumulative})
 
 
 def fig_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str = "Certified set sizes") -> go.Figure:
@@ -229,7 +211,7 @@ def fig_set_size_ecdf(set_sizes: Mapping[str, np.ndarray], flag_below: int,
 def fig_drift(drift: pd.DataFrame, title: str = "Drift: coverage when calibrated on A and tested on B") -> go.Figure:
     """Coverage of B's test split with A's threshold and with B's own, against the target, per level.
 
-    ``drift`` is :func:`cpa_core.audit.stress.drift` (columns ``calibration``, ``confidence``, ``coverage``).
+    ``drift`` is :func:`cpa_core.report.stress.drift` (columns ``calibration``, ``confidence``, ``coverage``).
     """
     levels = sorted(drift["confidence"].astype(float).unique())
     names = [f"{100 * c:g} %" for c in levels]
@@ -259,3 +241,31 @@ def fig_candidate_weights(candidates: pd.DataFrame, title: str = "Top candidates
                                         xaxis={"title": {"text": "attacker's weight (red: in the certified set; "
                                                                  "★ true identity)"}},
                                         yaxis={"type": "category"})})
+
+
+# --- the certificate report with these figures ---------------------------------------------------------------
+
+def _figure(fig: go.Figure, div_id: str) -> str:
+    fig.update_layout(template=REPORT_TEMPLATE)
+    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                       config={"displaylogo": False, "responsive": True})
+
+
+def report_charts(charts: report_html.ReportCharts) -> tuple[str, list[str]]:
+    """The certificate report's charts as plotly figures drawn from data embedded in the page: plotly.js, inlined
+    once for the page's head, and the figures (set sizes, coverage versus confidence, the groups if any)."""
+    figures = [_figure(fig_set_size_histogram(charts.set_sizes, charts.flag_below, title=charts.histogram_title),
+                       "fig-histogram"),
+               _figure(fig_confidence_curve(charts.curve, charts.confidence), "fig-curve")]
+    if charts.per_group is not None:
+        figures.append(_figure(fig_group_breakdown(charts.per_group, charts.confidence), "fig-groups"))
+    return f'<script type="text/javascript">{get_plotlyjs()}</script>', figures
+
+
+def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd.DataFrame, manifest: dict,
+                       generated_at: datetime | None = None, for_print: bool = False) -> str:
+    """The dashboard's certificate report: :func:`cpa_core.report.html.certificate_report` with interactive
+    plotly charts on screen (:func:`report_charts`); the print version (``for_print=True``, the PDF's source) is
+    the core's, with static SVG charts and no script."""
+    return report_html.certificate_report(result, curve=curve, worklist=worklist, manifest=manifest,
+                                          generated_at=generated_at, for_print=for_print, charts=report_charts)

@@ -88,7 +88,7 @@ def declared_attacker(config: AuditConfig, data: DataSet) -> Attacker:
     try:
         spec = get_spec(config.attacker.name)
         if not (spec.sends_text or spec.needs_scores):
-            context = BuildContext(data.registry, config.knowledge, config.top_k)  # no LLM client: clues fail here
+            context = BuildContext(data.registry, config.knowledge, config.top_k, specs=get_spec)  # no LLM client: clues fail here
             return spec.build(spec.resolve(dict(config.attacker.params)), context)
     except CPAError:
         pass

@@ -43,6 +43,7 @@ class RefusingFetcher(URLFetcher):
 
 
 def report_pdf(html: str, fetcher: RefusingFetcher | None = None) -> bytes:
-    """The PDF of a certificate report (best from ``certificate_report(..., for_print=True)``), A4, with the
-    report's print styles; ``fetcher`` records any URL the document asked for (none, for a report)."""
+    """The PDF of a certificate report (best from :func:`cpa_core.report.html.certificate_report` with
+    ``for_print=True``), A4, with the report's print styles; ``fetcher`` records any URL the document asked for
+    (none, for a report)."""
     return HTML(string=html, url_fetcher=fetcher or RefusingFetcher(), media_type="print").write_pdf()

@@ -4,6 +4,11 @@ Every value lives under one ``cpa.<name>`` key, read and written through :data:`
 (``state.run = ...``). Widgets use their own ``w.<page>.<name>`` keys, one per page (a widget
 belongs to the page that draws it), which Streamlit forgets when the page is left; :func:`widget_key`
 seeds them again from the stored value, so a slider shows the curator's last choice on every page.
+
+The other helpers take a widget's key (from :func:`widget_key`, or the ``key=`` of a widget keyed by the page):
+:func:`widget_value` reads it, :func:`set_widget` changes it, :func:`reseeded_widget` seeds it again when what it
+shows is made anew, :func:`forget_widgets` drops a family of them; :func:`value_changed` remembers a value between
+runs (a click, a file's columns). No other module reads or writes ``st.session_state``.
 """
 
 from __future__ import annotations
@@ -14,12 +19,12 @@ from typing import Any, Callable, Generic, TypeVar
 import pandas as pd
 import streamlit as st
 
-from cpa_core.attack.attackers.imported import CandidateScores
 from cpa_core.attack.base import Attacker
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.project import ProjectConfig
 from cpa_core.audit.results import AuditResult
+from cpa_core.io.candidate_scores import CandidateScores
 from cpa_core.io.tables import Documents, Registry
 
 T = TypeVar("T")
@@ -171,6 +176,34 @@ def widget_key(name: str, value: Any) -> str:
     return key
 
 
-def set_widget(name: str, value: Any) -> None:
-    """Change what the widget ``name`` shows at the next run (call from a callback or before it is drawn)."""
-    st.session_state[f"w.{name}"] = value
+def widget_value(key: str) -> Any:
+    """What the widget with key ``key`` holds now (``None`` while it has no state)."""
+    return st.session_state.get(key)
+
+
+def set_widget(key: str, value: Any) -> None:
+    """Change what the widget with key ``key`` shows at the next run (call from a callback or before it is drawn)."""
+    st.session_state[key] = value
+
+
+def reseeded_widget(key: str, signature: Any, value: Callable[[], Any]) -> str:
+    """``key``, the widget seeded with ``value()`` when it has no state yet or when ``signature`` (what the value is
+    made from) differs from the last call's: the widget keeps the curator's edits until what it shows is made anew.
+    The signature is remembered under ``<key>.seed``."""
+    if value_changed(f"{key}.seed", signature) or key not in st.session_state:
+        st.session_state[key] = value()
+    return key
+
+
+def forget_widgets(prefix: str) -> None:
+    """Drop the state of every widget whose key starts with ``prefix``: each shows its default at the next run."""
+    for key in [k for k in st.session_state if str(k).startswith(prefix)]:
+        del st.session_state[key]
+
+
+def value_changed(key: str, value: Any) -> bool:
+    """Whether ``value`` differs from the one remembered under ``key`` by the last call (``None`` before any), which
+    it then replaces: tells a new click or a new file from the same one seen again at the next run."""
+    changed = st.session_state.get(key) != value
+    st.session_state[key] = value
+    return changed

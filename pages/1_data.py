@@ -30,7 +30,7 @@ from cpa_ui.cache import (
 )
 from cpa_ui.components import adopt_data, show_error
 from cpa_ui.help import HELP
-from cpa_ui.state import DataSet, state
+from cpa_ui.state import DataSet, forget_widgets, state, value_changed
 from cpa_ui.text import plain
 
 UPLOAD_TYPES = sorted({suffix.lstrip(".") for suffix in FORMATS})
@@ -140,10 +140,8 @@ def mapping_form(column, kind: str, columns: list[str], synonyms: dict, required
     """A file column for each of ours, guesses preselected: the mapping ``{ours: theirs or None}`` and whether it
     can be loaded. Captions say what was guessed and what is missing."""
     marker = f"upload.{kind}.mapped_columns"
-    if st.session_state.get(marker) != columns:  # another file: forget the choices made for the previous one
-        for key in [k for k in st.session_state if str(k).startswith(f"map.{kind}.")]:
-            del st.session_state[key]
-        st.session_state[marker] = columns
+    if value_changed(marker, columns):  # another file: forget the choices made for the previous one
+        forget_widgets(f"map.{kind}.")
     guess = guess_columns(columns, synonyms)
     mapping = {}
     with column:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from cpa_core.common.errors import CPAError
+from cpa_core.report.metrics import summarize
 from cpa_core.store.bundle import declared_toml
 from cpa_ui import nav
 from cpa_ui.analysis import calibration_table, group_table
@@ -76,7 +77,7 @@ if state.notice:
 
 result = run.result
 levels = sorted(set(result.config.confidences) | {state.confidence})
-summary = result.summary(levels, state.policy)  # every figure of this page, computed once
+summary = summarize(result, levels, state.policy)  # every figure of this page, computed once
 table = calibration_table(summary)
 metrics = summary.level(state.confidence)
 columns = st.columns(4)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from cpa_core.audit.results import AuditResult
+from cpa_core.report.metrics import summarize
 from cpa_ui import nav
 from cpa_ui.analysis import group_table, without_empty
 from cpa_ui.cache import curve
@@ -29,7 +30,7 @@ def certificate_at_level(result: AuditResult) -> None:
     confidence = confidence_control("explore")
     policy = policy_controls("explore")
     cert = result.certificate(confidence)
-    summary = result.summary([confidence], policy)  # the KPIs and the group table, computed once
+    summary = summarize(result, [confidence], policy)  # the KPIs and the group table, computed once
     metrics = summary.level(confidence)
     kpi_row(metrics, confidence, result.config.protocol)
     show_warnings(metrics["warnings"])

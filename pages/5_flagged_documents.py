@@ -15,7 +15,7 @@ from cpa_ui.components import policy_controls, require_data, require_run, show_w
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.help import HELP
 from cpa_ui.redaction import STRATEGIES, STRATEGY_LABELS, document_suggestion, edits_table, rescore
-from cpa_ui.state import state, widget_key
+from cpa_ui.state import reseeded_widget, set_widget, state, value_changed, widget_key, widget_value
 from cpa_ui.text import fmt_confidence, fmt_number, highlight_spans, plain
 
 data = require_data()
@@ -49,14 +49,14 @@ else:
     sizes = dict(zip(choices, cert.set_sizes[order]))
 key = widget_key("flagged.drilldown", choices[0])
 clicked = [shown["doc_id"].astype(str).iloc[i] for i in picked.selection.rows if i < len(shown)]
-if clicked and st.session_state.get("flagged.clicked") != clicked[0]:  # a new click opens that row
-    st.session_state[key] = clicked[0]
-st.session_state["flagged.clicked"] = clicked[0] if clicked else None
-if st.session_state[key] not in sizes:
-    st.session_state[key] = choices[0]
+new_click = value_changed("flagged.clicked", clicked[0] if clicked else None)
+if clicked and new_click:  # a new click opens that row
+    set_widget(key, clicked[0])
+if widget_value(key) not in sizes:
+    set_widget(key, choices[0])
 listed = choices[:DRILLDOWN_CHOICES]  # a long release: the riskiest ones, and the one picked in the table
-if st.session_state[key] not in set(listed):
-    listed.append(st.session_state[key])
+if widget_value(key) not in set(listed):
+    listed.append(widget_value(key))
 doc_id = st.selectbox("Document", listed, key=key, format_func=lambda d: f"{d} · |C| = {sizes[d]}",
                       help=None if len(listed) == len(choices) else
                       f"The {DRILLDOWN_CHOICES:,} smallest sets; click any row of the table above to open another.")
@@ -127,11 +127,8 @@ def edit_and_rescore(doc_id: str, certified: int, released: str, flag_below: int
     else:
         st.caption(f"Not flagged under this policy (|C| ≥ k = {flag_below}): nothing to suggest; you may still "
                    "edit the text below.")
-    text_key = f"flagged.edited.{doc_id}"
-    signature = (strategy, tuple(e.offset for e in accepted))
-    if st.session_state.get(f"{text_key}.seed") != signature or text_key not in st.session_state:
-        st.session_state[text_key] = apply_edits(released, accepted)  # a changed choice of edits starts again
-        st.session_state[f"{text_key}.seed"] = signature
+    text_key = reseeded_widget(f"flagged.edited.{doc_id}", (strategy, tuple(e.offset for e in accepted)),
+                               lambda: apply_edits(released, accepted))  # a changed choice of edits starts again
     edited = st.text_area("Edited text (Ctrl+Enter re-scores it)", key=text_key, height=200)
     rescored = rescore(run, data, confidence, doc_id, edited, explain)
     left, right = st.columns(2)

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import streamlit as st
 
-from cpa_core.audit.stress import drift
 from cpa_core.common.errors import CPAError
+from cpa_core.report.stress import drift
 from cpa_ui.analysis import compare_table, documents_of_group, kpis, without_empty
 from cpa_ui.attackers import declare, default_threat, form_defaults, offered_specs, usable_levels
 from cpa_ui.cache import audit_run

@@ -7,6 +7,7 @@ import json
 
 import streamlit as st
 
+from cpa_core.report.metrics import summarize
 from cpa_core.report.verdict import release_verdict
 from cpa_core.report.worklist import worklist_csv, worklist_json
 from cpa_core.store.bundle import audit_bundle, declared_toml
@@ -14,8 +15,8 @@ from cpa_core.store.records import jsonl_lines, manifest, record_splits, records
 from cpa_ui.analysis import flagged_table
 from cpa_ui.cache import curve, explained_worklist
 from cpa_ui.components import require_data, require_run, stale_notice, table_columns
+from cpa_ui.figures import certificate_report
 from cpa_ui.pdf import pdf_unavailable, report_pdf
-from cpa_ui.report import certificate_report
 from cpa_ui.state import state
 from cpa_ui.text import fmt_confidence, plain
 
@@ -52,7 +53,7 @@ def report_pdf_bytes() -> bytes:
                                          manifest=audit_manifest, for_print=True))
 
 
-verdict = release_verdict(result.summary([confidence]), confidence)
+verdict = release_verdict(summarize(result, [confidence]), confidence)
 show_verdict = st.success if verdict.status == "release" else st.warning  # a page's errors are the app's own
 show_verdict(plain(f"Verdict: {verdict.title}. {verdict.headline}"),
              icon=":material/gavel:" if verdict.status != "inconclusive" else ":material/report:")

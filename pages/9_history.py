@@ -11,7 +11,7 @@ from cpa_ui import nav
 from cpa_ui.components import show_error, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
 from cpa_ui.history import data_mismatch, entry_label, history_table, reopen
-from cpa_ui.state import state, widget_key
+from cpa_ui.state import set_widget, state, widget_key, widget_value
 from cpa_ui.text import fmt_confidence, plain
 
 st.title("History")
@@ -40,8 +40,8 @@ ids = list(labels)[::-1]  # the latest first
 def choice(name: str, label: str, default: int, container=st) -> int:
     """A choice among the recorded audits that survives a history changed by another process."""
     key = widget_key(name, default)
-    if st.session_state[key] not in labels:
-        st.session_state[key] = default
+    if widget_value(key) not in labels:
+        set_widget(key, default)
     return container.selectbox(label, ids, format_func=labels.get, key=key)
 
 

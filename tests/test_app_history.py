@@ -9,6 +9,7 @@ import os
 import pytest
 from test_app import PAGES, assert_clean, calibrate, metric, new_app, shown
 
+from cpa_core.report.metrics import summarize
 from cpa_core.report.worklist import worklist
 from cpa_core.store.history import list_audits, load_audit, record_audit
 from cpa_ui import nav
@@ -30,7 +31,7 @@ def flagged_ids(result) -> set[str]:
 
 
 def summary_of(result) -> str:
-    return json.dumps(result.summary().to_dict())
+    return json.dumps(summarize(result).to_dict())
 
 
 def test_calibrate_twice_reopen_the_first_and_compare(history, sample_paths):
@@ -72,7 +73,7 @@ def test_calibrate_twice_reopen_the_first_and_compare(history, sample_paths):
     assert at.selectbox(key="w.history.a").value == 1 and at.selectbox(key="w.history.b").value == 2
     levels = at.dataframe[1].value
     for suffix, run in (("a", first), ("b", second)):
-        summary = run.result.summary()
+        summary = summarize(run.result)
         for row in levels.itertuples():
             assert getattr(row, f"coverage_{suffix}") == pytest.approx(summary.level(row.confidence)["coverage"])
             assert getattr(row, f"n_flagged_{suffix}") == summary.level(row.confidence)["n_flagged"]

@@ -5,7 +5,7 @@ import sys
 
 
 def test_cpa_core_never_imports_streamlit():
-    code = ("import sys, cpa_core, cpa_core.cli, cpa_core.audit.stress, cpa_core.store.records; "
+    code = ("import sys, cpa_core, cpa_core.cli, cpa_core.report.stress, cpa_core.store.records; "
             "sys.exit(1 if any(m == 'streamlit' or m.startswith('streamlit.') for m in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 

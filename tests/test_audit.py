@@ -20,6 +20,7 @@ from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.common.errors import ConfigError
 from cpa_core.conformal.scores import get_score
+from cpa_core.report.metrics import summarize
 
 
 def test_toy_audit_by_hand():
@@ -98,7 +99,7 @@ def test_calibration_too_small_gives_whole_pool_and_a_note():
     cert = result.certificate(0.99)
     assert (cert.set_sizes == 10).all() and math.isinf(cert.q_hat[0])
     assert [note.confidence for note in result.calibration.notes_] == ["0.99"]
-    assert "needs at least 99" in result.summary().to_dict()["confidence"]["0.99"]["warnings"][0]
+    assert "needs at least 99" in summarize(result).to_dict()["confidence"]["0.99"]["warnings"][0]
 
 
 def test_sums_equal_in_exact_arithmetic_compare_equal_across_documents():
@@ -323,7 +324,7 @@ def test_a_release_calibrates_on_its_labelled_documents_without_a_copy_of_their_
     for name in ("truth_ids", "truth_positions", "truth_scores", "truth_ranks", "groups"):
         assert np.array_equal(getattr(cal, name), getattr(copied, name)), name
     reference = AuditResult(result.config, copied, test, result.calibration, result.inputs)
-    assert result.summary().to_dict() == reference.summary().to_dict()
+    assert summarize(result).to_dict() == summarize(reference).to_dict()
     for level in (0.7, 0.8, 0.9):
         assert np.array_equal(result.certificate(level).set_sizes, reference.certificate(level).set_sizes)
     with pytest.raises(ValueError, match="candidates are not kept"):

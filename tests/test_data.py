@@ -414,7 +414,7 @@ def test_identities_absent_from_the_registry_are_kept_and_counted_as_misses(tmp_
     truth = result.test_split.truth_ids
     outsiders = np.array([str(t).startswith("X") for t in truth])
     assert (~result.test_split.in_pool == outsiders).all()
-    entry = result.summary().level(0.8)
+    entry = summarize(result).level(0.8)
     assert entry["candidate_miss_rate"] == pytest.approx(outsiders.mean())
     cert = result.certificate(0.8)
     assert not cert.covered[outsiders].any()
@@ -443,6 +443,7 @@ def test_a_blank_identity_marks_an_unlabelled_document(tmp_path):
 from cpa_core.audit.project import ProjectConfig
 from cpa_core.io.columns import DOCUMENT_SYNONYMS, REGISTRY_SYNONYMS, check_columns, guess_columns, mapping_problems
 from cpa_core.io.reading import ENCODINGS, EncodingError, encoding_name, encoding_notes, encoding_preview
+from cpa_core.report.metrics import summarize
 
 
 @pytest.mark.parametrize("header,expected", [

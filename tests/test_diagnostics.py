@@ -14,6 +14,7 @@ from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.common.errors import DataError
 from cpa_core.io.tables import check_release, load_documents, load_registry
+from cpa_core.report.metrics import summarize
 
 
 def open_world(n=800, m=40, missing=0.04, seed=1, groups=None):
@@ -28,7 +29,7 @@ def open_world(n=800, m=40, missing=0.04, seed=1, groups=None):
 
 
 def warnings_at(result, confidence):
-    return result.summary([confidence]).level(confidence)["warnings"]
+    return summarize(result, [confidence]).level(confidence)["warnings"]
 
 
 def test_a_miss_rate_above_alpha_under_the_conservative_policy_is_said():
@@ -38,8 +39,8 @@ def test_a_miss_rate_above_alpha_under_the_conservative_policy_is_said():
     assert not warnings_at(result, 0.9)  # a miss rate below alpha = 10 %: a real certificate
     [warning] = warnings_at(result, 0.99)
     assert "outside the candidate pool, more than alpha = 1.0 %" in warning and "miss_policy = 'exclude'" in warning
-    assert result.summary([0.99]).level(0.99)["whole_pool_rate"] == 1.0
-    assert result.summary([0.99]).level(0.99)["threshold"] == "infinite"
+    assert summarize(result, [0.99]).level(0.99)["whole_pool_rate"] == 1.0
+    assert summarize(result, [0.99]).level(0.99)["threshold"] == "infinite"
     excluded = run_audit(documents, registry, None, replace(config, miss_policy="exclude"), table=table)
     assert not any("outside the candidate pool" in w for w in warnings_at(excluded, 0.99))
 
@@ -189,7 +190,7 @@ def test_a_release_one_labelled_document_short_is_said_and_fails_the_verdict(lab
     short = labelled // (1 if groups is None else 2) == 9
     assert np.isinf(cert.q_hat[:labelled]).all() == short
     assert np.isfinite(cert.q_hat[labelled:]).all()
-    summary = result.summary([0.9])
+    summary = summarize(result, [0.9])
     entry = summary.level(0.9)
     assert entry["n_cal_needed"] == 10
     assert entry["infinite_threshold_rate"] == pytest.approx(labelled / n if short else 0.0)

@@ -7,8 +7,8 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa_core.attack.attackers.tfidf import TfidfIndex
 from cpa_core.attack.explainers import TermExplainer, term_spans
+from cpa_core.attack.tfidf_index import TfidfIndex
 from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS, placeholder_regions
 from cpa_core.report.evidence import driving_terms
 

@@ -24,8 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpa_core.attack.attackers.dense import DenseAttacker
-from cpa_core.attack.attackers.tfidf import TfidfAttacker, TfidfIndex
+from cpa_core.attack.attackers.tfidf import TfidfAttacker
 from cpa_core.attack.explainers import LeaveOneOutExplainer, TermExplainer, clue_query, find_clue, inferred_clues
+from cpa_core.attack.tfidf_index import TfidfIndex
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.results import ScoredSplit, certify_release, release_ranking
 from cpa_core.io.knowledge import KnowledgeLevel

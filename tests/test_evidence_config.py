@@ -26,6 +26,7 @@ from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS, placeholder_regions
 from cpa_core.io.tables import load_documents, load_registry
 from cpa_core.report.evidence import audit_explainer, document_evidence
 from cpa_core.store.bundle import declared_toml
+from cpa_core.store.records import write_audit
 from cpa_core.store.snapshot import read_snapshot, write_snapshot
 
 CUSTOM = (r"\bNURSE_[A-Z]\b", r"\{\{[^}]*\}\}", "«[^»]+»", r'"[A-Z]+"')
@@ -137,7 +138,7 @@ def test_the_audit_explainer_has_the_declared_placeholders_and_every_span_respec
     assert "York" in [s.text for s in document_evidence(split, list(split.table.doc_ids).index("d1"), default)]
 
     # what the command line writes: the worklist with the configuration's explainer
-    paths = result.write(tmp_path / "out", audit_explainer(attacker, registry, config))
+    paths = write_audit(result, tmp_path / "out", audit_explainer(attacker, registry, config))
     for record in json.loads(paths["worklist.json"].read_text(encoding="utf-8")):
         text = texts[record["doc_id"]]
         regions = placeholder_regions(text, CUSTOM)

@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
+from cpa_core.report.metrics import summarize
 from cpa_ui.figures import (
     FLAGGED_COLOR,
     SAFE_COLOR,
@@ -31,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.integration
 def test_pure_modules_do_not_import_streamlit():
-    code = ("import sys; import cpa_ui.figures, cpa_ui.report, cpa_ui.analysis, cpa_ui.text, cpa_ui.help; "
+    code = ("import sys; import cpa_ui.figures, cpa_ui.analysis, cpa_ui.text, cpa_ui.help; "
             "assert 'streamlit' not in sys.modules, 'streamlit imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -165,8 +166,8 @@ def test_calibration_table_shows_the_coverage_interval_only_where_coverage_is_a_
     from cpa_ui.analysis import calibration_table
 
     result = audited_groups()[0]
-    split = calibration_table(result.summary())
+    split = calibration_table(summarize(result))
     assert list(split.columns[3:6]) == ["coverage", "coverage_low", "coverage_high"]
     assert (split["coverage_low"] <= split["coverage"]).all() and (split["coverage"] <= split["coverage_high"]).all()
-    release = calibration_table(replace(result.summary(), protocol="release"))
+    release = calibration_table(replace(summarize(result), protocol="release"))
     assert "coverage_low" not in release.columns  # coverage by construction: no interval to show

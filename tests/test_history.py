@@ -29,6 +29,7 @@ from tables import (
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.common.errors import HistoryError
+from cpa_core.report.metrics import summarize
 from cpa_core.report.verdict import summary_document
 from cpa_core.report.worklist import worklist
 from cpa_core.store.history import (
@@ -110,7 +111,7 @@ def test_two_recorded_audits_are_listed_oldest_first(recorded, audits, history, 
     assert frame["source"].tolist() == ["cli", "dashboard"]
     assert frame["config_id"].tolist() == [a.config.config_id for a in audits]
     for row, result in zip(frame.itertuples(), audits):
-        level = result.summary().level(result.config.policy_confidence)
+        level = summarize(result).level(result.config.policy_confidence)
         assert row.n_flagged == level["n_flagged"] == len(worklist_ids(result))
         assert row.median_set_size == level["median_set_size"]
         assert row.documents_sha256 == "0" * 12 and row.knowledge == "toy" and row.attacker == "toy"
@@ -168,7 +169,7 @@ def test_comparing_two_recorded_audits(recorded, audits, history):
     assert levels["confidence"].tolist() == [0.8, 0.9]
     for suffix, result in (("a", audits[0]), ("b", audits[1])):
         for row in levels.itertuples():
-            figures = result.summary().level(row.confidence)
+            figures = summarize(result).level(row.confidence)
             assert getattr(row, f"coverage_{suffix}") == figures["coverage"]
             assert getattr(row, f"median_set_size_{suffix}") == figures["median_set_size"]
             assert getattr(row, f"n_flagged_{suffix}") == figures["n_flagged"]
@@ -215,7 +216,7 @@ def test_a_reopened_audit_is_the_same_audit(make, history):
     result = make()
     audit_id = record_audit(result, source="dashboard", path=history)
     reopened = load_result(audit_id, history)
-    assert json.dumps(reopened.summary().to_dict()) == json.dumps(result.summary().to_dict())
+    assert json.dumps(summarize(reopened).to_dict()) == json.dumps(summarize(result).to_dict())
     assert reopened.config == result.config and reopened.config.config_id == result.config.config_id
     assert reopened.inputs == as_json(result.inputs)
     for level in (0.5, 0.85, 0.9):  # any level, not only the audited ones: the stored attack is complete
@@ -351,7 +352,7 @@ def test_a_writer_killed_inside_its_transaction_leaves_no_partial_audit(recorded
         assert connection.execute("SELECT DISTINCT audit_id FROM set_sizes ORDER BY 1").fetchall() == \
             [(i,) for i in recorded]
     assert [load_audit(i, history) for i in recorded] == before
-    assert load_result(recorded[0], history).summary().to_dict() == audits[0].summary().to_dict()
+    assert summarize(load_result(recorded[0], history)).to_dict() == summarize(audits[0]).to_dict()
     later = record_audit(audits[1], source="cli", path=history)  # the history is usable again
     assert list_audits(history)["id"].tolist() == [*recorded, later]
 

@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 
 from cpa_core.attack.attackers.forced_choice import ForcedChoiceAttacker, label_distribution, option_order
-from cpa_core.attack.attackers.llm_clues import LLMClueExtractor
 from cpa_core.attack.attackers.profile import (
     Attribute,
     AttributeSet,
@@ -37,6 +36,7 @@ from cpa_core.attack.attackers.profile import (
 from cpa_core.attack.attackers.tfidf import TfidfAttacker
 from cpa_core.attack.base import AttackerBase
 from cpa_core.attack.candidates import CandidateTable
+from cpa_core.attack.clues import LLMClueExtractor
 from cpa_core.audit.configuration import AttackerConfig, AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.common.errors import ConfigError, LLMBudgetError
@@ -675,7 +675,7 @@ def test_llm_attackers_run_through_the_audit_without_leaks(tmp_path, registry, c
 
 
 def test_sampling_budget_ablation_costs_the_largest_budget_only(tmp_path, registry):
-    from cpa_core.audit import stress
+    from cpa_core.report import stress
     documents = small_documents()
     pools = {f"d{i}": ["P1", "P2", "P3", "P4"] for i in range(1, 13)}
     targets = {d: ["P1", "P2", "P1", "nothing"] for d in pools}

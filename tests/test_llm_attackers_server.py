@@ -24,14 +24,15 @@ import pytest
 from llm_server import llm_server  # noqa: F401  (the session fixture)
 
 from cpa_core.attack.attackers.forced_choice import ForcedChoiceAttacker
-from cpa_core.attack.attackers.llm_clues import LLMClueExtractor
 from cpa_core.attack.attackers.profile import ProfileAttacker, attributes_from_registry, certified_attribute_sets
 from cpa_core.attack.attackers.tfidf import TfidfAttacker
+from cpa_core.attack.clues import LLMClueExtractor
 from cpa_core.audit.configuration import AttackerConfig, AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.project import load_config
 from cpa_core.io.tables import load_documents, load_registry
 from cpa_core.llm.client import LLMClient, LLMSettings
+from cpa_core.report.metrics import summarize
 from cpa_core.store.records import manifest
 
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_data"
@@ -95,7 +96,7 @@ def check_certificates(result, pool_size: int) -> None:
     assert len(result.calibration_split) == N_DOCS // 2 and len(result.test_split) == N_DOCS // 2
     table = result.test_split.table
     assert (table.pool_sizes == pool_size).all()
-    summary = result.summary().to_dict()
+    summary = summarize(result).to_dict()
     for level in CONFIDENCES:
         cert = result.certificate(level)
         assert ((cert.set_sizes >= 0) & (cert.set_sizes <= table.pool_sizes)).all()

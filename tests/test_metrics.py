@@ -5,7 +5,7 @@ import pytest
 from tables import audited_groups
 
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.report.metrics import OVERALL, certificate_metrics, ranking_metrics
+from cpa_core.report.metrics import OVERALL, certificate_metrics, ranking_metrics, summarize
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def test_ranking_metrics_by_hand():
 
 
 def test_summary_has_every_metric_per_level_and_group(audited):
-    summary = audited[0].summary().to_dict()
+    summary = summarize(audited[0]).to_dict()
     keys = {"coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "mean_set_size", "top1",
             "mrr", "mean_leakage", "empty_rate", "q_hat", "n_cal", "n_test", "open_world_bound", "p10_set_size",
             "p90_set_size", "min_set_size", "max_set_size", "mean_rank"}
@@ -36,7 +36,7 @@ def test_summary_has_every_metric_per_level_and_group(audited):
 def test_summary_frame_and_dict_hold_the_same_figures(audited):
     result = audited[0]
     policy = ReleasePolicy(7, 0.2)
-    summary = result.summary([0.8, 0.93], policy)
+    summary = summarize(result, [0.8, 0.93], policy)
     as_dict, frame = summary.to_dict(), summary.to_frame()
     assert as_dict["policy"] == {"flag_below": 7, "leakage_threshold": 0.2}
     for label, confidence in (("0.8", 0.8), ("0.93", 0.93)):
@@ -53,7 +53,7 @@ def test_flag_counts_follow_the_policy_overall_and_per_group(audited):
     result = audited[0]
     cert = result.certificate(0.8)
     policy = ReleasePolicy(5)
-    entry = result.summary([0.8], policy).level(0.8)
+    entry = summarize(result, [0.8], policy).level(0.8)
     assert entry["n_flagged"] == int((cert.set_sizes < 5).sum())
     assert entry["flagged_share"] == pytest.approx(float((cert.set_sizes < 5).mean()))
     assert sum(g["n_flagged"] for g in entry["groups"].values()) == entry["n_flagged"]
@@ -62,7 +62,7 @@ def test_flag_counts_follow_the_policy_overall_and_per_group(audited):
 
 def test_group_thresholds_are_the_group_calibrations(audited):
     result = audited[0]
-    entry = result.summary([0.9]).level(0.9)
+    entry = summarize(result, [0.9]).level(0.9)
     calibration = result.calibration_for(0.9)
     for group, metrics in entry["groups"].items():
         assert metrics["q_hat"] == pytest.approx(result.test_split.score.to_method(calibration.q_hat(0.9, group)))

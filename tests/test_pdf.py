@@ -17,12 +17,12 @@ from cpa_core.audit.project import ProjectConfig, declare_audit
 from cpa_core.io.knowledge import KnowledgeLevel
 from cpa_core.io.synthetic import generate_sample_data
 from cpa_core.io.tables import load_documents, load_registry
-from cpa_core.report.metrics import confidence_curve
+from cpa_core.report.html import certificate_report
+from cpa_core.report.metrics import confidence_curve, summarize
 from cpa_core.report.verdict import release_verdict
 from cpa_core.report.worklist import worklist
 from cpa_core.store.records import manifest
 from cpa_ui.pdf import RefusingFetcher, report_pdf
-from cpa_ui.report import certificate_report
 
 CONFIDENCE = 0.8
 POLICY = ReleasePolicy(20)
@@ -62,7 +62,7 @@ def rendered(tmp_path_factory):
     size = document[0].get_size()  # points
     document.close()
     return {"pdf": pdf, "pages": pages, "texts": texts, "size": size, "refused": fetcher.refused, "result": result,
-            "verdict": release_verdict(result.summary([CONFIDENCE], POLICY), CONFIDENCE)}
+            "verdict": release_verdict(summarize(result, [CONFIDENCE], POLICY), CONFIDENCE)}
 
 
 @pytest.mark.integration

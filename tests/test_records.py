@@ -7,14 +7,15 @@ from tables import audited_groups
 
 from cpa_core.conformal.calibration import confidence_label
 from cpa_core.report.diagnostics import whole_pool
-from cpa_core.store.records import jsonl_lines, manifest, record_splits, records
+from cpa_core.report.metrics import summarize
+from cpa_core.store.records import jsonl_lines, manifest, record_splits, records, write_audit
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     result = audited_groups()[0]
     out = tmp_path_factory.mktemp("audit")
-    return result, result.write(out), out
+    return result, write_audit(result, out), out
 
 
 def test_the_folder_holds_every_file(written):
@@ -54,8 +55,8 @@ def test_summary_file_is_the_summary_object_and_its_verdict(written):
     result, paths, _ = written
     written_summary = json.loads(paths["summary.json"].read_text(encoding="utf-8"))
     verdict = written_summary.pop("verdict")
-    assert written_summary == json.loads(json.dumps(result.summary().to_dict()))
-    assert verdict == json.loads(json.dumps(release_verdict(result.summary(), result.config.policy_confidence).to_dict()))
+    assert written_summary == json.loads(json.dumps(summarize(result).to_dict()))
+    assert verdict == json.loads(json.dumps(release_verdict(summarize(result), result.config.policy_confidence).to_dict()))
     assert verdict["confidence"] == float(result.config.policy_confidence)
 
 
@@ -84,7 +85,7 @@ def test_a_release_audit_writes_one_record_per_document_and_says_how_it_was_cert
     documents, registry = documents_and_registry(truth, m=20)
     config = replace(audited_groups()[0].config, protocol="release", n_cal=None, n_test=None, group_column=None)
     result = run_audit(documents, registry, None, config, table=table_from_matrix(probabilities))
-    paths = result.write(tmp_path)
+    paths = write_audit(result, tmp_path)
     assert "documents.jsonl" in paths and "test.jsonl" not in paths
     lines = [json.loads(line) for line in paths["documents.jsonl"].read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 120 and {r["split"] for r in lines} == {"documents"}

@@ -9,7 +9,8 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from cpa_core.store.records import EVIDENCE_FIELDS, jsonl_lines, record_splits, records
+from cpa_core.report.metrics import summarize
+from cpa_core.store.records import EVIDENCE_FIELDS, jsonl_lines, record_splits, records, write_audit
 
 
 def read_jsonl(path) -> list[dict]:
@@ -45,7 +46,7 @@ def check_records_carry_the_worklist_evidence(result, paths, texts: dict[str, st
 @pytest.fixture(scope="module")
 def toy_audit(tmp_path_factory, toy_release):
     result, explainer, documents = toy_release
-    paths = result.write(tmp_path_factory.mktemp("toy-audit"), explainer)
+    paths = write_audit(result, tmp_path_factory.mktemp("toy-audit"), explainer)
     return result, paths, dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
 
 
@@ -119,7 +120,7 @@ def test_without_an_explainer_no_record_carries_evidence(tmp_path):
     from tables import audited_groups
 
     result = audited_groups()[0]
-    paths = result.write(tmp_path)
+    paths = write_audit(result, tmp_path)
     assert json.loads(paths["worklist.json"].read_text(encoding="utf-8"))  # flagged documents, empty evidence
     for name in record_splits(result):
         assert not any(set(EVIDENCE_FIELDS) & set(r) for r in read_jsonl(paths[f"{name}.jsonl"]))
@@ -139,8 +140,8 @@ def test_sample_records_evidence_is_the_worklist_evidence(sample_paths, tmp_path
     registry = project.load_registry(sample_paths["registry"])
     config, attacker = declare_audit(project, registry, documents=documents)
     result = run_audit(documents, registry, attacker, config)
-    paths = result.write(tmp_path / "audit", audit_explainer(attacker, registry, config))
+    paths = write_audit(result, tmp_path / "audit", audit_explainer(attacker, registry, config))
     texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
     flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
-    assert len(flagged) == result.summary().level(config.policy_confidence)["n_flagged"] > 0
+    assert len(flagged) == summarize(result).level(config.policy_confidence)["n_flagged"] > 0
     assert check_records_carry_the_worklist_evidence(result, paths, texts) >= len(flagged)

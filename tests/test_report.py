@@ -17,12 +17,13 @@ from cpa_core.audit.project import ProjectConfig, declare_audit
 from cpa_core.io.knowledge import KnowledgeLevel
 from cpa_core.io.synthetic import generate_sample_data
 from cpa_core.io.tables import load_documents, load_registry
-from cpa_core.report.metrics import confidence_curve
+from cpa_core.report.formatting import fmt_coverage, fmt_percent
+from cpa_core.report.html import GUARANTEE, verdict_block
+from cpa_core.report.metrics import confidence_curve, summarize
 from cpa_core.report.verdict import Check, Verdict, release_verdict
 from cpa_core.report.worklist import worklist
 from cpa_core.store.records import manifest
-from cpa_ui.report import GUARANTEE, certificate_report, fmt_coverage, verdict_block
-from cpa_ui.text import fmt_percent
+from cpa_ui.figures import certificate_report
 
 HOSTILE_GROUP = '<img src=x onerror="alert(1)">'
 HOSTILE_FILE = "<b>notes</b>.csv"
@@ -54,7 +55,8 @@ def inputs(tmp_path_factory):
 
 
 def build_report(inputs, miss_policy: str = "infinite") -> dict:
-    """A split-protocol audit of ``inputs`` and its report, on screen and for print."""
+    """A split-protocol audit of ``inputs`` and its report, on screen (the dashboard's, interactive) and for
+    print."""
     documents, registry = inputs
     project = ProjectConfig(levels={"K2": KnowledgeLevel("K2", ("age_band", "gender", "occupation", "city",
                                                                  "keywords", "events"), "direct", "medium")},
@@ -70,8 +72,8 @@ def build_report(inputs, miss_policy: str = "infinite") -> dict:
     arguments = dict(curve=confidence_curve(result), worklist=work, manifest=manifest(result), generated_at=GENERATED)
     return {"result": result, "html": certificate_report(result, **arguments),
             "print": certificate_report(result, **arguments, for_print=True), "worklist": work,
-            "documents": documents, "entry": result.summary([CONFIDENCE], POLICY).level(CONFIDENCE),
-            "verdict": release_verdict(result.summary([CONFIDENCE], POLICY), CONFIDENCE)}
+            "documents": documents, "entry": summarize(result, [CONFIDENCE], POLICY).level(CONFIDENCE),
+            "verdict": release_verdict(summarize(result, [CONFIDENCE], POLICY), CONFIDENCE)}
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +250,7 @@ def test_print_version_runs_no_script_and_draws_static_figures(audit):
     assert "http://" not in html and "https://" not in html  # no URL at all: nothing a PDF engine could fetch
     assert html.count("<svg ") == 2 and "@page" in html and "size: A4" in html and "@media print" in html
     # the histogram's bars are the set sizes of the certificate: red left of k, blue from k on
-    from cpa_ui.figures import FLAGGED_COLOR, SAFE_COLOR, set_size_bins
+    from cpa_core.report.formatting import FLAGGED_COLOR, SAFE_COLOR, set_size_bins
 
     bins = set_size_bins(audit["result"].certificate(CONFIDENCE).set_sizes, POLICY.flag_below)
     histogram = _between(html, "<svg ", "</svg>")

@@ -18,10 +18,10 @@ from tables import (
 
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.pipeline import run_audit
-from cpa_core.audit.stress import COLUMNS, SWEEPS, drift, split_stability, sweep
 from cpa_core.common.errors import ConfigError
 from cpa_core.io.split import split_indices
-from cpa_core.report.metrics import certificate_metrics
+from cpa_core.report.metrics import certificate_metrics, summarize
+from cpa_core.report.stress import COLUMNS, SWEEPS, drift, split_stability, sweep
 
 LEVELS = (0.8, 0.9)
 
@@ -155,7 +155,7 @@ def test_seed_sweeps_re_split_like_a_declared_audit(synthetic):
         for value in values:
             result = run_audit(documents, registry, None, replace(config, **{field: value}), table=table)
             assert len(result.calibration_split) == (value if field == "n_cal" else 150)
-            expected = result.summary().overall_frame()
+            expected = summarize(result).overall_frame()
             got = frame[frame[SWEEPS[field]] == value].reset_index(drop=True)
             for column in COLUMNS + ["n_cal"]:
                 assert all(same(a, b) for a, b in zip(got[column], expected[column])), (field, value, column)
@@ -260,14 +260,14 @@ def test_drift_calibrates_a_grouped_audit_pooled():
 
 
 def test_a_sweep_needs_a_value():
-    from cpa_core.audit.stress import sweep
+    from cpa_core.report.stress import sweep
 
     with pytest.raises(ConfigError, match="at least one value"):
         sweep(None, None, None, None, "seed", [])
 
 
 def test_the_calibration_size_ablation_keeps_the_test_documents_fixed(synthetic):
-    from cpa_core.audit.stress import ncal_ablation
+    from cpa_core.report.stress import ncal_ablation
 
     documents, registry, config, table, _ = synthetic
     frame = ncal_ablation(documents, registry, config, table, [40, 100], seeds=[0, 1, 2])

@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from cpa_core.attack.attackers.tfidf import SPEC, TfidfAttacker, TfidfIndex
+from cpa_core.attack.attackers.tfidf import SPEC, TfidfAttacker
 from cpa_core.attack.spec import BuildContext
+from cpa_core.attack.tfidf_index import TfidfIndex
 from cpa_core.common.errors import ConfigError
 from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
 from cpa_core.io.tables import load_registry

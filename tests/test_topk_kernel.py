@@ -2,14 +2,14 @@
 shortlists (ties by increasing column, zero similarities included), bitwise weights, tails to rounding, and
 the same certificates."""
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from cpa_core.attack.attackers.tfidf import SimilarityBlocks, TfidfAttacker
+from cpa_core.attack.attackers.tfidf import TfidfAttacker
 from cpa_core.attack.candidates import rank_by_similarity, ranked_columns, softmax_rows
+from cpa_core.attack.tfidf_index import SimilarityBlocks
 
 TAIL_RTOL = 1e-12  # a sum of positive terms in another order: a few 1e-16 times log2(M), far below this
 

@@ -12,7 +12,7 @@ from tables import LEVEL, documents_and_registry, probability_matrix, sample_tru
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.report.metrics import AuditSummary, clopper_pearson
+from cpa_core.report.metrics import AuditSummary, clopper_pearson, summarize
 from cpa_core.report.verdict import STATUSES, release_verdict
 
 # --- the coverage interval ---------------------------------------------------------------------------------------
@@ -39,13 +39,13 @@ def test_the_summary_carries_the_interval_of_its_coverage():
     config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=300, n_test=300, confidences=(0.9,),
                          protocol="split")
     result = run_audit(documents, registry, None, config, table=table_from_matrix(probabilities))
-    entry = result.summary().level(0.9)
+    entry = summarize(result).level(0.9)
     covered = int(result.certificate(0.9).covered.sum())
     assert covered / 300 == entry["coverage"]
     assert (entry["coverage_low"], entry["coverage_high"]) == clopper_pearson(covered, 300)
     assert entry["coverage_low"] < entry["coverage"] < entry["coverage_high"]
     assert entry["pool_size"] == 30 and entry["share_in_registry"] is not None
-    assert json.loads(json.dumps(result.summary().to_dict()))["confidence"]["0.9"]["coverage_high"] == \
+    assert json.loads(json.dumps(summarize(result).to_dict()))["confidence"]["0.9"]["coverage_high"] == \
         entry["coverage_high"]
 
 
@@ -185,8 +185,8 @@ def test_an_attacker_that_knows_nothing_is_never_a_release():
     config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9,),
                          flag_below=3, protocol="split")
     result = run_audit(documents, registry, None, config, table=flat)
-    verdict = release_verdict(result.summary(), 0.9)
+    verdict = release_verdict(summarize(result), 0.9)
     assert verdict.n_flagged == 0 and verdict.status == "inconclusive"
     assert check(verdict, "whole-pool sets").passed is False
-    informative = release_verdict(run_audit(documents, registry, None, config, table=table).summary(), 0.9)
+    informative = release_verdict(summarize(run_audit(documents, registry, None, config, table=table)), 0.9)
     assert informative.status in ("release", "redact") and not informative.failed

@@ -30,9 +30,10 @@ from cpa_core.attack.temperature import (
     fit_sample,
     fit_temperature,
 )
+from cpa_core.attack.tfidf_index import TfidfIndex
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.progress import Progress
-from cpa_core.io.knowledge import KnowledgeLevel
+from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
 from cpa_core.io.tables import Registry
 
 
@@ -275,9 +276,6 @@ class RetrievalAttacker(AttackerBase):
     def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer | None:
         """The terms shared by a query and its candidates' profiles that weigh most in a TF-IDF match (a
         retrieval attacker that cannot say more; the dense attacker leaves sentences out instead)."""
-        from cpa_core.attack.attackers.tfidf import TfidfIndex
-        from cpa_core.io.knowledge import profile_texts
-
         try:
             return TfidfIndex().fit(profile_texts(registry, level)).explainer()
         except ConfigError:  # profiles without words (ids, codes): nothing to explain, the audit goes on

@@ -24,8 +24,9 @@ from typing import Sequence
 
 import numpy as np
 
-from cpa_core.attack.base import Attacker, RetrievalAttacker
+from cpa_core.attack.base import Attacker
 from cpa_core.attack.candidates import PADDING, CandidateTable
+from cpa_core.attack.registry import get_spec
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.progress import Progress
 from cpa_core.io.knowledge import KnowledgeLevel
@@ -86,8 +87,9 @@ def _attack_partition(attacker: Attacker, doc_ids: list, texts: list, registry: 
 
 def shipped_attacker(attacker: Attacker, learned: dict) -> Attacker:
     """The attacker a worker runs: a fresh copy of the declared one that uses what the audit learned."""
-    if not isinstance(attacker, RetrievalAttacker) or not dataclasses.is_dataclass(attacker):
-        raise ConfigError(f"the {getattr(attacker, 'name', type(attacker).__name__)} attacker runs in this process "
+    name = getattr(attacker, "name", type(attacker).__name__)
+    if not get_spec(name).runs_on_cluster:
+        raise ConfigError(f"the {name} attacker runs in this process "
                           "only (its state follows every document); run the audit without a scheduler")
     fresh = dataclasses.replace(attacker)
     fresh.adopt(learned)

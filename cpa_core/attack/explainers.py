@@ -47,12 +47,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-if TYPE_CHECKING:
-    pass
 from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS, placeholder_regions
 
 N_TERMS = 5

@@ -2,8 +2,8 @@
 
 Every surface is derived from these declarations: the TOML schema (``[attacker.<name>]``), the command
 line's options, the dashboard's forms, the plain-language configuration summary and the manifest. A
-new attacker is one module that defines an :class:`AttackerSpec` plus one line in
-:mod:`cpa_core.attack.registry` (or a call to :func:`~cpa_core.attack.registry.register`).
+new attacker is one module that defines an :class:`AttackerSpec` plus one entry in
+:data:`cpa_core.attack.attackers.BUILTIN` (or a call to :func:`~cpa_core.attack.registry.register`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from cpa_core.common.errors import ConfigError
 from cpa_core.common.params import Param, resolve_params
 
 if TYPE_CHECKING:
-    from cpa_core.attack.attackers.imported import CandidateScores
     from cpa_core.attack.base import Attacker, ClueExtractor
+    from cpa_core.io.candidate_scores import CandidateScores
     from cpa_core.io.knowledge import KnowledgeLevel
     from cpa_core.io.tables import Registry
 
@@ -26,7 +26,9 @@ class BuildContext:
 
     ``sections`` holds every ``[attacker.<name>]`` table as declared; ``scores`` the imported table of
     candidate scores, if any. The LLM client of ``[llm]`` is built on first request (attackers that do
-    not call an LLM never create one), and so is the clue extractor of a ``direct_plus_clues`` level.
+    not call an LLM never create one), and so is the clue extractor of a ``direct_plus_clues`` level. ``specs``
+    looks up another attacker by name (:data:`cpa_core.attack.registry.ATTACKERS`' ``get``), for an attacker
+    built on another (a shortlister).
     """
 
     registry: "Registry"
@@ -35,6 +37,7 @@ class BuildContext:
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     scores: "CandidateScores | None" = None
     make_llm_client: Callable[[], Any] | None = None
+    specs: "Callable[[str], AttackerSpec] | None" = None
     _client: Any = field(default=None, repr=False)
     _clues: Any = field(default=None, repr=False)
 
@@ -52,7 +55,7 @@ class BuildContext:
         if self.level.query_mode != "direct_plus_clues":
             return None
         if self._clues is None:
-            from cpa_core.attack.attackers.llm_clues import CLUE_PARAMS, LLMClueExtractor
+            from cpa_core.attack.clues import CLUE_PARAMS, LLMClueExtractor
 
             self._clues = LLMClueExtractor(self.llm_client(),
                                            **resolve_params(CLUE_PARAMS, self.sections.get("clues", {}),
@@ -61,9 +64,9 @@ class BuildContext:
 
     def attacker(self, name: str, **overrides) -> "Attacker":
         """Another registered attacker (e.g. a shortlister), built from its declared section."""
-        from cpa_core.attack.registry import get_spec
-
-        spec = get_spec(name)
+        if self.specs is None:
+            raise ConfigError(f"the attacker '{name}' is needed, but no attacker registry was given to look it up")
+        spec = self.specs(name)
         params = spec.resolve(self.sections.get(name, {}))
         return spec.build({**params, **overrides}, self)
 
@@ -83,6 +86,8 @@ class AttackerSpec:
     needs_scores : it certifies a table of candidate scores computed elsewhere (``--scores``)
     uses_clues : its queries can carry LLM clues (the ``direct_plus_clues`` query mode)
     required_score : the nonconformity score its weights need (``None``: any score)
+    runs_on_cluster : its attack keeps no state from one document to the next, so that a fresh copy of it can
+        attack any partition of the documents on a Dask worker (:mod:`cpa_core.attack.engine`)
     """
 
     name: str
@@ -94,6 +99,7 @@ class AttackerSpec:
     needs_scores: bool = False
     uses_clues: bool = False
     required_score: str | None = None
+    runs_on_cluster: bool = False
 
     def param(self, name: str) -> Param:
         for param in self.params:

@@ -9,6 +9,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from cpa_core.attack.candidates import softmax_rows
+from cpa_core.conformal.calibration import leave_one_out_thresholds, set_sizes
+from cpa_core.conformal.scores import SCORES
+
+APS = SCORES["aps"]
 
 AUTO = "auto"
 DEFAULT_TEMPERATURE = AUTO
@@ -44,16 +48,17 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
     calibration documents): their scores under the chosen ``T`` stay exchangeable, so the certificates keep
     their guarantee. It needs two passes over the similarity blocks: one for the truths' scores (hence the
     thresholds), one for the set sizes (each block sorted once for the whole grid: the softmax keeps the order
-    of the similarities, so the sorted weights are those of ``np.sort``). Ties go to the larger ``T``; ``None`` when no document's identity is
-    in the pool.
+    of the similarities). Scores, thresholds and set sizes are the conformal layer's own (the APS
+    :class:`~cpa_core.conformal.scores.Score`, :func:`~cpa_core.conformal.calibration.leave_one_out_thresholds`
+    and :func:`~cpa_core.conformal.calibration.set_sizes`, ties and tolerance included), so ``T`` is judged by the
+    very sets a certificate would give. Ties of the mean go to the larger ``T``; ``None`` when no document's
+    identity is in the pool.
 
     Parameters
     ----------
     similarities : ``(start, stop) -> (stop - start, m)`` block function, as for :func:`rank_by_similarity`
     truth_columns : ndarray of shape (n,), the column of each document's identity, ``-1`` when unknown or absent
     """
-    from cpa_core.conformal.calibration import leave_one_out_thresholds
-
     truth_columns = np.asarray(truth_columns)
     members = truth_columns >= 0
     if not members.any():
@@ -71,9 +76,7 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
             columns = truth_columns[start:stop][rows]
 
             def truth_score(j: int) -> None:
-                weights = softmax_rows(block, grid[j])
-                truth = weights[np.arange(rows.size), columns][:, None]
-                truth_scores[j, start + rows] = -np.where(weights < truth, weights, 0.0).sum(axis=1)
+                truth_scores[j, start + rows] = APS.truth_scores(softmax_rows(block, grid[j]), columns)
 
             list(pool.map(truth_score, range(len(grid))))
         thresholds = [leave_one_out_thresholds(truth_scores[j], members, confidence) for j in range(len(grid))]
@@ -83,14 +86,14 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
             block = np.asarray(similarities(start, stop), dtype=np.float64)
             halves = [part for part in np.array_split(np.arange(stop - start), threads) if part.size]
             # weights rise with similarity at every T: one sort serves the grid (rows sorted on every core)
-            order = np.concatenate(list(pool.map(lambda part: np.argsort(block[part], axis=1), halves)))
+            order = np.concatenate(list(pool.map(lambda part: np.argsort(-block[part], axis=1), halves)))
+            pool_sizes = np.full(stop - start, block.shape[1])
 
-            def set_sizes(j: int) -> int:
-                ascending = np.take_along_axis(softmax_rows(block, grid[j]), order, axis=1)
-                below = np.cumsum(ascending, axis=1) - ascending  # mass below each candidate (ties aside)
-                return int(np.count_nonzero(-below <= thresholds[j][start:stop, None]))
+            def total_size(j: int) -> int:
+                ranked = np.take_along_axis(softmax_rows(block, grid[j]), order, axis=1)
+                return int(set_sizes(APS.sorted_scores(ranked, pool_sizes), pool_sizes, thresholds[j][start:stop]).sum())
 
-            totals += np.array(list(pool.map(set_sizes, range(len(grid)))), dtype=float)
+            totals += np.array(list(pool.map(total_size, range(len(grid)))), dtype=float)
     best = np.flatnonzero(totals == totals.min())
     return grid[int(best[-1])]
 

@@ -6,20 +6,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from cpa_core.attack.base import Attacker
-from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.policy import POLICY_PARAMS, ReleasePolicy
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.params import Param
 from cpa_core.conformal.calibration import confidence_label, exact_fraction
 from cpa_core.conformal.scores import SCORES, get_score
 from cpa_core.io.knowledge import QUERY_MODES, KnowledgeLevel
 from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS, check_placeholders
-
-if TYPE_CHECKING:
-    pass
-
 
 MISS_POLICIES = ("infinite", "exclude")
 PROTOCOLS = ("release", "split")
@@ -49,14 +45,15 @@ AUDIT_PARAMS = (
           option="--top-k"),
     Param("miss_policy", "choice", "infinite", "Miss policy", "Calibration documents whose truth is outside the "
           "pool: score +inf (default) or excluded.", choices=MISS_POLICIES, option="--miss-policy"),
-    Param("flag_below", "int", 11, "Release policy k", "Flag documents whose set has fewer than k members.", min=1,
-          option="--flag-below"),
-    Param("leakage_threshold", "float", None, "Leakage threshold", "Also flag documents whose leakage proxy exceeds "
-          "it.", above=0, max=1, optional=True, option="--leakage-threshold"),
+    *POLICY_PARAMS,
     Param("flag_confidence", "float", None, "Flagging confidence", "The level at which documents are flagged "
           "(default: the lowest audited level).", above=0, below=1, optional=True, option="--flag-confidence"),
 )
 """The ``[audit]`` table (command-line options of the same meaning override it)."""
+
+AUDIT_DEFAULTS = {param.name: param.default for param in AUDIT_PARAMS}
+"""The default of every ``[audit]`` key, declared once (by :data:`AUDIT_PARAMS`): :class:`AuditConfig`, the
+configuration file, the command line and the dashboard all read it here."""
 
 
 @dataclass(frozen=True)
@@ -107,18 +104,18 @@ class AuditConfig:
 
     knowledge: KnowledgeLevel
     attacker: AttackerConfig
-    score: str = "aps"
-    confidences: tuple = DEFAULT_CONFIDENCES
-    protocol: str = "release"
-    n_cal: int | None = None
-    n_test: int | None = None
-    seed: int = 0
-    group_column: str | None = None
-    top_k: int | None = None
-    miss_policy: str = "infinite"
-    flag_below: int = 11
-    leakage_threshold: float | None = None
-    flag_confidence: float | None = None
+    score: str = AUDIT_DEFAULTS["score"]
+    confidences: tuple = AUDIT_DEFAULTS["confidence"]
+    protocol: str = AUDIT_DEFAULTS["protocol"]
+    n_cal: int | None = AUDIT_DEFAULTS["n_cal"]
+    n_test: int | None = AUDIT_DEFAULTS["n_test"]
+    seed: int = AUDIT_DEFAULTS["seed"]
+    group_column: str | None = AUDIT_DEFAULTS["group_column"]
+    top_k: int | None = AUDIT_DEFAULTS["top_k"]
+    miss_policy: str = AUDIT_DEFAULTS["miss_policy"]
+    flag_below: int = AUDIT_DEFAULTS["flag_below"]
+    leakage_threshold: float | None = AUDIT_DEFAULTS["leakage_threshold"]
+    flag_confidence: float | None = AUDIT_DEFAULTS["flag_confidence"]
     data: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     placeholders: tuple[str, ...] = DEFAULT_PLACEHOLDERS
 

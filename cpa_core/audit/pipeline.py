@@ -28,8 +28,8 @@ from cpa_core.io.split import split_indices
 from cpa_core.io.tables import Documents, Registry, registry_share
 
 if TYPE_CHECKING:
-    from cpa_core.attack.attackers.imported import CandidateScores
     from cpa_core.attack.engine import DaskEngine
+    from cpa_core.io.candidate_scores import CandidateScores
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.results import AuditResult, score_table
 

@@ -8,12 +8,19 @@ puts more mass on its top candidate than the threshold allows) counts as size 0:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    pass
+from cpa_core.common.params import Param
+
+POLICY_PARAMS = (
+    Param("flag_below", "int", 11, "Release policy k", "Flag documents whose set has fewer than k members.", min=1,
+          option="--flag-below"),
+    Param("leakage_threshold", "float", None, "Leakage threshold", "Also flag documents whose leakage proxy exceeds "
+          "it.", above=0, max=1, optional=True, option="--leakage-threshold"),
+)
+"""The release policy's keys of the ``[audit]`` table, with their defaults."""
+_DEFAULTS = {param.name: param.default for param in POLICY_PARAMS}
 
 
 @dataclass(frozen=True)
@@ -21,8 +28,8 @@ class ReleasePolicy:
     """Flag a document whose certified set has fewer than ``flag_below`` members, or (optionally) whose
     leakage proxy ``1 / max(1, |C|)`` exceeds ``leakage_threshold``."""
 
-    flag_below: int = 11
-    leakage_threshold: float | None = None
+    flag_below: int = _DEFAULTS["flag_below"]
+    leakage_threshold: float | None = _DEFAULTS["leakage_threshold"]
 
     def flags(self, set_sizes: np.ndarray) -> np.ndarray:
         """The flagged documents among these set sizes."""

@@ -34,15 +34,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from cpa_core.attack.attackers.imported import CandidateScores
-from cpa_core.attack.attackers.llm_clues import CLUE_PARAMS
 from cpa_core.attack.base import Attacker
+from cpa_core.attack.clues import CLUE_PARAMS
 from cpa_core.attack.registry import attacker_specs, get_spec
 from cpa_core.attack.spec import BuildContext
-from cpa_core.audit.configuration import AUDIT_PARAMS, DEFAULT_CONFIDENCES, AttackerConfig, AuditConfig
+from cpa_core.audit.configuration import AUDIT_DEFAULTS, AUDIT_PARAMS, AttackerConfig, AuditConfig
 from cpa_core.audit.pipeline import input_facts
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.params import Param, check_table
+from cpa_core.io.candidate_scores import CandidateScores
 from cpa_core.io.knowledge import QUERY_MODES, KnowledgeLevel, full_knowledge
 from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS, check_placeholders
 from cpa_core.io.tables import Documents, Registry, load_documents, load_registry
@@ -219,43 +219,44 @@ def declare_audit(project: ProjectConfig, registry: Registry, *, knowledge: str 
     ``[inputs]`` table declares are refused.
     """
     declared = {k: v for k, v in (overrides or {}).items() if v is not None}
-    settings = {**project.audit, **check_table(AUDIT_PARAMS, declared, "[audit]")}
-    query_mode = settings.get("query_mode")
+    settings = {**AUDIT_DEFAULTS, **project.audit, **check_table(AUDIT_PARAMS, declared, "[audit]")}
+    query_mode = settings["query_mode"]
     if fields and tuple(fields) == tuple(registry.fields):  # every field: the undeclared default, one id
         level = full_knowledge(registry)
     elif fields:
         level = KnowledgeLevel("custom", tuple(fields), query_mode or "direct", "custom field list")
-    elif knowledge or settings.get("knowledge"):
+    elif knowledge or settings["knowledge"]:
         level = project.level(knowledge or settings["knowledge"])
     else:
         level = full_knowledge(registry)
     if query_mode and query_mode != level.query_mode:
         level = replace(level, query_mode=query_mode)
     level.check_against(registry)
-    spec = get_spec(attacker or ("imported" if scores is not None else settings.get("attacker", "tfidf")))
+    spec = get_spec(attacker or ("imported" if scores is not None else settings["attacker"]))
     if scores is not None and not spec.needs_scores:
         raise ConfigError(f"a table of candidate scores was given, but the attacker is '{spec.name}'; "
                           "use the 'imported' attacker to certify it")
     section = {**project.attackers.get(spec.name, {}),
                **{k: v for k, v in (attacker_params or {}).items() if v is not None}}
     params = spec.resolve(section)
-    context = BuildContext(registry, level, settings.get("top_k"), {**project.attackers, spec.name: section}, scores,
-                           (lambda: llm_client) if llm_client is not None else (lambda: make_llm_client(project.llm)))
+    context = BuildContext(registry, level, settings["top_k"], {**project.attackers, spec.name: section}, scores,
+                           (lambda: llm_client) if llm_client is not None else (lambda: make_llm_client(project.llm)),
+                           get_spec)
     chosen = spec.build(dict(params), context)
     tables = {spec.name: dict(params)}
     if CLUES_SECTION in project.attackers and level.query_mode == "direct_plus_clues" and spec.uses_clues:
         tables[CLUES_SECTION] = dict(project.attackers[CLUES_SECTION])
-    score = settings.get("score", "aps")
+    score = settings["score"]
     if chosen.required_score and "score" not in declared:  # e.g. Profile-CPA scores candidates itself
         score = chosen.required_score
     config = AuditConfig(
         knowledge=level, attacker=AttackerConfig.of(chosen, params, tables),
-        score=score, confidences=tuple(settings.get("confidence", DEFAULT_CONFIDENCES)),
-        protocol=settings.get("protocol", "release"),
-        n_cal=settings.get("n_cal"), n_test=settings.get("n_test"), seed=settings.get("seed", 0),
-        group_column=settings.get("group_column"), top_k=settings.get("top_k"),
-        miss_policy=settings.get("miss_policy", "infinite"), flag_below=settings.get("flag_below", 11),
-        leakage_threshold=settings.get("leakage_threshold"), flag_confidence=settings.get("flag_confidence"),
+        score=score, confidences=tuple(settings["confidence"]),
+        protocol=settings["protocol"],
+        n_cal=settings["n_cal"], n_test=settings["n_test"], seed=settings["seed"],
+        group_column=settings["group_column"], top_k=settings["top_k"],
+        miss_policy=settings["miss_policy"], flag_below=settings["flag_below"],
+        leakage_threshold=settings["leakage_threshold"], flag_confidence=settings["flag_confidence"],
         data={role: {"sha256": table["sha256"]} for role, table in project.inputs.items() if table.get("sha256")},
         placeholders=project.placeholders)
     if documents is not None:

@@ -6,12 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cpa_core.attack.candidates import CandidateTable, as_rows
-from cpa_core.attack.explainers import Explainer
+from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.conformal.calibration import (
     ALL,
@@ -24,12 +23,6 @@ from cpa_core.conformal.calibration import (
     set_sizes,
 )
 from cpa_core.conformal.scores import Score, get_score, tie_pessimistic_ranks
-from cpa_core.report.metrics import AuditSummary, summarize
-from cpa_core.store.records import write_audit
-
-if TYPE_CHECKING:
-    pass
-from cpa_core.audit.configuration import AuditConfig
 
 
 @dataclass(frozen=True)
@@ -271,15 +264,6 @@ class AuditResult:
     def calibration_certificate(self, confidence) -> Certificate:
         """The calibration documents' own sets (for the records; no guarantee applies to them)."""
         return certify(self.calibration_split, self.calibration_for(confidence), confidence)
-
-    def summary(self, confidences=None, policy: ReleasePolicy | None = None) -> "AuditSummary":
-        """Every figure of the audit at ``confidences`` (default: the audited levels) under ``policy``
-        (default: the declared one): what the CLI, the dashboard and the report show."""
-        return summarize(self, confidences, policy)
-
-    def write(self, out_dir, explain: "Explainer | None" = None) -> dict:
-        """Write the audit's folder (summary, records, worklist, manifest); returns the paths by file name."""
-        return write_audit(self, out_dir, explain)
 
     def with_policy(self, confidence, policy: ReleasePolicy) -> "AuditResult":
         """The same audit declared to flag at ``confidence`` under ``policy`` (:meth:`AuditConfig.with_policy`):

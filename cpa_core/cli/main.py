@@ -13,7 +13,6 @@ import tomllib
 from dataclasses import replace
 from pathlib import Path
 
-from cpa_core.attack.attackers.imported import read_candidate_scores
 from cpa_core.attack.base import close_clients
 from cpa_core.attack.registry import attacker_specs
 from cpa_core.audit.configuration import AUDIT_PARAMS
@@ -30,12 +29,13 @@ from cpa_core.common.errors import ConfigError, CPAError
 from cpa_core.common.params import Param
 from cpa_core.common.progress import ProgressBar
 from cpa_core.conformal.calibration import confidence_label
+from cpa_core.io.candidate_scores import read_candidate_scores
 from cpa_core.io.reading import EncodingError, encoding_name
 from cpa_core.io.tables import check_release
 from cpa_core.llm.client import LLM_PARAMS
 from cpa_core.redaction.suggestions import REPLACEMENTS
 from cpa_core.report.evidence import audit_explainer
-from cpa_core.store.records import prepare_out_dir
+from cpa_core.store.records import prepare_out_dir, write_audit
 
 EPILOG = """examples:
   cpa audit --documents sample_data/documents.csv --registry sample_data/registry.csv \\
@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Attack, calibrate and certify; writes summary.json, documents.jsonl "
                                             "(calibration.jsonl and test.jsonl with --protocol split), "
-                                            "worklist.csv, worklist.json and manifest.json to --out.")
+                                            "worklist.csv, worklist.json, manifest.json and report.html (the "
+                                            "certificate report to sign, static figures) to --out.")
     _add_audit_options(audit)
     audit.add_argument("--out", required=True, metavar="DIR", help="output folder")
     audit.add_argument("--scheduler", metavar="ADDRESS",
@@ -352,7 +353,7 @@ def _audit(args, documents, registry, config, attacker, engine=None) -> int:
         return 0
     result = run_audit(documents, registry, attacker, config, ProgressBar(), engine=engine)
     result = _llm_report(result, attacker)
-    paths = result.write(args.out, audit_explainer(attacker, registry, config))
+    paths = write_audit(result, args.out, audit_explainer(attacker, registry, config), report=True)
     _write_attribute_sets(result, attacker, args.out)
     summary = json.loads(paths["summary.json"].read_text(encoding="utf-8"))  # as written, not recomputed
     for warning in dict.fromkeys(w for entry in summary["confidence"].values() for w in entry["warnings"]):
@@ -383,7 +384,7 @@ def cmd_stress(args) -> int:
 
 
 def _stress(args, project, documents, registry, config, attacker) -> int:
-    from cpa_core.audit import stress
+    from cpa_core.report import stress
     bar = ProgressBar()
     if args.test == "drift":
         if not args.test_knowledge and not args.test_documents:

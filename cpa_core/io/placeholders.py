@@ -6,13 +6,9 @@ They are never evidence; the list is the declared configuration's ``[evidence] p
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from cpa_core.common.errors import ConfigError
-
-if TYPE_CHECKING:
-    pass
-
 
 DEFAULT_PLACEHOLDERS = (
     r"\b[A-Z]+(?:_[A-Z]+)*_\d+\b",   # TextWash and similar: PERSON_FIRSTNAME_1, LOCATION_2, DATE_1

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from cpa_core.report.diagnostics import FEW_IN_REGISTRY, MOSTLY, NEARLY_WHOLE
-from cpa_core.report.metrics import AuditSummary
+from cpa_core.report.metrics import AuditSummary, summarize
 
 if TYPE_CHECKING:
     from cpa_core.audit.results import AuditResult
@@ -257,5 +257,5 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
 
 def summary_document(result: "AuditResult") -> dict:
     """``summary.json``: every figure of the audit, and the release verdict at the level that flags."""
-    summary = result.summary()
+    summary = summarize(result)
     return {**summary.to_dict(), "verdict": release_verdict(summary, result.config.policy_confidence).to_dict()}

@@ -52,6 +52,8 @@ VERSIONED_PACKAGES = ("cpa-core", "numpy", "pandas", "scikit-learn", "scipy", "p
                       "torch", "openai")
 EVIDENCE_FIELDS = ("evidence", "driving_terms", "inferred_clues")
 """The worklist's columns that a flagged document's record carries too."""
+REPORT_FILE = "report.html"
+"""The certificate report :func:`write_audit` writes on request (the command line's ``cpa audit``)."""
 
 
 def package_versions() -> dict:
@@ -235,11 +237,15 @@ def write_private(path: Path, text: str | Iterable[str]) -> None:
             stream.writelines(text)
 
 
-def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer | None" = None) -> dict[str, Path]:
+def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer | None" = None, *,
+                report: bool = False) -> dict[str, Path]:
     """Write summary.json, the records (documents.jsonl; calibration.jsonl and test.jsonl under the split
     protocol), worklist.csv/json, manifest.json and audit.toml (the declared configuration: with the input
     files, ``cpa audit --config audit.toml`` runs this audit again). The evidence is computed once, for the
-    worklist; the records of flagged documents carry it (with an explainer; see the module's docstring)."""
+    worklist; the records of flagged documents carry it (with an explainer; see the module's docstring).
+
+    ``report``: also write the certificate report, report.html (:func:`audit_report`), as private as the other
+    files; the manifest does not list it, and no other file changes for it."""
     out = prepare_out_dir(out_dir)
     config = result.config
     splits = record_splits(result)
@@ -251,6 +257,20 @@ def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer 
         write_private(paths[f"{name}.jsonl"], jsonl_lines(records(result, name, work=work if explain is not None else None)))
     write_private(paths["worklist.csv"], worklist_csv(work))
     write_private(paths["worklist.json"], worklist_json(work))
-    write_private(paths["manifest.json"], json.dumps(manifest(result), indent=2, default=str))
+    audit_manifest = manifest(result)
+    write_private(paths["manifest.json"], json.dumps(audit_manifest, indent=2, default=str))
     write_private(paths[CONFIG_FILE], declared_toml(config))
+    if report:
+        paths[REPORT_FILE] = out / REPORT_FILE
+        write_private(paths[REPORT_FILE], audit_report(result, work, audit_manifest))
     return paths
+
+
+def audit_report(result: "AuditResult", work: "pd.DataFrame", audit_manifest: dict) -> str:
+    """The certificate report of an audit (:func:`cpa_core.report.html.certificate_report`, static figures, no
+    script) from its worklist and its manifest as written, dated when the manifest was created."""
+    from cpa_core.report.html import certificate_report  # the report's own imports only when one is written
+    from cpa_core.report.metrics import confidence_curve
+
+    return certificate_report(result, curve=confidence_curve(result), worklist=work, manifest=audit_manifest,
+                              generated_at=datetime.fromisoformat(audit_manifest["created_at"]))

@@ -274,4 +274,5 @@ SPEC = AttackerSpec(
     ),
     build=lambda params, context: DenseAttacker(**params, top_k=context.top_k, clue_extractor=context.clue_extractor()),
     uses_clues=True,
+    runs_on_cluster=True,
 )

@@ -34,9 +34,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cpa_core.attack.attackers.llm_clues import check_call_budget
 from cpa_core.attack.base import AttackerBase, RetrievalAttacker
 from cpa_core.attack.candidates import CandidateTable
+from cpa_core.attack.clues import check_call_budget
 from cpa_core.attack.explainers import Explainer
 from cpa_core.attack.spec import AttackerSpec
 from cpa_core.attack.temperature import AUTO, FALLBACK_TEMPERATURE

@@ -44,9 +44,9 @@ import numpy as np
 import pandas as pd
 
 from cpa_core.attack.attackers.forced_choice import SAMPLES
-from cpa_core.attack.attackers.llm_clues import check_call_budget
 from cpa_core.attack.base import AttackerBase
 from cpa_core.attack.candidates import CandidateTable
+from cpa_core.attack.clues import check_call_budget
 from cpa_core.attack.spec import AttackerSpec
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.params import Param

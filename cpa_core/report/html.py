@@ -1,11 +1,12 @@
-"""The self-contained certificate report for a privacy officer (no Streamlit), on screen and on paper.
+"""The self-contained certificate report for a privacy officer (no Streamlit, no plotly), on screen and on paper.
 
 One HTML file: styles are inlined, every figure is drawn from data embedded in the page, nothing is fetched
 from the network. It opens with the release verdict (:func:`cpa_core.report.verdict.release_verdict`) and a sign-off
-block. On screen the figures are plotly charts (plotly.js inlined once); the print version
-(``for_print=True``, the source of the PDF, see :mod:`cpa_ui.pdf`) draws them as static inline SVG and
-carries no script. Every value from the data (file names, ids, group labels, terms) is escaped. Document text
-never appears in the report.
+block. The figures are static inline SVG drawn here, and the page carries no script: the command line's
+``report.html`` (:func:`cpa_core.store.records.write_audit`) and the print version (``for_print=True``, the source
+of the PDF, see :mod:`cpa_ui.pdf`). The dashboard passes a renderer of interactive charts instead
+(``charts``, :func:`cpa_ui.figures.report_charts`: plotly charts, plotly.js inlined once). Every value from the
+data (file names, ids, group labels, terms) is escaped. Document text never appears in the report.
 """
 
 from __future__ import annotations
@@ -13,31 +14,32 @@ from __future__ import annotations
 import html
 import json
 import math
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 
 from cpa_core.audit.results import AuditResult
 from cpa_core.report.diagnostics import NEARLY_WHOLE
-from cpa_core.report.metrics import COVERAGE_MEANING
-from cpa_core.report.verdict import Verdict, release_verdict
-from cpa_ui.analysis import GROUP_COLUMNS, without_empty
-from cpa_ui.figures import (
+from cpa_core.report.formatting import (
     FLAGGED_COLOR,
-    REPORT_TEMPLATE,
+    GROUP_COLUMNS,
     SAFE_COLOR,
     TARGET_COLOR,
-    fig_confidence_curve,
-    fig_group_breakdown,
-    fig_set_size_histogram,
+    configuration_summary,
+    fmt_confidence,
+    fmt_coverage,
+    fmt_interval,
+    fmt_number,
+    fmt_percent,
     set_size_bins,
+    without_empty,
 )
-from cpa_ui.help import COLUMNS, HELP, PERCENT
-from cpa_ui.text import configuration_summary, fmt_confidence, fmt_number, fmt_percent
+from cpa_core.report.help import COLUMNS, HELP, PERCENT
+from cpa_core.report.metrics import COVERAGE_MEANING, summarize
+from cpa_core.report.verdict import Verdict, release_verdict
 
 REPORT_CALIBRATION_COLUMNS = ["confidence", "alpha", "coverage", "coverage_ci", "coverage_conditional",
                               "candidate_miss_rate", "open_world_bound", "threshold", "median_set_size",
@@ -110,7 +112,7 @@ def _e(value) -> str:
 
 
 def _cell(column: str, value) -> str:
-    """A table cell as text, formatted as the dashboard formats that column (:data:`~cpa_ui.help.COLUMNS`)."""
+    """A table cell as text, formatted as the dashboard formats that column (:data:`~cpa_core.report.help.COLUMNS`)."""
     if isinstance(value, (list, tuple)):
         return ", ".join(map(str, value))
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -142,31 +144,33 @@ def _pairs(pairs: Iterable[tuple[str, object]], cls: str = "") -> str:
                                                           for k, v in pairs) + "</tbody></table>"
 
 
-def _figure(fig: go.Figure, div_id: str) -> str:
-    fig.update_layout(template=REPORT_TEMPLATE)
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
-
-
 def _percent(value) -> str:
     return fmt_percent(value) if value is not None and not (isinstance(value, float) and math.isnan(value)) else "–"
 
 
-def fmt_interval(low, high) -> str:
-    """``0.89, 0.931`` -> ``"89.0–93.1 %"``; ``"–"`` when unknown."""
-    if low is None or high is None:
-        return "–"
-    return f"{100 * low:.1f}–{100 * high:.1f} %"
+# --- static figures (no script runs in a PDF engine) -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReportCharts:
+    """What the report's charts show, for a renderer of other charts than its static ones (the dashboard's
+    interactive ones, :func:`cpa_ui.figures.report_charts`)."""
+
+    set_sizes: np.ndarray
+    """The certified set sizes at the report's level (the histogram)."""
+    flag_below: int
+    histogram_title: str
+    curve: pd.DataFrame
+    """:func:`cpa_core.report.metrics.confidence_curve` (coverage versus confidence)."""
+    confidence: float
+    per_group: pd.DataFrame | None
+    """The per-group figures at the report's level (:data:`~cpa_core.report.formatting.GROUP_COLUMNS`); ``None``
+    when the documents have no groups."""
 
 
-def fmt_coverage(value, low, high) -> str:
-    """``"91.2 % (95 % CI 89.0–93.1 %)"``: a coverage with its Clopper–Pearson interval."""
-    if value is None:
-        return "–"
-    return f"{fmt_percent(value)} (95 % CI {fmt_interval(low, high)})" if low is not None else fmt_percent(value)
+ChartRenderer = Callable[[ReportCharts], tuple[str, list[str]]]
+"""Draws the report's charts: returns what the page's head needs (e.g. a script, once) and the figures' HTML, in
+order; the report places both as given."""
 
-
-# --- static figures for print (no script runs in a PDF engine) ------------------------------------------------
 
 def _svg(width: int, height: int, body: str, label: str) -> str:
     return (f'<svg role="img" aria-label="{_e(label)}" width="{width}" '
@@ -180,7 +184,7 @@ def _svg_text(x: float, y: float, text: str, size: int = 10, anchor: str = "midd
 
 
 def svg_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str) -> str:
-    """The set-size histogram (the bins of :func:`cpa_ui.figures.set_size_bins`) as a static SVG bar chart:
+    """The set-size histogram (the bins of :func:`cpa_core.report.formatting.set_size_bins`) as a static SVG bar chart:
     flagged bins (|C| < k) in red, a dashed line at k."""
     bins = set_size_bins(set_sizes, flag_below)
     width, height, left, right, top, bottom = 680, 250, 52, 12, 30, 52
@@ -297,7 +301,8 @@ def signoff_block(verdict: Verdict, *, inputs: dict, protocol: str, miss_policy:
 
 
 def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd.DataFrame, manifest: dict,
-                       generated_at: datetime | None = None, for_print: bool = False) -> str:
+                       generated_at: datetime | None = None, for_print: bool = False,
+                       charts: ChartRenderer | None = None) -> str:
     """The report of one audit, as one HTML document, at its flagging level under its release policy (both from
     its declared configuration, so the report states one configuration: see :meth:`AuditResult.with_policy`).
 
@@ -306,13 +311,16 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
     curve : :func:`cpa_core.report.metrics.confidence_curve` of ``result``
     worklist : :func:`cpa_core.report.worklist.worklist` of ``result`` (at its flagging level, under its policy)
     manifest : :func:`cpa_core.store.records.manifest` of ``result``
-    for_print : static SVG figures and no script, for :func:`cpa_ui.pdf.report_pdf`
+    for_print : the print version, for :func:`cpa_ui.pdf.report_pdf`: static SVG figures and no script
+    charts : on screen, draws the charts instead of the static SVG ones (the dashboard's interactive charts,
+        :func:`cpa_ui.figures.report_charts`); without it, or for print, the figures are static and the page
+        carries no script
     """
     config = result.config
     confidence, policy = config.policy_confidence, config.policy
     cert = result.certificate(confidence)
     levels = sorted(set(config.confidences) | {confidence})
-    summary_of_levels = result.summary(levels, policy)
+    summary_of_levels = summarize(result, levels, policy)
     metrics = summary_of_levels.level(confidence)
     verdict = release_verdict(summary_of_levels, confidence)
     split_protocol = config.protocol == "split"
@@ -390,21 +398,19 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
         f"<div class='note'>{_e(n)}</div>" for n in other_notes)) if other_notes else ""
 
     histogram_title = f"Certified set sizes at {fmt_confidence(confidence)}"
+    per_group = summary_of_levels.groups_frame(confidence)[GROUP_COLUMNS] if groups else None
     group_html = ""
-    if for_print:
+    if charts is not None and not for_print:
+        script, figures = charts(ReportCharts(cert.set_sizes, policy.flag_below, histogram_title, curve, confidence,
+                                              per_group))
+    else:
+        script = ""
         figures = [f"<figure>{svg_set_size_histogram(cert.set_sizes, policy.flag_below, histogram_title)}</figure>",
                    f"<figure>{svg_confidence_curve(curve, confidence, 'Coverage versus confidence')}</figure>",
-                   "<p class='figure-note'>Printed version: the charts are drawn from the same figures as the "
-                   "interactive report; the median set size per level is in the table below"
-                   + ("; the per-group chart is replaced by the per-group table." if groups else ".") + "</p>"]
-    else:
-        figures = [_figure(fig_set_size_histogram(cert.set_sizes, policy.flag_below, title=histogram_title),
-                           "fig-histogram"),
-                   _figure(fig_confidence_curve(curve, confidence), "fig-curve")]
-    if groups:
-        per_group = summary_of_levels.groups_frame(confidence)[GROUP_COLUMNS]
-        if not for_print:
-            figures.append(_figure(fig_group_breakdown(per_group, confidence), "fig-groups"))
+                   f"<p class='figure-note'>{'Printed' if for_print else 'Static'} version: the charts are drawn "
+                   "from the same figures as the interactive report; the median set size per level is in the table "
+                   "below" + ("; the per-group chart is replaced by the per-group table." if groups else ".") + "</p>"]
+    if per_group is not None:
         group_html = "<h3>Per group</h3>" + _table(without_empty(per_group, ("n_cal",)))
         if not config.group_column:
             group_html += ("<p>The thresholds were calibrated on all groups together: the guarantee holds on "
@@ -428,7 +434,6 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
         audited = (f"Release protocol: all {len(result.test_split):,} documents were certified; the "
                    f"{len(result.calibration_split):,} documents with known subjects calibrated the thresholds, each "
                    "labelled document's own set leaving its score out.")
-    script = "" if for_print else f'<script type="text/javascript">{get_plotlyjs()}</script>'
     signoff = signoff_block(verdict, inputs=inputs, protocol=config.protocol, miss_policy=config.miss_policy,
                             generated=generated, tool_version=versions.get("cpa-core", "unknown"))
 

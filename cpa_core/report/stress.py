@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 
 from cpa_core.attack.attackers.forced_choice import ForcedChoiceAttacker
-from cpa_core.attack.attackers.llm_clues import check_call_budget
 from cpa_core.attack.attackers.profile import ProfileAttacker
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.candidates import CandidateTable
+from cpa_core.attack.clues import check_call_budget
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.pipeline import attack_documents, document_groups, estimate_llm_calls, run_audit
 from cpa_core.audit.results import AuditResult, certify, score_table
@@ -25,7 +25,7 @@ from cpa_core.common.errors import ConfigError
 from cpa_core.common.progress import Progress
 from cpa_core.conformal.calibration import calibrate
 from cpa_core.io.tables import Documents, Registry
-from cpa_core.report.metrics import certificate_metrics
+from cpa_core.report.metrics import certificate_metrics, summarize
 
 COLUMNS = ["confidence", "coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size",
            "mean_set_size", "mean_leakage", "empty_rate", "q_hat", "threshold", "top1", "n_test"]
@@ -34,7 +34,7 @@ COLUMNS = ["confidence", "coverage", "coverage_conditional", "candidate_miss_rat
 def _rows(result: AuditResult, **variant) -> list[dict]:
     """The variant's figures per confidence level, from the audit's summary."""
     return [{**variant, **{k: row[k] for k in COLUMNS + ["n_cal"]}}
-            for row in result.summary().overall_frame().to_dict("records")]
+            for row in summarize(result).overall_frame().to_dict("records")]
 
 
 def full_attack(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig,

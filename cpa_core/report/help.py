@@ -1,0 +1,172 @@
+"""Short help texts for every number the dashboard and the report show: what it is, how to read it, and how
+every table labels and formats its columns.
+
+One dictionary, so the pages (through :mod:`cpa_ui.help`), the tables and the HTML report
+(:mod:`cpa_core.report.html`) say the same thing.
+"""
+
+from __future__ import annotations
+
+HELP: dict[str, str] = {
+    # certificate
+    "confidence": "The confidence level 1 − α of the certificate: each certified set contains the true identity "
+                  "with at least this probability, if calibration and audited documents are exchangeable.",
+    "alpha": "α = 1 − confidence: the miscoverage the audit tolerates. Smaller α gives larger, more conservative sets.",
+    "set_size": "|C|, the size of the certified ambiguity set: how many registry profiles remain statistically "
+                "plausible for this document after the attack. Small is risky: 1 means the attacker is certifiably "
+                "down to one person. 0 (empty set) means the attacker's top candidate is more certain than the "
+                "threshold allows: the highest risk.",
+    "leakage": "Leakage proxy L = 1 / max(1, |C|). Not a re-identification probability: L = 0.1 means the attacker "
+               "is certifiably down to 10 people.",
+    "mean_leakage": "Mean of the leakage proxy 1 / max(1, |C|) over the test documents. Not a probability of "
+                    "re-identification; larger means smaller sets on average.",
+    "at_risk": "Test documents whose certified set has fewer than k members (or whose leakage proxy exceeds the "
+               "leakage threshold): candidates for withholding or further redaction.",
+    "min_set": "The smallest certified set among the test documents.",
+    "median_set": "Median certified set size over the test documents: half of them have a set at most this large.",
+    "mean_set": "Mean certified set size over the test documents.",
+    "coverage": "Empirical coverage on the held-out test split: the share of test documents whose true identity is "
+                "in its certified set (unconditional: documents whose identity is missing from the pool count as "
+                "misses). It should be close to, and on average at least, the confidence level.",
+    "coverage_ci": "Exact (Clopper–Pearson) 95 % confidence interval of the coverage over the labelled test "
+                   "documents: the range of true coverages consistent with the observed share. Coverage below the "
+                   "target by more than this interval suggests calibration and audited documents are not "
+                   "exchangeable.",
+    "verdict": "Release: no document is flagged and every validity check passed. Redact: some documents are flagged "
+               "and every check passed: redact or withhold them. Inconclusive: a validity check failed, so the "
+               "certificate may certify nothing and a count of flagged documents is no evidence of safety.",
+    "coverage_conditional": "Coverage among the test documents whose true identity is in the candidate pool. "
+                            "The guarantee is about this quantity when missing identities are excluded from "
+                            "calibration.",
+    "miss_rate": "Candidate-miss rate ρ: the share of test documents whose true identity is not in the attacker's "
+                 "pool (absent from the registry, or cut by the top-K shortlist). No set can cover them.",
+    "open_world_bound": "Open-world lower bound (1 − ρ)(1 − α) on unconditional coverage.",
+    "q_hat": "q̂, the split-conformal threshold: the ⌈(n + 1)(1 − α)⌉-th smallest calibration score. A candidate "
+             "enters a document's set when its nonconformity score is at most q̂. Infinite: the calibration set "
+             "is too small for this confidence and every set is the whole pool.",
+    "protocol": "Release (default): every released document gets a certified set; each labelled document's "
+                "threshold comes from the other labelled documents (leave-one-out), each unlabelled one's from all "
+                "of them, so the guarantee holds for every document. Split: a disjoint calibration/test split, to "
+                "compare configurations on matched documents or reproduce published protocols.",
+    "n_cal": "Calibration documents (with known identity) used to compute q̂.",
+    "n_test": "Held-out test documents the certificate is evaluated and reported on.",
+    "min_n_cal": "The fewest calibration documents that give a finite threshold at this confidence: ⌈1/α − 1⌉, "
+                 "plus one when the whole release is certified (each labelled document is calibrated by the others).",
+    "top1": "Top-1 accuracy of the attacker on the test split: the share of documents whose true identity is its "
+            "first-ranked candidate. A point estimate, with no guarantee.",
+    "top5": "Share of test documents whose true identity is among the attacker's 5 first candidates (no guarantee).",
+    "mrr": "Mean reciprocal rank of the true identity (0 when it is outside the pool); no guarantee.",
+    "whole_pool_rate": "Share of test documents whose set holds (nearly, 90 % or more) their whole candidate pool: "
+                       "such a set certifies nothing, it is no evidence of safety.",
+    "empty_rate": "Share of test documents with an empty set: the attacker is more certain of its top candidate "
+                  "than the threshold requires. Counted as the highest risk.",
+    "flag_below": "Release policy k: documents whose certified set has fewer than k members are flagged. "
+                  "Sets of k − 1 or fewer correspond to a leakage proxy above 1/k (e.g. k = 12 ↔ 0.09).",
+    "leakage_threshold": "Optional second rule: also flag documents whose leakage proxy exceeds this value.",
+    "true_rank": "Rank of the true identity in the attacker's list (1 = top, ties counted pessimistically); only "
+                 "known on labelled data. Empty when the identity is not in the pool.",
+    "weight": "The attacker's weight for the candidate (a pseudo-posterior; it need not be a calibrated "
+              "probability: the guarantee never depends on it).",
+    "score": "Nonconformity score of the candidate: it is in the set when the score is at most q̂.",
+    "pool_size": "Number of candidates the attacker ranked for this document.",
+    "n_flagged": "Number of flagged test documents under the current k and leakage threshold.",
+    "llm_calls": "How many requests the attack would send to the LLM endpoint for the calibration and test "
+                 "documents (m per document and attribute, or one per document for clues and log-probabilities). "
+                 "Answers already in the local cache are free and not counted.",
+    "config_id": "A short hash of the full declared threat configuration; certificates of different ids are not "
+                 "comparable.",
+    "n_read": "Rows read from the file (header excluded).",
+    "n_kept": "Rows that passed validation and are used.",
+    "n_rejected": "Rows dropped by validation; the table lists each with its reason.",
+    "group": "Stratum of the document (e.g. the release mechanism); with per-group calibration each group gets its "
+             "own threshold and its own guarantee.",
+    "drift_coverage": "Coverage on configuration B's test split when the threshold was calibrated on configuration A.",
+    "audit_id": "The audit's number in the audit history.",
+    "created_at": "When the audit was recorded (UTC).",
+    "source": "Where it ran: the dashboard or the command line (cli).",
+    "knowledge": "The knowledge level the attacker was declared to have.",
+    "attacker": "The declared attacker.",
+    "documents_sha256": "The first characters of the documents file's SHA-256 checksum.",
+    "audit_a": "Audit A of the comparison, at this confidence level (empty where it did not certify the level).",
+    "audit_b": "Audit B of the comparison, at this confidence level (empty where it did not certify the level).",
+    "change": "added: flagged in B only; removed: flagged in A only; kept: flagged in both.",
+    "driving_terms": "Terms shared by the document and its top candidates' profiles that weigh most in the match: "
+                     "where to start redacting.",
+    "inferred_clues": "Clues the LLM drew from the document that the text does not write word for word (inferred): "
+                      "no span of the text carries them, so redacting words may not remove them.",
+    "set_size_before": "|C| certified for the released text, under the audit's calibration.",
+    "indicative_after": "|C| of the redacted text attacked again and counted under the document's stored threshold. "
+                        "Indicative: the redacted release is a new release mechanism, certified only by a new "
+                        "calibration.",
+    "set_size_after": "|C| certified for the redacted text by the re-audit (the same threat model, calibrated again "
+                      "on the redacted release).",
+    "reaches_k": "Whether the suggested edits lift the set to at least k (indicative).",
+    "characters": "Characters of the released text the edits replace: the utility cost of the redaction.",
+    "edits": "Spans of the released text the suggestion replaces.",
+    "flagged_before": "Flagged by the audit of the released text.",
+    "flagged_after": "Flagged by the audit of the redacted release.",
+    "still_flagged_because": "For a document still flagged after redaction: the words that still drive its match.",
+}
+
+PERCENT = "percent"
+TEXT = None
+COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
+    # column -> (label, number format or TEXT, HELP key)
+    "confidence": ("confidence", PERCENT, "confidence"),
+    "alpha": ("α", "%.3f", "alpha"),
+    "q_hat": ("q̂", "%.4f", "q_hat"),
+    "threshold": ("q̂", TEXT, "q_hat"),
+    "whole_pool_rate": ("whole-pool sets", PERCENT, "whole_pool_rate"),
+    "coverage": ("coverage", PERCENT, "coverage"),
+    "coverage_ci": ("coverage 95 % CI", TEXT, "coverage_ci"),
+    "coverage_low": ("coverage CI low", PERCENT, "coverage_ci"),
+    "coverage_high": ("coverage CI high", PERCENT, "coverage_ci"),
+    "coverage_conditional": ("coverage (in pool)", PERCENT, "coverage_conditional"),
+    "candidate_miss_rate": ("miss rate ρ", PERCENT, "miss_rate"),
+    "open_world_bound": ("open-world bound", PERCENT, "open_world_bound"),
+    "median_set_size": ("median |C|", "%g", "median_set"),
+    "mean_set_size": ("mean |C|", "%.1f", "mean_set"),
+    "mean_leakage": ("mean leakage", "%.4f", "mean_leakage"),
+    "empty_rate": ("empty sets", PERCENT, "empty_rate"),
+    "n_cal": ("n_cal", "%d", "n_cal"),
+    "n_cal_needed": ("n_cal needed", "%d", "min_n_cal"),
+    "n_test": ("n_test", "%d", "n_test"),
+    "n_flagged": ("flagged", "%d", "n_flagged"),
+    "flagged_share": ("flagged share", PERCENT, "at_risk"),
+    "top1": ("top-1", PERCENT, "top1"),
+    "mrr": ("MRR", "%.3f", "mrr"),
+    "set_size": ("|C|", "%d", "set_size"),
+    "leakage": ("leakage L", "%.3f", "leakage"),
+    "warnings": ("warning", TEXT, None),
+    "group": ("group", TEXT, "group"),
+    "label": ("configuration", TEXT, None),
+    "config_id": ("config id", TEXT, "config_id"),
+    "doc_id": ("document", TEXT, None),
+    "top_candidates": ("top candidates", TEXT, None),
+    "top_weights": ("their weights", TEXT, "weight"),
+    "driving_terms": ("driving terms", TEXT, "driving_terms"),
+    "inferred_clues": ("inferred LLM clues", TEXT, "inferred_clues"),
+    "set_size_before": ("|C| before", "%d", "set_size_before"),
+    "indicative_after": ("|C| after (indicative)", "%d", "indicative_after"),
+    "set_size_after": ("|C| after (recalibrated)", "%d", "set_size_after"),
+    "reaches_k": ("reaches k", TEXT, "reaches_k"),
+    "characters": ("characters redacted", "%d", "characters"),
+    "edits": ("edits", "%d", "edits"),
+    "flagged_before": ("flagged before", TEXT, "flagged_before"),
+    "flagged_after": ("flagged after", TEXT, "flagged_after"),
+    "still_flagged_because": ("still flagged because of", TEXT, "still_flagged_because"),
+    "id": ("audit", "%d", "audit_id"),
+    "created_at": ("when (UTC)", TEXT, "created_at"),
+    "source": ("source", TEXT, "source"),
+    "knowledge": ("knowledge", TEXT, "knowledge"),
+    "attacker": ("attacker", TEXT, "attacker"),
+    "documents_sha256": ("documents SHA-256", TEXT, "documents_sha256"),
+    "coverage_a": ("coverage A", PERCENT, "audit_a"),
+    "coverage_b": ("coverage B", PERCENT, "audit_b"),
+    "median_set_size_a": ("median |C| A", "%g", "audit_a"),
+    "median_set_size_b": ("median |C| B", "%g", "audit_b"),
+    "n_flagged_a": ("flagged A", "%d", "audit_a"),
+    "n_flagged_b": ("flagged B", "%d", "audit_b"),
+    "change": ("change", TEXT, "change"),
+}
+"""How every table of figures labels, formats and explains its columns (pages and report alike)."""
