@@ -30,9 +30,10 @@ audit: $(STAMP)
 test: $(STAMP) $(LLM_STAMP)
 	$(PY) -m pytest tests
 
-# the unit tier, for a tight loop (under a minute): no subprocess, AppTest, browser, coverage or LLM server
+# the unit tier, for a tight loop (under a minute): everything but tests/integration (subprocesses, AppTest, the
+# browser, statistical coverage, the packaged model, the LLM server); the layers of the code are checked here
 test-fast: $(STAMP)
-	$(PY) -m pytest tests -m "not integration"
+	$(PY) -m pytest tests --ignore=tests/integration
 
 bench: $(STAMP)
 	$(PY) bench/run.py

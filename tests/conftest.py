@@ -26,16 +26,16 @@ SAMPLE_DIR = REPO_ROOT / "sample_data"
 SAMPLE_FILES = ("documents.csv", "registry.csv", "audit.toml")
 SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 CLI_TIMEOUT_S = 300
-INTEGRATION_MODULES = {"test_app", "test_architecture", "test_browser", "test_cli", "test_coverage", "test_llm_server",
-                       "test_llm_attackers_server", "test_textwash"}
-"""Modules whose every test is an integration test (subprocesses, AppTest, a browser, statistical coverage over
-many splits, a real LLM server, shared datasets); single integration tests elsewhere carry the marker."""
+INTEGRATION = Path(__file__).resolve().parent / "integration"
+"""The integration tier (subprocesses, AppTest, a browser, statistical coverage over many splits, a real LLM server or
+model, shared datasets): every test under ``tests/integration``, and only those. ``make test-fast`` leaves the folder
+out; ``make test`` runs everything."""
 
 
 def pytest_collection_modifyitems(config, items):
-    """``make test-fast`` runs ``-m "not integration"``; ``make test`` runs everything."""
+    """Mark the integration tier by its folder (``pytest -m "not integration"`` equals ``--ignore tests/integration``)."""
     for item in items:
-        if item.module.__name__.rpartition(".")[2] in INTEGRATION_MODULES:
+        if INTEGRATION in Path(item.fspath).resolve().parents:
             item.add_marker(pytest.mark.integration)
 
 

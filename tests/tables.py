@@ -1,5 +1,7 @@
 """Synthetic attacker outputs for tests: probability matrices with known true identities."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -87,3 +89,20 @@ def audited_groups(confidences=(0.8, 0.9)):
     cfg = AuditConfig(knowledge=LEVEL, attacker=toy_attacker("counting"), n_cal=200, n_test=300, seed=3,
                       group_column="group", confidences=confidences, protocol="split")
     return run_audit(documents, registry, attacker, cfg), attacker, documents, registry
+
+
+SECRET_TEXT = "the confidential released sentence"  # the query of every synthetic document
+
+
+def small_audit(seed: int, flag_below: int = 5, confidences=(0.8, 0.9), unknown_every: int | None = None):
+    """120 documents against 20 profiles, release protocol; the same doc ids whatever the seed (``unknown_every``:
+    every such document's subject is unknown, so the calibration documents are not a run of rows)."""
+    rng = np.random.default_rng(seed)
+    probabilities = probability_matrix(120, 20, rng)
+    truth = [f"p{t}" for t in sample_truth(probabilities, rng)]
+    if unknown_every:
+        truth[1::unknown_every] = [None] * len(truth[1::unknown_every])
+    documents, registry = documents_and_registry(truth, m=20)
+    table = replace(table_from_matrix(probabilities), queries=tuple(f"{SECRET_TEXT} {i}" for i in range(120)))
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=confidences, flag_below=flag_below)
+    return run_audit(documents, registry, None, config, table=table)

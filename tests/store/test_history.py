@@ -10,24 +10,17 @@ import signal
 import sqlite3
 import stat
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from tables import (
-    LEVEL,
+    SECRET_TEXT,
     audited_groups,
-    documents_and_registry,
-    probability_matrix,
-    sample_truth,
-    table_from_matrix,
-    toy_attacker,
+    small_audit,
 )
 
-from cpa_core.audit.configuration import AuditConfig
-from cpa_core.audit.pipeline import run_audit
 from cpa_core.common.errors import HistoryError
 from cpa_core.report.metrics import summarize
 from cpa_core.report.verdict import summary_document
@@ -43,22 +36,6 @@ from cpa_core.store.history import (
     record_audit,
     snapshot_folder,
 )
-
-SECRET_TEXT = "the confidential released sentence"  # the query of every synthetic document
-
-
-def small_audit(seed: int, flag_below: int = 5, confidences=(0.8, 0.9), unknown_every: int | None = None):
-    """120 documents against 20 profiles, release protocol; the same doc ids whatever the seed (``unknown_every``:
-    every such document's subject is unknown, so the calibration documents are not a run of rows)."""
-    rng = np.random.default_rng(seed)
-    probabilities = probability_matrix(120, 20, rng)
-    truth = [f"p{t}" for t in sample_truth(probabilities, rng)]
-    if unknown_every:
-        truth[1::unknown_every] = [None] * len(truth[1::unknown_every])
-    documents, registry = documents_and_registry(truth, m=20)
-    table = replace(table_from_matrix(probabilities), queries=tuple(f"{SECRET_TEXT} {i}" for i in range(120)))
-    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=confidences, flag_below=flag_below)
-    return run_audit(documents, registry, None, config, table=table)
 
 
 def as_json(value):

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from conftest import run_cli
 
-DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
 TEXTWASH = DATASETS / "textwash" / "study1"
 NAME = re.compile(r"^(famous|semifamous|fict)_(\d+)_d_(\d)_(\d+)\.txt$")
 PROFILE_DOCS, AUDIT_DOCS = 3, 10  # per identity: 30 x 10 = 300 documents

@@ -39,7 +39,7 @@ from cpa_core.llm.prompts import (
     parse_clues,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-DO-NOT-LEAK-4242"
 KEY_ENV = "CPA_TEST_LLM_KEY"
 BASE_URL = "http://llm.test/v1"

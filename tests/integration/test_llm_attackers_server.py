@@ -35,7 +35,7 @@ from cpa_core.llm.client import LLMClient, LLMSettings
 from cpa_core.report.metrics import summarize
 from cpa_core.store.records import manifest
 
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_data"
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 
 N_DOCS = int(os.environ.get("CPA_LLM_TEST_DOCS", "20"))  # even; 20 keeps the file under 3 minutes on 2 cores
 TEXT_CHARS = 160

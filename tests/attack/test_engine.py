@@ -146,7 +146,7 @@ def test_cli_audit_on_a_local_cluster_writes_the_same_results(sample_paths, tmp_
 
 @pytest.mark.integration
 def test_the_dashboard_runs_the_attack_on_a_local_cluster_with_the_same_results():
-    from test_app import assert_clean, new_app
+    from apptest import assert_clean, new_app
 
     from cpa_core.audit.pipeline import run_audit
     from cpa_ui import nav
@@ -166,7 +166,7 @@ def test_the_dashboard_runs_the_attack_on_a_local_cluster_with_the_same_results(
 
 @pytest.mark.integration
 def test_the_dashboard_names_an_unreachable_scheduler(monkeypatch):
-    from test_app import new_app, shown
+    from apptest import new_app, shown
 
     from cpa_ui import nav
 

@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from test_app import PAGES, assert_clean, calibrate, metric, new_app, shown
+from apptest import PAGES, assert_clean, calibrate, metric, new_app, shown
 
 from cpa_core.report.metrics import summarize
 from cpa_core.report.worklist import worklist
@@ -87,7 +87,7 @@ def test_calibrate_twice_reopen_the_first_and_compare(history, sample_paths):
 
 
 def test_an_audit_of_other_data_is_listed_but_not_reopened(history, sample_paths):
-    from test_history import small_audit
+    from tables import small_audit
 
     record_audit(small_audit(1), source="cli", path=history)
     at = new_app().run()

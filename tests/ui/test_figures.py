@@ -27,7 +27,7 @@ from cpa_ui.figures import (
     set_size_bins,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.integration

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = '<script>alert("cpa")</script>'
 AUDIT_FILES = {"summary.json", "documents.jsonl", "worklist.csv", "worklist.json", "manifest.json", "audit.toml"}
 

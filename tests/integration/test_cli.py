@@ -481,7 +481,7 @@ def test_dry_run_counts_llm_calls_without_calling(tmp_path, monkeypatch):
     import subprocess
     import sys
     from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {**__import__("os").environ, "CPA_CACHE_DIR": str(tmp_path)}
     done = subprocess.run(
         [sys.executable, "-m", "cpa_core.cli", "audit", "--documents", str(root / "sample_data/documents.csv"),

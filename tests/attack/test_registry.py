@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from apptest import shown
 from conftest import REPO_ROOT, run_cli_inprocess
-from test_app import shown
 
 from cpa_core.attack.base import AttackerBase
 from cpa_core.attack.candidates import CandidateTable, rank_by_similarity
