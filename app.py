@@ -57,12 +57,12 @@ def home() -> None:
     if run is not None:
         metrics = kpis(run.result, state.confidence, state.policy)
         release = run.result.config.protocol == "release"
-        st.info(f"At {fmt_confidence(state.confidence)} confidence, {metrics['n_flagged']:,} of "
-                f"{metrics['n_test']:,} {'released' if release else 'test'} documents "
-                f"({fmt_percent(metrics['flagged_share'])}) are flagged ({state.policy.rule}); "
+        st.info(f"At {fmt_confidence(state.confidence)} confidence, {metrics.n_flagged:,} of "
+                f"{metrics.n_test:,} {'released' if release else 'test'} documents "
+                f"({fmt_percent(metrics.flagged_share)}) are flagged ({state.policy.rule}); "
                 + ("every released document has a certified set (coverage by construction "
-                   f"{fmt_percent(metrics['coverage'])})." if release else
-                   f"coverage on the held-out test split is {fmt_percent(metrics['coverage'])}."),
+                   f"{fmt_percent(metrics.coverage)})." if release else
+                   f"coverage on the held-out test split is {fmt_percent(metrics.coverage)}."),
                 icon=":material/flag:")
         st.page_link(nav.EXPLORE, label="Explore the certificate", icon=":material/query_stats:")
     else:

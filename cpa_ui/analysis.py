@@ -16,7 +16,7 @@ from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.results import AuditResult, Certificate
 from cpa_core.io.tables import Documents, Registry
 from cpa_core.report.formatting import GROUP_COLUMNS, without_empty
-from cpa_core.report.metrics import AuditSummary, summarize
+from cpa_core.report.metrics import AuditSummary, LevelSummary, summarize
 
 CALIBRATION_COLUMNS = ["confidence", "alpha", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
                        "open_world_bound", "median_set_size", "whole_pool_rate", "n_cal", "n_cal_needed", "warnings"]
@@ -27,7 +27,7 @@ COMPARE_COLUMNS = ["n_test", "coverage", "coverage_conditional", "candidate_miss
 DRILLDOWN_CHOICES = 1000
 """Documents the drill-down's list offers (smallest sets first); any other opens from a click in the table."""
 
-def kpis(result: AuditResult, confidence: float, policy: ReleasePolicy) -> dict:
+def kpis(result: AuditResult, confidence: float, policy: ReleasePolicy) -> LevelSummary:
     """The figures of the KPI row: the summary's entry at ``confidence`` under ``policy``."""
     return summarize(result, [confidence], policy).level(confidence)
 
@@ -53,7 +53,7 @@ def compare_table(labels: Sequence[str], results: Sequence[AuditResult], confide
     rows = []
     for label, result in zip(labels, results):
         entry = kpis(result, confidence, policy)
-        rows.append({"label": label, "config_id": result.config.config_id, **{k: entry[k] for k in COMPARE_COLUMNS}})
+        rows.append({"label": label, "config_id": result.config.config_id, **{k: getattr(entry, k) for k in COMPARE_COLUMNS}})
     return pd.DataFrame(rows)
 
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.registry import attacker_specs, get_spec
 from cpa_core.attack.spec import AttackerSpec
-from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.configuration import AUDIT_DEFAULTS, AuditConfig
 from cpa_core.audit.project import declare_audit
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.params import Param
@@ -93,12 +93,12 @@ def usable_levels(data: DataSet) -> list[str]:
 
 def default_threat(data: DataSet) -> ThreatChoice:
     """The configuration file's defaults, adjusted to what the loaded data allows."""
-    audit = data.project.audit
+    audit = {**AUDIT_DEFAULTS, **data.project.audit}
     usable = usable_levels(data)
     knowledge = audit.get("knowledge") if audit.get("knowledge") in usable else (usable[0] if usable else CUSTOM_LEVEL)
-    spec = get_spec(audit.get("attacker", "tfidf"))
+    spec = get_spec(audit["attacker"])
     n_docs = len(data.documents)
-    protocol = audit.get("protocol", "release")
+    protocol = audit["protocol"]
     n_cal, n_test = audit.get("n_cal"), audit.get("n_test")
     if (n_cal or 0) + (n_test or 0) > n_docs:
         n_cal = n_test = None
@@ -109,11 +109,11 @@ def default_threat(data: DataSet) -> ThreatChoice:
         knowledge=knowledge,
         custom_fields=tuple(data.registry.fields),
         query_mode=audit.get("query_mode") or "direct",
-        score=audit.get("score", "aps"),
+        score=audit["score"],
         top_k=audit.get("top_k"),
-        protocol=protocol, n_cal=n_cal, n_test=n_test, seed=int(audit.get("seed", 0)),
+        protocol=protocol, n_cal=n_cal, n_test=n_test, seed=int(audit["seed"]),
         # groups mapped on upload are calibrated apart unless the configuration says otherwise (protective)
-        per_group=data.documents.has_groups and (bool(audit.get("group_column")) or "group_column" not in audit),
-        miss_policy=audit.get("miss_policy", "infinite"),
-        confidences=tuple(float(c) for c in audit.get("confidence", (0.90, 0.95, 0.99))),
+        per_group=data.documents.has_groups and (bool(audit["group_column"]) or "group_column" not in data.project.audit),
+        miss_policy=audit["miss_policy"],
+        confidences=tuple(float(c) for c in audit["confidence"]),
     )

@@ -7,12 +7,12 @@ import streamlit as st
 
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.registry import get_spec
-from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.configuration import AUDIT_DEFAULTS, AuditConfig
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.common.errors import CPAError
 from cpa_core.common.params import Param
 from cpa_core.llm.client import redact_url
-from cpa_core.report.metrics import COVERAGE_MEANING
+from cpa_core.report.metrics import COVERAGE_MEANING, LevelSummary
 from cpa_ui import nav
 from cpa_ui.attackers import declare, default_threat, needs_endpoint, widget_bounds
 from cpa_ui.cache import load_sample
@@ -49,7 +49,7 @@ def adopt_data(data: DataSet) -> None:
     state.data = data
     state.threat = default_threat(data)
     state.scores = None
-    state.flag_below = int(data.project.audit.get("flag_below", 11))
+    state.flag_below = int(data.project.audit.get("flag_below", AUDIT_DEFAULTS["flag_below"]))
     state.leakage_threshold = data.project.audit.get("leakage_threshold")
     state.forget_results()
     forget_widgets("w.threat.")
@@ -146,18 +146,18 @@ def policy_controls(page: str) -> ReleasePolicy:
     return state.policy
 
 
-def kpi_row(metrics: dict, confidence: float, protocol: str) -> None:
+def kpi_row(metrics: LevelSummary, confidence: float, protocol: str) -> None:
     """Documents at risk, smallest and median set, mean leakage proxy and coverage."""
     columns = st.columns(5)
-    vacuous = (metrics.get("whole_pool_rate") or 0) >= 0.5
-    columns[0].metric("Documents at risk", f"{metrics['n_flagged']:,}",
+    vacuous = (metrics.whole_pool_rate or 0) >= 0.5
+    columns[0].metric("Documents at risk", f"{metrics.n_flagged:,}",
                       delta="most sets are the whole pool: not evidence of safety" if vacuous else
-                      f"{fmt_percent(metrics['flagged_share'])} of {metrics['n_test']:,}",
+                      f"{fmt_percent(metrics.flagged_share)} of {metrics.n_test:,}",
                       delta_color="inverse" if vacuous else "off", help=HELP["at_risk"])
-    columns[1].metric("Smallest set", fmt_number(metrics["min_set_size"]), help=HELP["min_set"])
-    columns[2].metric("Median set", fmt_number(metrics["median_set_size"]), help=HELP["median_set"])
-    columns[3].metric("Mean leakage proxy", fmt_number(metrics["mean_leakage"]), help=HELP["mean_leakage"])
-    coverage = metrics["coverage"]
+    columns[1].metric("Smallest set", fmt_number(metrics.min_set_size), help=HELP["min_set"])
+    columns[2].metric("Median set", fmt_number(metrics.median_set_size), help=HELP["median_set"])
+    columns[3].metric("Mean leakage proxy", fmt_number(metrics.mean_leakage), help=HELP["mean_leakage"])
+    coverage = metrics.coverage
     if protocol == "release":  # by construction: a property of the method, not a validation
         columns[4].metric("Coverage (release)", fmt_percent(coverage), delta="by construction", delta_color="off",
                           help=COVERAGE_MEANING["release"])

@@ -20,7 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from cpa_core.attack.base import Attacker
-from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.configuration import AUDIT_DEFAULTS, AuditConfig
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.project import ProjectConfig
 from cpa_core.audit.results import AuditResult
@@ -59,21 +59,21 @@ class ThreatChoice:
     """What the curator declared on the threat-model page (turned into an ``AuditConfig`` by
     :func:`cpa_ui.attackers.declare`)."""
 
-    attacker: str = "tfidf"
+    attacker: str = AUDIT_DEFAULTS["attacker"]
     attacker_params: tuple[tuple[str, Any], ...] = ()
     llm: tuple[tuple[str, Any], ...] = ()  # the LLM endpoint ([llm] base_url, model) when the attacker needs one
     knowledge: str = "K2"
     custom_fields: tuple[str, ...] = ()
     query_mode: str = "direct"
-    score: str = "aps"
-    top_k: int | None = None
-    protocol: str = "release"
-    n_cal: int | None = None
-    n_test: int | None = None
-    seed: int = 0
+    score: str = AUDIT_DEFAULTS["score"]
+    top_k: int | None = AUDIT_DEFAULTS["top_k"]
+    protocol: str = AUDIT_DEFAULTS["protocol"]
+    n_cal: int | None = AUDIT_DEFAULTS["n_cal"]
+    n_test: int | None = AUDIT_DEFAULTS["n_test"]
+    seed: int = AUDIT_DEFAULTS["seed"]
     per_group: bool = False
-    miss_policy: str = "infinite"
-    confidences: tuple[float, ...] = (0.90, 0.95, 0.99)
+    miss_policy: str = AUDIT_DEFAULTS["miss_policy"]
+    confidences: tuple[float, ...] = AUDIT_DEFAULTS["confidence"]
 
     @property
     def params(self) -> dict:
@@ -141,7 +141,7 @@ class AuditState:
     scores: _Slot[CandidateScores | None] = _Slot(lambda: None)  # the imported attacker's table
     run: _Slot[AuditRun | None] = _Slot(lambda: None)
     confidence: _Slot[float] = _Slot(lambda: 0.95)
-    flag_below: _Slot[int] = _Slot(lambda: 11)
+    flag_below: _Slot[int] = _Slot(lambda: AUDIT_DEFAULTS["flag_below"])
     leakage_threshold: _Slot[float | None] = _Slot(lambda: None)
     comparison: _Slot[Comparison] = _Slot(Comparison)
     redaction: _Slot[RedactionRun | None] = _Slot(lambda: None)

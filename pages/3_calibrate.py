@@ -81,13 +81,13 @@ summary = summarize(result, levels, state.policy)  # every figure of this page, 
 table = calibration_table(summary)
 metrics = summary.level(state.confidence)
 columns = st.columns(4)
-columns[0].metric("Calibration documents", f"{metrics['n_cal']:,}", help=HELP["n_cal"])
+columns[0].metric("Calibration documents", f"{metrics.n_cal:,}", help=HELP["n_cal"])
 columns[1].metric("Certified documents" if result.config.protocol == "release" else "Test documents",
-                  f"{metrics['n_test']:,}", help=HELP["n_test"])
-columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics["candidate_miss_rate"]), help=HELP["miss_rate"])
-columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics["top1"]), help=HELP["top1"])
+                  f"{metrics.n_test:,}", help=HELP["n_test"])
+columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics.candidate_miss_rate), help=HELP["miss_rate"])
+columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics.top1), help=HELP["top1"])
 
-show_warnings(w for level in levels for w in summary.level(level)["warnings"])
+show_warnings(w for level in levels for w in summary.level(level).warnings)
 for name, value in result.inputs.get("learned", {}).items():
     if name.endswith("temperature"):
         st.info(f"Temperature 'auto': T = {value:.3g}, chosen before the attack as "

@@ -33,7 +33,7 @@ def certificate_at_level(result: AuditResult) -> None:
     summary = summarize(result, [confidence], policy)  # the KPIs and the group table, computed once
     metrics = summary.level(confidence)
     kpi_row(metrics, confidence, result.config.protocol)
-    show_warnings(metrics["warnings"])
+    show_warnings(metrics.warnings)
 
     groups = group_table(summary, confidence)
     left, right = st.columns(2) if not groups.empty else (st.container(), None)
@@ -51,7 +51,7 @@ def certificate_at_level(result: AuditResult) -> None:
         if not result.config.group_column:
             st.caption("Calibrated on all groups together: the guarantee holds on average over groups, not within "
                        "each one. Declare per-group calibration on the threat-model page for per-group guarantees.")
-    st.page_link(nav.FLAGGED, label=f"Next: the {metrics['n_flagged']:,} flagged documents",
+    st.page_link(nav.FLAGGED, label=f"Next: the {metrics.n_flagged:,} flagged documents",
                  icon=":material/arrow_forward:")
 
 

@@ -29,7 +29,7 @@ st.caption(f"Certified sets at {fmt_confidence(confidence)} confidence (change i
 policy = policy_controls("flagged")
 cert = result.certificate(confidence)
 flagged = worklist(cert, policy, result.config.config_id)
-show_warnings(kpis(result, confidence, policy)["warnings"])
+show_warnings(kpis(result, confidence, policy).warnings)
 st.metric("Flagged documents", f"{len(flagged):,} of {len(cert.set_sizes):,}", help=HELP["n_flagged"])
 st.caption(f"Flagged when {policy.rule}; smallest set (highest risk) first. The export on the Report page adds the "
            "terms that drive each match.")

@@ -89,7 +89,7 @@ if comparison.runs:
                           confidence, state.policy)
     st.caption(f"At {fmt_confidence(confidence)} confidence, flagging {state.policy.rule} (set both on Explore).")
     show_warnings(f"{run.label}: {warning}" for run in comparison.runs
-                  for warning in kpis(run.result, confidence, state.policy)["warnings"])
+                  for warning in kpis(run.result, confidence, state.policy).warnings)
     st.plotly_chart(fig_compare(table, confidence), key="compare.bars")
     shown = without_empty(table)
     st.dataframe(shown, hide_index=True, width="stretch", column_config=table_columns(shown))

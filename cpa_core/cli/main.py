@@ -35,6 +35,8 @@ from cpa_core.io.tables import check_release
 from cpa_core.llm.client import LLM_PARAMS
 from cpa_core.redaction.suggestions import REPLACEMENTS
 from cpa_core.report.evidence import audit_explainer
+from cpa_core.report.metrics import LevelSummary, summarize
+from cpa_core.report.verdict import release_verdict
 from cpa_core.store.records import prepare_out_dir, write_audit
 
 EPILOG = """examples:
@@ -296,11 +298,11 @@ def _load(args, documents_file: str | None = None):
     return project, documents, registry, config, chosen
 
 
-def _threshold(entry: dict) -> str:
+def _threshold(entry: LevelSummary) -> str:
     """q_hat as said on stderr: the number, 'infinite', or each group's."""
-    if "groups" in entry and entry["q_hat"] is None and entry["threshold"] != "infinite":
-        return "per group (" + ", ".join(f"{g} {m['threshold']}" for g, m in entry["groups"].items()) + ")"
-    return entry["threshold"]
+    if entry.groups is not None and entry.q_hat is None:
+        return "per group (" + ", ".join(f"{g} {m.threshold}" for g, m in entry.groups.items()) + ")"
+    return entry.threshold
 
 
 def _llm_report(result, attacker):
@@ -353,24 +355,23 @@ def _audit(args, documents, registry, config, attacker, engine=None) -> int:
         return 0
     result = run_audit(documents, registry, attacker, config, ProgressBar(), engine=engine)
     result = _llm_report(result, attacker)
-    paths = write_audit(result, args.out, audit_explainer(attacker, registry, config), report=True)
+    write_audit(result, args.out, audit_explainer(attacker, registry, config), report=True)
     _write_attribute_sets(result, attacker, args.out)
-    summary = json.loads(paths["summary.json"].read_text(encoding="utf-8"))  # as written, not recomputed
-    for warning in dict.fromkeys(w for entry in summary["confidence"].values() for w in entry["warnings"]):
+    summary = summarize(result)  # this run's figures, never a file that another run may have written since
+    for warning in dict.fromkeys(w for entry in summary.levels.values() for w in entry.warnings):
         _say(f"warning: {warning}")
-    for label, entry in summary["confidence"].items():
-        _say(f"confidence {label}: coverage {entry['coverage']:.3f} (conditional "
-             f"{entry['coverage_conditional'] if entry['coverage_conditional'] is None else round(entry['coverage_conditional'], 3)}), "
-             f"median set {entry['median_set_size']:g}, q_hat {_threshold(entry)}, "
-             f"n_cal {entry['n_cal']}, n_test {entry['n_test']}")
-    flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
-    _say(f"{len(flagged)} documents flagged ({config.policy.rule} at confidence "
+    for label, entry in summary.levels.items():
+        conditional = entry.coverage_conditional
+        _say(f"confidence {label}: coverage {entry.coverage:.3f} (conditional "
+             f"{conditional if conditional is None else round(conditional, 3)}), "
+             f"median set {entry.median_set_size:g}, q_hat {_threshold(entry)}, "
+             f"n_cal {entry.n_cal}, n_test {entry.n_test}")
+    _say(f"{summary.level(config.policy_confidence).n_flagged} documents flagged ({config.policy.rule} at confidence "
          f"{confidence_label(config.policy_confidence)}); results in {args.out}")
-    verdict = summary["verdict"]
-    _say(f"verdict ({verdict['status']}): {verdict['headline']}")
-    for check in verdict["checks"]:
-        if check["passed"] is False:
-            _say(f"failed check, {check['name']}: {check['reason']}")
+    verdict = release_verdict(summary, config.policy_confidence)
+    _say(f"verdict ({verdict.status}): {verdict.headline}")
+    for check in verdict.failed:
+        _say(f"failed check, {check.name}: {check.reason}")
     record_cli_audit(args, result)
     return 0
 

@@ -335,27 +335,27 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
                                     groups=groups if config.group_column else ())
     versions = manifest.get("versions", {})
     documents = "held-out test documents" if split_protocol else "documents"
-    n_test = metrics["n_test"]
-    n_empty = round((metrics["empty_rate"] or 0) * n_test)
-    n_whole = round((metrics["whole_pool_rate"] or 0) * n_test)
+    n_test = metrics.n_test
+    n_empty = round((metrics.empty_rate or 0) * n_test)
+    n_whole = round((metrics.whole_pool_rate or 0) * n_test)
 
-    coverage = fmt_coverage(metrics["coverage"], metrics["coverage_low"], metrics["coverage_high"])
-    coverage_in_pool = fmt_coverage(metrics["coverage_conditional"], metrics["coverage_conditional_low"],
-                                    metrics["coverage_conditional_high"])
+    coverage = fmt_coverage(metrics.coverage, metrics.coverage_low, metrics.coverage_high)
+    coverage_in_pool = fmt_coverage(metrics.coverage_conditional, metrics.coverage_conditional_low,
+                                    metrics.coverage_conditional_high)
     if split_protocol:
         coverage_sentence = (f"Empirical coverage on the test split is {_e(coverage)} ({_e(coverage_in_pool)} among "
                              "documents whose subject is in the candidate pool)")
     else:
-        coverage_sentence = (f"{_e(_percent(metrics['coverage']))} of the labelled documents are covered by their "
+        coverage_sentence = (f"{_e(_percent(metrics.coverage))} of the labelled documents are covered by their "
                              "leave-one-out set: about ⌈n(1 − α)⌉/n by construction under the release protocol, a "
                              "property of the method, not a validation of it")
     kpi_cards = [
-        ("Documents at risk", f"{metrics['n_flagged']:,} of {n_test:,}", HELP["at_risk"]),
-        ("Smallest set", fmt_number(metrics["min_set_size"]), HELP["min_set"]),
-        ("Median set", fmt_number(metrics["median_set_size"]), HELP["median_set"]),
-        ("Mean leakage proxy", fmt_number(metrics["mean_leakage"]), HELP["mean_leakage"]),
-        (f"Coverage ({'test' if split_protocol else 'release'})", _percent(metrics["coverage"]),
-         f"95 % CI {fmt_interval(metrics['coverage_low'], metrics['coverage_high'])}. {HELP['coverage']}"
+        ("Documents at risk", f"{metrics.n_flagged:,} of {n_test:,}", HELP["at_risk"]),
+        ("Smallest set", fmt_number(metrics.min_set_size), HELP["min_set"]),
+        ("Median set", fmt_number(metrics.median_set_size), HELP["median_set"]),
+        ("Mean leakage proxy", fmt_number(metrics.mean_leakage), HELP["mean_leakage"]),
+        (f"Coverage ({'test' if split_protocol else 'release'})", _percent(metrics.coverage),
+         f"95 % CI {fmt_interval(metrics.coverage_low, metrics.coverage_high)}. {HELP['coverage']}"
          if split_protocol else f"By construction: the {COVERAGE_MEANING['release']}."),
     ]
     cards = "".join(f"<div class='kpi'><div class='label'>{_e(label)}</div><div class='value'>{_e(value)}</div>"
@@ -390,9 +390,9 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
     per_group_note = ("<li>Thresholds were calibrated per group, so the guarantee holds within each group.</li>"
                       if config.group_column else "")
     guarantee = GUARANTEE[config.miss_policy].format(level=fmt_confidence(confidence),
-                                                     bound=_percent(metrics["open_world_bound"]),
-                                                     rho=_percent(metrics["candidate_miss_rate"]))
-    other_notes = [w for other in levels if other != confidence for w in summary_of_levels.level(other)["warnings"]]
+                                                     bound=_percent(metrics.open_world_bound),
+                                                     rho=_percent(metrics.candidate_miss_rate))
+    other_notes = [w for other in levels if other != confidence for w in summary_of_levels.level(other).warnings]
     other_notes = [w for w in dict.fromkeys(other_notes) if w not in verdict.warnings]
     notes_html = ("<p>Warnings at the other certified levels:</p>" + "".join(
         f"<div class='note'>{_e(n)}</div>" for n in other_notes)) if other_notes else ""
@@ -450,9 +450,9 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
 {signoff}
 
 <h2>Summary</h2>
-<p>At <b>{level}</b> confidence, <b>{metrics['n_flagged']:,}</b> of {n_test:,}
+<p>At <b>{level}</b> confidence, <b>{metrics.n_flagged:,}</b> of {n_test:,}
 {documents} have a certified ambiguity set smaller than the release threshold (flagged when {rule}).
-{coverage_sentence}; the candidate-miss rate is {_e(_percent(metrics['candidate_miss_rate']))}.</p>
+{coverage_sentence}; the candidate-miss rate is {_e(_percent(metrics.candidate_miss_rate))}.</p>
 <div class="kpis">{cards}</div>
 {notes_html}
 
@@ -488,7 +488,7 @@ configuration: its sets would be smaller and this certificate says nothing about
 <li>Documents from another release mechanism, time period or population break exchangeability: coverage can fall
 below the target (see the drift stress test). Recalibrate for each configuration.</li>
 <li>Documents whose subject is absent from the candidate pool (rate ρ =
-{_e(_percent(metrics['candidate_miss_rate']))} here) can never be in their set.</li>
+{_e(_percent(metrics.candidate_miss_rate))} here) can never be in their set.</li>
 {per_group_note}
 </ul>
 

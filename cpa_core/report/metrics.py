@@ -9,7 +9,7 @@ and the HTML report show, so a figure can never differ between them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
@@ -32,8 +32,8 @@ COVERAGE_MEANING = {
 OVERALL = "all"  # the group key of the whole test split in tables
 
 
-def _finite(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
+def _finite(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
 
 
 def threshold_text(q_hat: float) -> str:
@@ -64,15 +64,113 @@ def ranking_metrics(truth_ranks: np.ndarray) -> dict:
     return out
 
 
-def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
-                        policy: ReleasePolicy | None = None) -> dict:
-    """Coverage, set sizes, leakage and miss rate of the documents selected by ``mask``.
+@dataclass(frozen=True)
+class Metrics:
+    """The figures of some documents at one confidence level (:func:`certificate_metrics`).
 
-    ``coverage_low``/``coverage_high`` bound the coverage with a 95 % Clopper–Pearson interval over the
-    labelled documents, ``coverage_conditional_low``/``_high`` the conditional coverage over those whose
-    identity is in the pool. ``pool_size`` is the median size of the documents' non-empty candidate pools.
-    With a release ``policy``, also ``n_flagged`` and ``flagged_share``.
+    ``coverage_low``/``coverage_high`` bound the coverage with a 95 % Clopper–Pearson interval over the labelled
+    documents, ``coverage_conditional_low``/``_high`` the conditional coverage over those whose identity is in the
+    pool; ``pool_size`` is the median size of the non-empty candidate pools. ``q_hat`` is the threshold on the
+    METHOD's scale when one threshold serves every document (``inf``: infinite, every set is the whole pool), and
+    ``None`` when it varies (``varies`` then says how: per group, or per document under the release protocol).
+    ``n_flagged`` and ``flagged_share`` are ``None`` without a release policy. Field order is ``summary.json``'s.
     """
+
+    confidence: float
+    n_test: int
+    n_labelled: int
+    coverage: float | None
+    coverage_conditional: float | None
+    coverage_low: float | None
+    coverage_high: float | None
+    coverage_conditional_low: float | None
+    coverage_conditional_high: float | None
+    candidate_miss_rate: float | None
+    open_world_bound: float | None
+    median_set_size: float | None
+    mean_set_size: float | None
+    min_set_size: int | None
+    max_set_size: int | None
+    p10_set_size: float | None
+    p90_set_size: float | None
+    mean_leakage: float | None
+    empty_rate: float | None
+    pool_size: int | None
+    q_hat: float | None
+    varies: str | None
+    infinite_threshold_rate: float | None
+    top1: float | None
+    top5: float | None
+    top10: float | None
+    mrr: float | None
+    mean_rank: float | None
+    n_flagged: int | None = None
+    flagged_share: float | None = None
+
+    @property
+    def infinite(self) -> bool:
+        """One threshold serves every document and it is infinite: every set is the whole pool."""
+        return self.q_hat is not None and math.isinf(self.q_hat)
+
+    @property
+    def threshold(self) -> str:
+        """The threshold as the surfaces show it: the number, ``infinite``, or how it varies."""
+        return threshold_text(self.q_hat) if self.q_hat is not None else self.varies
+
+    def to_dict(self) -> dict:
+        """The entry of ``summary.json`` (a threshold that is not finite is ``null`` beside its text)."""
+        out = {}
+        for name in _METRIC_FIELDS:
+            if name == "q_hat":
+                out["q_hat"], out["threshold"] = _finite(self.q_hat), self.threshold
+            elif name in ("n_flagged", "flagged_share") and self.n_flagged is None:
+                continue
+            elif name != "varies":
+                out[name] = getattr(self, name)
+        return out
+
+
+_METRIC_FIELDS = tuple(f.name for f in fields(Metrics))
+
+
+@dataclass(frozen=True)
+class GroupMetrics(Metrics):
+    """A group's figures at one level, with its calibration size ``n_cal`` and, as ``q_hat``, the group's threshold
+    (its own under per-group calibration, else the pooled one)."""
+
+    n_cal: int = 0
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "n_cal": self.n_cal}
+
+
+@dataclass(frozen=True)
+class LevelSummary(Metrics):
+    """The figures of one confidence level: the audited documents' :class:`Metrics`, with ``alpha``, the
+    calibration size ``n_cal``, the size that level needs for a finite threshold ``n_cal_needed``, the share of
+    (nearly) whole-pool sets ``whole_pool_rate``, the share of the documents' subjects found in the registry
+    ``share_in_registry`` (``None`` when unknown), every reason the certificate certifies nothing as ``warnings``
+    (:mod:`cpa_core.report.diagnostics`) and, with groups, each group's :class:`GroupMetrics`."""
+
+    alpha: float = 0.0
+    n_cal: int = 0
+    n_cal_needed: int = 0
+    whole_pool_rate: float | None = None
+    share_in_registry: float | None = None
+    warnings: tuple[str, ...] = ()
+    groups: dict[str, GroupMetrics] | None = None
+
+    def to_dict(self) -> dict:
+        out = {**super().to_dict(), "alpha": self.alpha, "n_cal": self.n_cal, "n_cal_needed": self.n_cal_needed,
+               "whole_pool_rate": self.whole_pool_rate, "share_in_registry": self.share_in_registry,
+               "warnings": list(self.warnings)}
+        if self.groups is not None:
+            out["groups"] = {group: metrics.to_dict() for group, metrics in self.groups.items()}
+        return out
+
+
+def _metrics_of(cert: "Certificate", mask: np.ndarray | None, policy: ReleasePolicy | None) -> dict:
+    """The fields of :class:`Metrics` for the documents selected by ``mask``."""
     split = cert.split
     mask = np.ones(len(split), dtype=bool) if mask is None else mask
     sizes = cert.set_sizes[mask]
@@ -108,12 +206,11 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
         "mean_leakage": float(np.mean(1.0 / np.maximum(1, sizes))) if n else None,
         "empty_rate": float(np.mean(sizes == 0)) if n else None,
         "pool_size": int(np.median(pools)) if pools.size else None,
-        "q_hat": _finite(split.score.to_method(q[0])) if one_threshold else None,
-        "threshold": threshold_text(split.score.to_method(q[0])) if one_threshold else
-        "per-group" if cert.left_out is None else "per document (leave-one-out)",
+        "q_hat": float(split.score.to_method(q[0])) if one_threshold else None,
+        "varies": None if one_threshold else "per-group" if cert.left_out is None else "per document (leave-one-out)",
         "infinite_threshold_rate": float(np.mean(np.isinf(q))) if n else None,
+        **ranking_metrics(split.truth_ranks[mask][labelled]),
     }
-    out.update(ranking_metrics(split.truth_ranks[mask][labelled]))
     if policy is not None:
         flagged = policy.flags(sizes)
         out["n_flagged"] = int(flagged.sum())
@@ -121,17 +218,17 @@ def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
     return out
 
 
+def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
+                        policy: ReleasePolicy | None = None) -> Metrics:
+    """Coverage, set sizes, leakage and miss rate of the documents selected by ``mask`` (default: all); with a
+    release ``policy``, also the flags (:class:`Metrics`)."""
+    return Metrics(**_metrics_of(cert, mask, policy))
+
+
 @dataclass(frozen=True)
 class AuditSummary:
-    """The figures of one audit at some confidence levels under one release policy.
-
-    ``levels`` maps a confidence label to its entry: the test split's metrics (with ``n_cal``, the
-    calibration size that level needs for a finite threshold ``n_cal_needed``, ``alpha``, the share of
-    (nearly) whole-pool sets ``whole_pool_rate``, the share of the documents' subjects found in the registry
-    ``share_in_registry`` (``None`` when unknown) and every reason the certificate certifies nothing as
-    ``warnings``, see :mod:`cpa_core.report.diagnostics`). Thresholds are on the METHOD's scale (an APS mass, a rank, ...). and, with groups, ``groups`` mapping each group to its own metrics, ``n_cal``
-    and ``q_hat`` (the group's threshold under per-group calibration, else the pooled one).
-    """
+    """The figures of one audit at some confidence levels under one release policy: ``levels`` maps a confidence
+    label to its :class:`LevelSummary`. Thresholds are on the METHOD's scale (an APS mass, a rank, ...)."""
 
     config_id: str
     score: str
@@ -139,27 +236,29 @@ class AuditSummary:
     attacker: str
     miss_policy: str
     policy: ReleasePolicy
-    levels: dict[str, dict]
+    levels: dict[str, LevelSummary]
     protocol: str = "release"
 
-    def level(self, confidence) -> dict:
+    def level(self, confidence) -> LevelSummary:
         return self.levels[confidence_label(confidence)]
 
     def to_dict(self) -> dict:
         """``summary.json``."""
         return {"config_id": self.config_id, "protocol": self.protocol, "coverage_meaning": COVERAGE_MEANING[self.protocol],
                 "score": self.score, "knowledge": self.knowledge, "attacker": self.attacker,
-                "miss_policy": self.miss_policy, "policy": self.policy.to_dict(), "confidence": self.levels}
+                "miss_policy": self.miss_policy, "policy": self.policy.to_dict(),
+                "confidence": {label: entry.to_dict() for label, entry in self.levels.items()}}
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (confidence, group); group ``all`` for the whole test split."""
         rows = []
-        for label, entry in self.levels.items():
-            rows.append({"confidence": entry["confidence"], "group": OVERALL,
-                         **{k: v for k, v in entry.items() if k not in ("groups", "warnings", "confidence")},
-                         "warnings": "; ".join(entry["warnings"])})
-            for group, metrics in entry.get("groups", {}).items():
-                rows.append({"confidence": entry["confidence"], "group": group,
+        for entry in self.levels.values():
+            figures = entry.to_dict()
+            rows.append({"confidence": entry.confidence, "group": OVERALL,
+                         **{k: v for k, v in figures.items() if k not in ("groups", "warnings", "confidence")},
+                         "warnings": "; ".join(entry.warnings)})
+            for group, metrics in figures.get("groups", {}).items():
+                rows.append({"confidence": entry.confidence, "group": group,
                              **{k: v for k, v in metrics.items() if k != "confidence"}})
         return pd.DataFrame(rows)
 
@@ -185,24 +284,24 @@ def summarize(result: "AuditResult", confidences: Iterable | None = None,
     for level in levels:
         cert = result.certificate(level)
         calibration = result.calibration_for(level)
-        entry = certificate_metrics(cert, policy=policy)
-        entry["alpha"] = float(alpha_from_confidence(level))
-        entry["n_cal"] = sum(calibration.n_.values())
-        # under the release protocol each labelled document is calibrated by the n - 1 others
-        entry["n_cal_needed"] = minimum_calibration_size(alpha_from_confidence(level)) + (config.protocol == "release")
-        entry["whole_pool_rate"] = float(whole_pool(cert).mean()) if len(split) else None
-        entry["share_in_registry"] = result.inputs.get("documents", {}).get("share_in_registry")
-        entry["warnings"] = certificate_warnings(result, cert, policy)
+        groups = None
         if split.groups is not None:
             keys, codes = split.group_codes
-            entry["groups"] = {}
+            groups = {}
             for code, group in enumerate(keys.tolist()):
-                metrics = certificate_metrics(cert, codes == code, policy)
-                metrics["n_cal"] = calibration.n_.get(group, 0)
-                threshold = split.score.to_method(calibration.q_hat(level, group))
-                metrics["q_hat"], metrics["threshold"] = _finite(threshold), threshold_text(threshold)
-                entry["groups"][str(group)] = metrics
-        per_level[confidence_label(level)] = entry
+                figures = _metrics_of(cert, codes == code, policy)
+                figures.update(q_hat=float(split.score.to_method(calibration.q_hat(level, group))), varies=None)
+                groups[str(group)] = GroupMetrics(**figures, n_cal=calibration.n_.get(group, 0))
+        per_level[confidence_label(level)] = LevelSummary(
+            **_metrics_of(cert, None, policy),
+            alpha=float(alpha_from_confidence(level)),
+            n_cal=sum(calibration.n_.values()),
+            # under the release protocol each labelled document is calibrated by the n - 1 others
+            n_cal_needed=minimum_calibration_size(alpha_from_confidence(level)) + (config.protocol == "release"),
+            whole_pool_rate=float(whole_pool(cert).mean()) if len(split) else None,
+            share_in_registry=result.inputs.get("documents", {}).get("share_in_registry"),
+            warnings=tuple(certificate_warnings(result, cert, policy)),
+            groups=groups)
     return AuditSummary(config.config_id, config.score, config.knowledge.name, config.attacker.name,
                         config.miss_policy, policy, per_level, config.protocol)
 
@@ -221,7 +320,7 @@ def confidence_curve(result: "AuditResult", confidences=CURVE_CONFIDENCES) -> pd
                "empty_rate", "q_hat"]
     rows = []
     for level, cert in zip(confidences, result.certificates(confidences)):  # every level in one pass
-        metrics = certificate_metrics(cert)
+        metrics = certificate_metrics(cert).to_dict()
         rows.append({"confidence": float(level), "alpha": round(1 - float(level), 10),
                      **{k: metrics[k] for k in columns}})
     return pd.DataFrame(rows, columns=["confidence", "alpha", *columns])

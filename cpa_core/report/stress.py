@@ -57,7 +57,7 @@ def drift(calibrated: AuditResult, shifted: AuditResult) -> pd.DataFrame:
                             ("own (recalibrated on B)", shifted.certificate(level))):
             metrics = certificate_metrics(cert)
             rows.append({"calibration": label, "calibrated_on": calibrated.config.config_id,
-                         "tested_on": shifted.config.config_id, **{k: metrics[k] for k in COLUMNS}})
+                         "tested_on": shifted.config.config_id, **{k: metrics.to_dict()[k] for k in COLUMNS}})
     return pd.DataFrame(rows)
 
 
@@ -146,7 +146,7 @@ def ncal_ablation(documents: Documents, registry: Registry, config: AuditConfig,
             for level in config.confidences:
                 metrics = certificate_metrics(certify(test, calibration, level))
                 rows.append({"n_cal_declared": n_cal, "seed": seed, "n_cal": sum(calibration.n_.values()),
-                             **{k: metrics[k] for k in COLUMNS}})
+                             **{k: metrics.to_dict()[k] for k in COLUMNS}})
     frame = pd.DataFrame(rows)
     figures = ["coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "mean_set_size",
                "empty_rate"]

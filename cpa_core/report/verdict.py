@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from cpa_core.report.diagnostics import FEW_IN_REGISTRY, MOSTLY, NEARLY_WHOLE
-from cpa_core.report.metrics import AuditSummary, summarize
+from cpa_core.report.metrics import AuditSummary, GroupMetrics, LevelSummary, summarize
 
 if TYPE_CHECKING:
     from cpa_core.audit.results import AuditResult
@@ -84,25 +84,25 @@ def _names(groups, singular: str = "has", plural: str = "have") -> str:
     return f"group {quoted} {singular}" if len(groups) == 1 else f"groups {quoted} {plural}"
 
 
-def _coverage(entry: dict, protocol: str, miss_policy: str) -> Check:
-    target = _level(entry["confidence"])
+def _coverage(entry: LevelSummary, protocol: str, miss_policy: str) -> Check:
+    target = _level(entry.confidence)
     if protocol == "release":
-        if entry["coverage"] is None:
+        if entry.coverage is None:
             return Check("coverage", None, "release protocol: no labelled document, so no coverage to show")
         return Check("coverage", None,
-                     f"release protocol: {_percent(entry['coverage'])} of the labelled documents are covered by "
+                     f"release protocol: {_percent(entry.coverage)} of the labelled documents are covered by "
                      "their leave-one-out set, about ⌈n(1 − α)⌉/n by construction: a property of the method, not a "
                      "validation of it")
     key = "coverage_conditional" if miss_policy == "exclude" else "coverage"
     what = ("coverage of the test documents whose identity is in the pool (the guarantee under 'exclude')"
             if miss_policy == "exclude" else "coverage of the held-out test documents")
-    value, low, high = entry[key], entry[f"{key}_low"], entry[f"{key}_high"]
+    value, low, high = (getattr(entry, key), getattr(entry, f"{key}_low"), getattr(entry, f"{key}_high"))
     if value is None:
         return Check("coverage", False, f"no labelled test document to measure the {what}",
                      "Test on labelled documents (with their true identity) drawn from the release.")
-    passed = high >= float(entry["confidence"])
-    miss = entry["candidate_miss_rate"] or 0.0
-    if key == "coverage" and miss > 1 - float(entry["confidence"]):  # no set can hold an identity outside the pool
+    passed = high >= float(entry.confidence)
+    miss = entry.candidate_miss_rate or 0.0
+    if key == "coverage" and miss > 1 - float(entry.confidence):  # no set can hold an identity outside the pool
         remedy = (f"{_percent(miss)} of the test documents' identities are outside the candidate pool, more than "
                   "α: use a registry that covers the release or a larger top-K, or certify under "
                   "miss_policy = 'exclude'.")
@@ -115,11 +115,11 @@ def _coverage(entry: dict, protocol: str, miss_policy: str) -> Check:
                                                                                "error"), remedy)
 
 
-def _calibration_size(entry: dict, groups: dict, protocol: str) -> Check:
-    needed = entry["n_cal_needed"]
-    small = [g for g, m in groups.items() if 0 < m["n_cal"] < needed]
-    passed = entry["n_cal"] >= needed and not small
-    reason = (f"{entry['n_cal']:,} calibration documents; a finite threshold at {_level(entry['confidence'])} needs "
+def _calibration_size(entry: LevelSummary, groups: dict[str, GroupMetrics], protocol: str) -> Check:
+    needed = entry.n_cal_needed
+    small = [g for g, m in groups.items() if 0 < m.n_cal < needed]
+    passed = entry.n_cal >= needed and not small
+    reason = (f"{entry.n_cal:,} calibration documents; a finite threshold at {_level(entry.confidence)} needs "
               f"at least {needed:,}" + (f" per group, and {_names(small)} fewer" if small else "") +
               (" (each labelled document is calibrated by the others)" if protocol == "release" else ""))
     return Check("calibration size", passed, reason,
@@ -127,26 +127,26 @@ def _calibration_size(entry: dict, groups: dict, protocol: str) -> Check:
                  "lower the confidence level.")
 
 
-def _threshold(entry: dict, groups: dict) -> Check:
-    infinite = [g for g, m in groups.items() if m["threshold"] == "infinite"]
-    some = entry.get("infinite_threshold_rate") or 0.0
-    if entry["threshold"] == "infinite":
+def _threshold(entry: LevelSummary, groups: dict[str, GroupMetrics]) -> Check:
+    infinite = [g for g, m in groups.items() if m.infinite]
+    some = entry.infinite_threshold_rate or 0.0
+    if entry.infinite:
         reason = "the threshold q̂ is infinite: every set is the whole pool"
     elif infinite:
         reason = f"{_names(infinite)} an infinite threshold q̂: every set of their documents is the whole pool"
     elif some:
         reason = f"the threshold q̂ is infinite for {_percent(some)} of the documents: their sets are the whole pool"
-    elif entry["q_hat"] is not None:
-        reason = f"the threshold q̂ = {entry['threshold']} is finite"
+    elif entry.q_hat is not None:
+        reason = f"the threshold q̂ = {entry.threshold} is finite"
     else:
         reason = f"the thresholds are finite (one per {'group' if groups else 'left-out document'})"
-    return Check("finite threshold", entry["threshold"] != "infinite" and not infinite and not some, reason,
+    return Check("finite threshold", not entry.infinite and not infinite and not some, reason,
                  "Lower the confidence level or calibrate on more documents; when many identities are outside the "
                  "pool, certify with miss_policy = 'exclude', a larger top-K or a registry that covers the release.")
 
 
-def _whole_pool(entry: dict) -> Check:
-    rate = entry["whole_pool_rate"]
+def _whole_pool(entry: LevelSummary) -> Check:
+    rate = entry.whole_pool_rate
     if rate is None:
         return Check("whole-pool sets", False, "no audited document", "Audit the documents of the release.")
     return Check("whole-pool sets", rate < MOSTLY,
@@ -155,8 +155,8 @@ def _whole_pool(entry: dict) -> Check:
                  "Lower the confidence level, calibrate on more documents, or declare a stronger attacker.")
 
 
-def _pool_size(entry: dict, flag_below: int) -> Check:
-    pool = entry["pool_size"]
+def _pool_size(entry: LevelSummary, flag_below: int) -> Check:
+    pool = entry.pool_size
     if pool is None:
         return Check("k below the pool size", False, "no document has a candidate pool",
                      "Check that the attacker ranks the registry's profiles.")
@@ -166,8 +166,8 @@ def _pool_size(entry: dict, flag_below: int) -> Check:
                  "Lower k or widen the pool (a larger top-K).")
 
 
-def _registry(entry: dict) -> Check:
-    share, miss = entry.get("share_in_registry"), entry["candidate_miss_rate"]
+def _registry(entry: LevelSummary) -> Check:
+    share, miss = entry.share_in_registry, entry.candidate_miss_rate
     rho = "" if miss is None else f"; candidate-miss rate ρ = {_percent(miss)}"
     if share is None:
         return Check("subjects in the registry", None, f"the share of subjects in the registry is not recorded{rho}")
@@ -178,8 +178,8 @@ def _registry(entry: dict) -> Check:
                  "covers the release.")
 
 
-def _group_thresholds(groups: dict) -> Check:
-    missing = [g for g, m in groups.items() if m["n_cal"] == 0]
+def _group_thresholds(groups: dict[str, GroupMetrics]) -> Check:
+    missing = [g for g, m in groups.items() if m.n_cal == 0]
     if not missing:
         return Check("a threshold per group", True,
                      f"each of the {len(groups)} groups is calibrated on its own documents")
@@ -201,8 +201,8 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
     Raises ``KeyError`` when the summary has no entry at ``confidence``.
     """
     entry = summary.level(confidence)
-    groups = entry.get("groups", {})
-    warnings = list(entry["warnings"])
+    groups = entry.groups or {}
+    warnings = list(entry.warnings)
     policy = summary.policy
     checks = [_coverage(entry, summary.protocol, summary.miss_policy), _calibration_size(entry, groups, summary.protocol),
               _threshold(entry, groups), _whole_pool(entry), _pool_size(entry, policy.flag_below), _registry(entry)]
@@ -211,11 +211,11 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
     checks.append(_diagnostics(warnings))
     failed = [check for check in checks if check.passed is False]
 
-    n, n_flagged = entry["n_test"], entry["n_flagged"]
-    n_empty = round((entry["empty_rate"] or 0) * n)
+    n, n_flagged = entry.n_test, entry.n_flagged
+    n_empty = round((entry.empty_rate or 0) * n)
     split = summary.protocol == "split"
     documents = "held-out test documents" if split else "documents"
-    level, rule = _level(entry["confidence"]), policy.rule
+    level, rule = _level(entry.confidence), policy.rule
     if failed:
         status = "inconclusive"
         headline = (f"Inconclusive: {n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}), but "
@@ -252,7 +252,7 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
         actions.append("Audit again when the attacker's knowledge, the registry, the release mechanism or the "
                        f"documents change: this certificate holds only for configuration {summary.config_id}.")
     return Verdict(status, TITLES[status], headline, tuple(checks), tuple(actions), tuple(warnings),
-                   summary.config_id, float(entry["confidence"]), rule, n_flagged, n)
+                   summary.config_id, float(entry.confidence), rule, n_flagged, n)
 
 
 def summary_document(result: "AuditResult") -> dict:

@@ -29,7 +29,7 @@ def open_world(n=800, m=40, missing=0.04, seed=1, groups=None):
 
 
 def warnings_at(result, confidence):
-    return summarize(result, [confidence]).level(confidence)["warnings"]
+    return summarize(result, [confidence]).level(confidence).warnings
 
 
 def test_a_miss_rate_above_alpha_under_the_conservative_policy_is_said():
@@ -39,8 +39,8 @@ def test_a_miss_rate_above_alpha_under_the_conservative_policy_is_said():
     assert not warnings_at(result, 0.9)  # a miss rate below alpha = 10 %: a real certificate
     [warning] = warnings_at(result, 0.99)
     assert "outside the candidate pool, more than alpha = 1.0 %" in warning and "miss_policy = 'exclude'" in warning
-    assert summarize(result, [0.99]).level(0.99)["whole_pool_rate"] == 1.0
-    assert summarize(result, [0.99]).level(0.99)["threshold"] == "infinite"
+    assert summarize(result, [0.99]).level(0.99).whole_pool_rate == 1.0
+    assert summarize(result, [0.99]).level(0.99).threshold == "infinite"
     excluded = run_audit(documents, registry, None, replace(config, miss_policy="exclude"), table=table)
     assert not any("outside the candidate pool" in w for w in warnings_at(excluded, 0.99))
 
@@ -192,10 +192,10 @@ def test_a_release_one_labelled_document_short_is_said_and_fails_the_verdict(lab
     assert np.isfinite(cert.q_hat[labelled:]).all()
     summary = summarize(result, [0.9])
     entry = summary.level(0.9)
-    assert entry["n_cal_needed"] == 10
-    assert entry["infinite_threshold_rate"] == pytest.approx(labelled / n if short else 0.0)
-    assert entry["threshold"] == "per document (leave-one-out)"
-    said = [w for w in entry["warnings"] if "labelled documents are infinite" in w]
+    assert entry.n_cal_needed == 10
+    assert entry.infinite_threshold_rate == pytest.approx(labelled / n if short else 0.0)
+    assert entry.threshold == "per document (leave-one-out)"
+    said = [w for w in entry.warnings if "labelled documents are infinite" in w]
     assert len(said) == short and (not short or f"thresholds of {labelled} labelled documents" in said[0])
     failed = {check.name for check in release_verdict(summary, 0.9).failed}
     assert ({"calibration size", "finite threshold"} <= failed) == short

@@ -157,7 +157,7 @@ def test_confidence_curve_of_the_report_matches_the_certificates(audit):
     assert list(curve["confidence"]) == [0.5, 0.8, 0.9, 0.95]
     for row in curve.itertuples():
         metrics = certificate_metrics(result.certificate(row.confidence))
-        assert row.coverage == metrics["coverage"] and row.median_set_size == metrics["median_set_size"]
+        assert row.coverage == metrics.coverage and row.median_set_size == metrics.median_set_size
     # thresholds grow with the confidence level, so sets are nested: coverage and sizes never decrease
     assert curve["coverage"].is_monotonic_increasing and curve["mean_set_size"].is_monotonic_increasing
 
@@ -205,10 +205,10 @@ def test_sign_off_names_what_is_signed(audit):
 
 def test_coverage_is_shown_with_its_interval(audit):
     html, entry = _flat(audit["html"]), audit["entry"]
-    low, high = entry["coverage_low"], entry["coverage_high"]
-    assert low < entry["coverage"] < high
-    shown = f"{fmt_percent(entry['coverage'])} (95 % CI {100 * low:.1f}–{100 * high:.1f} %)"
-    assert shown == fmt_coverage(entry["coverage"], low, high)
+    low, high = entry.coverage_low, entry.coverage_high
+    assert low < entry.coverage < high
+    shown = f"{fmt_percent(entry.coverage)} (95 % CI {100 * low:.1f}–{100 * high:.1f} %)"
+    assert shown == fmt_coverage(entry.coverage, low, high)
     assert f"Empirical coverage on the test split is {shown}" in html
     assert f"<td>{100 * low:.1f}–{100 * high:.1f} %</td>" in html  # and in the table per level
     assert "<th>coverage 95 % CI</th>" in html
@@ -223,8 +223,8 @@ def test_only_the_guarantee_of_the_audit_miss_policy_is_stated(audit, audit_excl
         assert other not in infinite, other
     entry = audit_exclude["entry"]
     assert ("the guarantee is conditional on the subject being in the pool: P(truth ∈ C | truth in pool) ≥ 1 − α = "
-            f"80 %; unconditionally, coverage is at least (1 − ρ)(1 − α) = {fmt_percent(entry['open_world_bound'])}, "
-            f"where ρ = {fmt_percent(entry['candidate_miss_rate'])} is the candidate-miss rate.") in exclude
+            f"80 %; unconditionally, coverage is at least (1 − ρ)(1 − α) = {fmt_percent(entry.open_world_bound)}, "
+            f"where ρ = {fmt_percent(entry.candidate_miss_rate)} is the candidate-miss rate.") in exclude
     for other in ("coverage is unconditional", "including those whose subject is not in the candidate pool",
                   GUARANTEE["infinite"][:60]):
         assert other not in exclude, other
@@ -233,8 +233,8 @@ def test_only_the_guarantee_of_the_audit_miss_policy_is_stated(audit, audit_excl
 
 def test_empty_and_whole_pool_sets_are_explained_in_the_text_with_their_counts(audit):
     html, entry = _flat(audit["html"]), audit["entry"]
-    n = entry["n_test"]
-    n_empty, n_whole = round(entry["empty_rate"] * n), round(entry["whole_pool_rate"] * n)
+    n = entry.n_test
+    n_empty, n_whole = round(entry.empty_rate * n), round(entry.whole_pool_rate * n)
     section = _between(html, "<h2>Empty and whole-pool sets</h2>", "<h2>What was audited</h2>")
     assert (f"<p><b>{n_empty:,}</b> of {n:,} held-out test documents have an <b>empty set</b> at 80 % confidence. "
             "|C| = 0: the attacker is more certain of its top candidate than the certificate needs — the highest "

@@ -54,17 +54,18 @@ def test_flag_counts_follow_the_policy_overall_and_per_group(audited):
     cert = result.certificate(0.8)
     policy = ReleasePolicy(5)
     entry = summarize(result, [0.8], policy).level(0.8)
-    assert entry["n_flagged"] == int((cert.set_sizes < 5).sum())
-    assert entry["flagged_share"] == pytest.approx(float((cert.set_sizes < 5).mean()))
-    assert sum(g["n_flagged"] for g in entry["groups"].values()) == entry["n_flagged"]
-    assert "n_flagged" not in certificate_metrics(cert)  # without a policy nothing is flagged
+    assert entry.n_flagged == int((cert.set_sizes < 5).sum())
+    assert entry.flagged_share == pytest.approx(float((cert.set_sizes < 5).mean()))
+    assert sum(g.n_flagged for g in entry.groups.values()) == entry.n_flagged
+    assert certificate_metrics(cert).n_flagged is None  # without a policy nothing is flagged
+    assert "n_flagged" not in certificate_metrics(cert).to_dict()
 
 
 def test_group_thresholds_are_the_group_calibrations(audited):
     result = audited[0]
     entry = summarize(result, [0.9]).level(0.9)
     calibration = result.calibration_for(0.9)
-    for group, metrics in entry["groups"].items():
-        assert metrics["q_hat"] == pytest.approx(result.test_split.score.to_method(calibration.q_hat(0.9, group)))
+    for group, metrics in entry.groups.items():
+        assert metrics.q_hat == pytest.approx(result.test_split.score.to_method(calibration.q_hat(0.9, group)))
         mask = result.test_split.groups.astype(str) == group
         assert np.unique(result.certificate(0.9).q_hat[mask]).tolist() == [calibration.q_hat(0.9, group)]

@@ -213,7 +213,7 @@ def test_drift_own_rows_are_the_shifted_audit_certificates(calibrated_and_shifte
     frame = drift(a, b)
     own = frame[frame["calibration"] == "own (recalibrated on B)"]
     for (_, row), level in zip(own.iterrows(), LEVELS):
-        metrics = certificate_metrics(b.certificate(level))
+        metrics = certificate_metrics(b.certificate(level)).to_dict()
         for column in COLUMNS:
             assert same(row[column], metrics[column]), column
 

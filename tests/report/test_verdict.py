@@ -12,7 +12,7 @@ from tables import LEVEL, documents_and_registry, probability_matrix, sample_tru
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.report.metrics import AuditSummary, clopper_pearson, summarize
+from cpa_core.report.metrics import AuditSummary, GroupMetrics, LevelSummary, clopper_pearson, summarize
 from cpa_core.report.verdict import STATUSES, release_verdict
 
 # --- the coverage interval ---------------------------------------------------------------------------------------
@@ -41,33 +41,46 @@ def test_the_summary_carries_the_interval_of_its_coverage():
     result = run_audit(documents, registry, None, config, table=table_from_matrix(probabilities))
     entry = summarize(result).level(0.9)
     covered = int(result.certificate(0.9).covered.sum())
-    assert covered / 300 == entry["coverage"]
-    assert (entry["coverage_low"], entry["coverage_high"]) == clopper_pearson(covered, 300)
-    assert entry["coverage_low"] < entry["coverage"] < entry["coverage_high"]
-    assert entry["pool_size"] == 30 and entry["share_in_registry"] is not None
+    assert covered / 300 == entry.coverage
+    assert (entry.coverage_low, entry.coverage_high) == clopper_pearson(covered, 300)
+    assert entry.coverage_low < entry.coverage < entry.coverage_high
+    assert entry.pool_size == 30 and entry.share_in_registry is not None
     assert json.loads(json.dumps(summarize(result).to_dict()))["confidence"]["0.9"]["coverage_high"] == \
-        entry["coverage_high"]
+        entry.coverage_high
 
 
 # --- hand-built summaries ----------------------------------------------------------------------------------------
 
-def entry(**changes) -> dict:
-    """A healthy level: 200 test documents, coverage 91 % at 90 %, finite threshold, nothing flagged."""
+def figures(**changes) -> dict:
+    """The figures of a healthy level: 200 test documents, coverage 91 % at 90 %, finite threshold, nothing flagged."""
     low, high = clopper_pearson(182, 200)
-    base = {"confidence": 0.9, "alpha": 0.1, "n_test": 200, "n_labelled": 200, "coverage": 0.91,
+    base = {"confidence": 0.9, "n_test": 200, "n_labelled": 200, "coverage": 0.91,
             "coverage_low": low, "coverage_high": high, "coverage_conditional": 0.93,
             "coverage_conditional_low": 0.88, "coverage_conditional_high": 0.96, "candidate_miss_rate": 0.02,
-            "open_world_bound": 0.882, "median_set_size": 40.0, "min_set_size": 12, "empty_rate": 0.0,
-            "pool_size": 400, "q_hat": 0.42, "threshold": "0.42", "n_flagged": 0, "flagged_share": 0.0,
-            "n_cal": 300, "n_cal_needed": 9, "whole_pool_rate": 0.0, "share_in_registry": 0.98, "warnings": []}
+            "open_world_bound": 0.882, "median_set_size": 40.0, "mean_set_size": 44.0, "min_set_size": 12,
+            "max_set_size": 90, "p10_set_size": 20.0, "p90_set_size": 70.0, "mean_leakage": 0.03, "empty_rate": 0.0,
+            "pool_size": 400, "q_hat": 0.42, "varies": None, "infinite_threshold_rate": 0.0, "top1": 0.3,
+            "top5": 0.6, "top10": 0.7, "mrr": 0.45, "mean_rank": 12.0, "n_flagged": 0, "flagged_share": 0.0}
     base.update(changes)
     return base
 
 
-def summary(level: dict | None = None, *, protocol="split", miss_policy="infinite", flag_below=11) -> AuditSummary:
+def entry(*, n_cal=300, n_cal_needed=9, whole_pool_rate=0.0, share_in_registry=0.98, warnings=(), groups=None,
+          **changes) -> LevelSummary:
+    return LevelSummary(**figures(**changes), alpha=0.1, n_cal=n_cal, n_cal_needed=n_cal_needed,
+                        whole_pool_rate=whole_pool_rate, share_in_registry=share_in_registry, warnings=tuple(warnings),
+                        groups=groups)
+
+
+def group(n_cal: int, q_hat: float, **changes) -> GroupMetrics:
+    return GroupMetrics(**figures(n_test=100, q_hat=q_hat, **changes), n_cal=n_cal)
+
+
+def summary(level: LevelSummary | None = None, *, protocol="split", miss_policy="infinite",
+            flag_below=11) -> AuditSummary:
     level = level or entry()
     return AuditSummary("cfg123", "aps", "K2", "tfidf", miss_policy, ReleasePolicy(flag_below),
-                        {str(level["confidence"]): level}, protocol)
+                        {str(level.confidence): level}, protocol)
 
 
 def check(verdict, name):
@@ -97,7 +110,7 @@ def test_flagged_documents_with_every_check_passed_is_redact():
 
 
 VACUOUS = {
-    "infinite threshold": (dict(threshold="infinite", q_hat=None, whole_pool_rate=1.0, coverage=1.0,
+    "infinite threshold": (dict(q_hat=float("inf"), whole_pool_rate=1.0, coverage=1.0,
                                 coverage_low=0.98, coverage_high=1.0), "finite threshold"),
     "calibration too small": (dict(n_cal=5, n_cal_needed=19, confidence=0.95), "calibration size"),
     "mostly whole-pool sets": (dict(whole_pool_rate=0.6), "whole-pool sets"),
@@ -114,7 +127,7 @@ VACUOUS = {
 def test_a_failed_check_is_inconclusive_never_release(case, n_flagged):
     changes, failing = VACUOUS[case]
     level = entry(n_flagged=n_flagged, **changes)
-    verdict = release_verdict(summary(level), level["confidence"])
+    verdict = release_verdict(summary(level), level.confidence)
     assert verdict.status == "inconclusive", case
     assert check(verdict, failing).passed is False
     assert verdict.headline.startswith(f"Inconclusive: {n_flagged} of 200 held-out test documents flagged")
@@ -125,14 +138,13 @@ def test_a_failed_check_is_inconclusive_never_release(case, n_flagged):
 
 
 def test_group_checks_name_the_group_without_calibration():
-    groups = {"a": {**entry(n_test=100), "n_cal": 150, "threshold": "0.4"},
-              "b": {**entry(n_test=100), "n_cal": 0, "threshold": "infinite"}}
-    verdict = release_verdict(summary(entry(threshold="per-group", q_hat=None, groups=groups)), 0.9)
+    groups = {"a": group(150, 0.4), "b": group(0, float("inf"))}
+    verdict = release_verdict(summary(entry(q_hat=None, varies="per-group", groups=groups)), 0.9)
     assert verdict.status == "inconclusive"
     assert check(verdict, "a threshold per group").reason == "group 'b' has no calibration document, so no threshold"
     assert check(verdict, "finite threshold").reason.startswith("group 'b' has an infinite threshold")
-    healthy = {"a": groups["a"], "b": {**groups["b"], "n_cal": 150, "threshold": "0.5"}}
-    assert release_verdict(summary(entry(threshold="per-group", q_hat=None, groups=healthy)), 0.9).status == "release"
+    healthy = {"a": groups["a"], "b": group(150, 0.5)}
+    assert release_verdict(summary(entry(q_hat=None, varies="per-group", groups=healthy)), 0.9).status == "release"
 
 
 def test_release_protocol_coverage_is_a_property_not_a_validation():

@@ -91,8 +91,8 @@ def test_documents_absent_from_the_table_have_an_empty_pool(registry):
     cert = certify(split, calibrate(np.array([0.6, 1.0, 1.0, 1.0]), [0.5]), 0.5)
     assert cert.set_sizes.tolist() == [2, 0, 0] and cert.covered.tolist() == [True, False, False]
     metrics = certificate_metrics(cert)
-    assert metrics["candidate_miss_rate"] == pytest.approx(2 / 3)
-    assert metrics["coverage"] == pytest.approx(1 / 3) and metrics["coverage_conditional"] == 1.0
+    assert metrics.candidate_miss_rate == pytest.approx(2 / 3)
+    assert metrics.coverage == pytest.approx(1 / 3) and metrics.coverage_conditional == 1.0
 
 
 def test_candidates_outside_the_registry_are_allowed(registry):
@@ -179,8 +179,8 @@ def test_imported_attacker_through_run_audit(tmp_path, registry):
     absent = np.array([int(d[1:]) % 10 == 9 for d in result.test_split.table.doc_ids])
     assert (~result.test_split.in_pool == absent).all()
     metrics = certificate_metrics(result.certificate(0.8))
-    assert metrics["candidate_miss_rate"] == pytest.approx(absent.mean())
-    assert metrics["top1"] == pytest.approx(1 - absent.mean())
+    assert metrics.candidate_miss_rate == pytest.approx(absent.mean())
+    assert metrics.top1 == pytest.approx(1 - absent.mean())
 
 
 # -------------------------------------------------------------------------------------- invalid rows
