@@ -36,10 +36,8 @@ Clues (``direct_plus_clues`` levels)
     inside a word or sentence span of the text; both are listed. A clue the LLM inferred and the text does not
     write has no span: :func:`inferred_clues` lists it (the worklist's ``inferred_clues``).
 
-:func:`document_evidence` is the one computation every surface uses (the drill-down, the worklist, the
-report): the same candidates (the document's top ``n_candidates``), the same terms (the ``n_terms``
-heaviest), every occurrence of each. :func:`audit_explainer` is the attacker's explainer with the declared
-configuration's placeholders: every caller goes through it.
+What every surface shows of a document (the drill-down, the worklist, the report) is computed once from these
+explainers by :mod:`cpa_core.report.evidence`.
 """
 
 from __future__ import annotations

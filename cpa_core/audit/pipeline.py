@@ -1,7 +1,7 @@
 """The audit pipeline: split, attack, score, calibrate, certify.
 
 :func:`run_audit` attacks the calibration and test documents once. The resulting
-:class:`AuditResult` keeps, per document, the scores of its ranked candidates (non-decreasing), so
+:class:`~cpa_core.audit.results.AuditResult` keeps, per document, the scores of its ranked candidates (non-decreasing), so
 certifying at any other confidence level recomputes one quantile and one count per document; the
 attack is never re-run.
 

@@ -1,18 +1,11 @@
-"""Loading and validating released documents and profile registries.
+"""The released documents and the profile registry, loaded and validated once, here, at the boundary.
 
-Validation happens once, here, at the boundary. Problems with the file as a whole (unreadable,
-undecodable, not a table, required column missing) raise :class:`~cpa_core.common.errors.DataError`.
-Problems with single rows (missing or duplicate id, empty text, wrong type) either raise (the
-default, ``on_invalid="error"``) or drop the row (``on_invalid="drop"``); dropped rows are listed in
-the :class:`ValidationReport` with the reason. Rows are numbered from 1, the header excluded.
-
-Text files (CSV, JSONL) are decoded with a declared ``encoding`` (UTF-8 by default, a byte-order mark
-accepted); a file that does not decode is refused with the byte, line and row where it fails, never
-read with replaced characters. The encoding is recorded on the loaded table; checksums are of the raw
-bytes. Parquet stores its text as UTF-8 and ignores the option.
-
-:func:`guess_columns` proposes a column mapping from the file's column names (for a form to show, never
-applied silently).
+Problems with the file as a whole (unreadable, undecodable, not a table, required column missing) raise
+:class:`~cpa_core.common.errors.DataError` (reading and decoding: :mod:`cpa_core.io.reading`; which column holds
+what: :mod:`cpa_core.io.columns`). Problems with single rows (missing or duplicate id, empty text, wrong type)
+either raise (the default, ``on_invalid="error"``) or drop the row (``on_invalid="drop"``); dropped rows are listed
+in the :class:`ValidationReport` with the reason. Rows are numbered from 1, the header excluded. The encoding is
+recorded on the loaded table; checksums are of the raw bytes.
 
 Documents whose identity is not in the registry are kept: the audit is open-world, and such
 documents are counted as candidate misses. A blank ``identity_id`` marks a document whose subject is

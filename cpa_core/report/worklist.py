@@ -1,10 +1,5 @@
-"""Release policy: flag documents with too small a certified set, and the redaction worklist.
-
-A document is flagged when its set has fewer than ``k`` members (equivalently its leakage proxy
-exceeds ``1/k``), or when its leakage proxy exceeds an explicit threshold. An empty set (the attacker
-puts more mass on its top candidate than the threshold allows) counts as size 0: the highest risk.
-The worklist lists flagged documents smallest set first.
-"""
+"""The redaction worklist: the flagged documents (under the release policy, :mod:`cpa_core.audit.policy`), smallest
+set first, with their evidence; as CSV (formula-like cells neutralised) and JSON."""
 
 from __future__ import annotations
 

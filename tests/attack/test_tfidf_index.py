@@ -1,11 +1,12 @@
 """The multithreaded similarity kernel gives exactly the results of the dense reference path: the same
 shortlists (ties by increasing column, zero similarities included), bitwise weights, tails to rounding, and
-the same certificates."""
+the same certificates (a whole audit: tests/integration/test_tfidf_kernel_audit.py)."""
 
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sample_release import sample_k2_fixture  # noqa: F401 (the fixture sample_k2)
 
 from cpa_core.attack.attackers.tfidf import TfidfAttacker
 from cpa_core.attack.candidates import rank_by_similarity, ranked_columns, softmax_rows
@@ -100,19 +101,9 @@ def test_ranked_columns_breaks_ties_by_column_when_the_cut_splits_them():
     assert ranked_columns(values, None).tolist() == [[5, 0, 2, 1, 3, 4], [0, 1, 2, 3, 4, 5]]
 
 
-@pytest.fixture(scope="module")
-def sample(sample_paths):
-    from cpa_core.io.knowledge import KnowledgeLevel
-    from cpa_core.io.tables import load_documents, load_registry
-
-    documents, registry = load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"])
-    return documents, registry, KnowledgeLevel("K2", ("age_band", "gender", "occupation", "city", "keywords",
-                                                      "events"))
-
-
 @pytest.mark.parametrize("top_k", [1, 10, None])
-def test_the_attack_table_is_the_same_with_and_without_the_kernel(sample, top_k):
-    documents, registry, level = sample
+def test_the_attack_table_is_the_same_with_and_without_the_kernel(sample_k2, top_k):
+    documents, registry, level = sample_k2
     ids, texts = documents.frame["doc_id"].tolist(), documents.frame["text"].tolist()
     tables = [TfidfAttacker(top_k=top_k, temperature=0.05, chunk_size=97, kernel=kernel)
               .attack(ids, texts, registry, level) for kernel in (True, False)]
@@ -122,22 +113,3 @@ def test_the_attack_table_is_the_same_with_and_without_the_kernel(sample, top_k)
     np.testing.assert_array_equal(fast.pool_sizes, reference.pool_sizes)
     np.testing.assert_allclose(fast.tail_mass, reference.tail_mass, rtol=TAIL_RTOL, atol=0)
     assert fast.queries == reference.queries
-
-
-@pytest.mark.integration
-def test_a_whole_audit_certifies_the_same_sets_with_and_without_the_kernel(sample):
-    from tables import toy_attacker
-
-    from cpa_core.audit.configuration import AuditConfig
-    from cpa_core.audit.pipeline import run_audit
-
-    documents, registry, level = sample
-    config = AuditConfig(knowledge=level, attacker=toy_attacker("tfidf"), confidences=(0.8, 0.9), top_k=20)
-    results = [run_audit(documents, registry, TfidfAttacker(top_k=20, kernel=kernel), config)
-               for kernel in (True, False)]
-    fast, reference = results
-    assert fast.inputs["learned"]["temperature"] == reference.inputs["learned"]["temperature"]  # auto: same blocks
-    for confidence in (0.8, 0.9):
-        np.testing.assert_array_equal(fast.certificate(confidence).set_sizes,
-                                      reference.certificate(confidence).set_sizes)
-        np.testing.assert_array_equal(fast.certificate(confidence).covered, reference.certificate(confidence).covered)

@@ -6,11 +6,8 @@ from __future__ import annotations
 import re
 
 import pandas as pd
-import pytest
 
 from cpa_ui import nav
-
-pytestmark = pytest.mark.integration
 
 APP = "app.py"
 ACCENTED = "Zoë Müller met Bézier"

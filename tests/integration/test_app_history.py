@@ -14,8 +14,6 @@ from cpa_core.report.worklist import worklist
 from cpa_core.store.history import list_audits, load_audit, record_audit
 from cpa_ui import nav
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def history(tmp_path, monkeypatch):
@@ -75,8 +73,8 @@ def test_calibrate_twice_reopen_the_first_and_compare(history, sample_paths):
     for suffix, run in (("a", first), ("b", second)):
         summary = summarize(run.result)
         for row in levels.itertuples():
-            assert getattr(row, f"coverage_{suffix}") == pytest.approx(summary.level(row.confidence)["coverage"])
-            assert getattr(row, f"n_flagged_{suffix}") == summary.level(row.confidence)["n_flagged"]
+            assert getattr(row, f"coverage_{suffix}") == pytest.approx(summary.level(row.confidence).coverage)
+            assert getattr(row, f"n_flagged_{suffix}") == summary.level(row.confidence).n_flagged
     before, after = flagged_ids(first.result), flagged_ids(second.result)
     assert metric(at, "Newly flagged in B") == f"{len(after - before):,}"
     assert metric(at, "No longer flagged in B") == f"{len(before - after):,}"

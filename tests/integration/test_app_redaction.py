@@ -12,8 +12,6 @@ from apptest import assert_clean, calibrate, downloads, metric, new_app, shown  
 
 from cpa_ui import nav
 
-pytestmark = pytest.mark.integration
-
 
 def _number(text: str) -> int:
     return int(text.replace(",", ""))

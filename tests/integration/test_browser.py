@@ -33,8 +33,6 @@ from browser import (
     wait,
 )
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def app_url(sample_paths):

@@ -17,6 +17,7 @@ import tomllib
 import numpy as np
 import pandas as pd
 import pytest
+from audit_files import read_jsonl
 from conftest import CliResult, toy_frames, write_table
 
 from cpa_core.cli.main import build_parser
@@ -111,10 +112,6 @@ def result_of(runs, name) -> tuple[CliResult, object]:
 
 def read_json(path):
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-def read_jsonl(path):
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 # ----------------------------------------------------------------------------------------------- help

@@ -11,12 +11,9 @@ import io
 import json
 
 import pandas as pd
-import pytest
 from conftest import run_cli_inprocess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-pytestmark = pytest.mark.integration
 
 PAYLOADS = ["![x](http://127.0.0.1:9/beacon.png)", "<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
             "=HYPERLINK(\"http://x\")", "+1+1", "-2", "@SUM(A1)", "[link](javascript:alert(1))", "NaN", "None",

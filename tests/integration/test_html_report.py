@@ -12,7 +12,6 @@ import textwrap
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = '<script>alert("cpa")</script>'
@@ -52,7 +51,6 @@ HEADLESS_REPORT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.integration
 def test_the_core_builds_the_report_without_the_dashboard(tmp_path):
     """In a fresh process: the report is built with no Streamlit, plotly or cpa_ui module ever imported; its
     figures are static SVG and it runs no script; on screen it is the print version but for the figures' note."""
@@ -70,7 +68,6 @@ def test_the_core_builds_the_report_without_the_dashboard(tmp_path):
     assert screen.replace("Static version", "Printed version") == printed
 
 
-@pytest.mark.integration
 def test_cpa_audit_writes_the_certificate_report(sample_paths, cli, tmp_path):
     """``cpa audit`` writes report.html beside summary.json, private like the other files and listed nowhere: it
     states the verdict of summary.json and the configuration id of manifest.json, and escapes what comes from the

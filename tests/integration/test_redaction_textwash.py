@@ -17,8 +17,6 @@ from test_textwash import textwash_slice  # noqa: F401 (fixture: the slice, audi
 
 from cpa_core.redaction.suggestions import Edit, apply_edits
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def redacted(textwash_slice):  # noqa: F811

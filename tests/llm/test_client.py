@@ -3,26 +3,33 @@
 
 Covers: request shape, the on-disk cache and its key, retries with backoff (429, 5xx, timeouts,
 connection errors, malformed bodies), non-retryable errors, an interrupted run that resumes without
-asking any answered request again (in-process and after a SIGKILL), bounded concurrency, the call budget
-and its dry run, progress, and that neither the API key nor any content leaks into files, params or logs.
+asking any answered request again (in-process; after a SIGKILL: tests/integration/test_llm_client_sigkill.py),
+bounded concurrency, the call budget and its dry run, progress, and that neither the API key nor any content
+leaks into files, params or logs. The endpoint and its settings: tests/llm_endpoint.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import random
-import subprocess
-import sys
-import textwrap
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
+from llm_endpoint import (
+    BASE_URL,
+    DOC_TEXT,
+    KEY_ENV,
+    SECRET,
+    FakeEndpoint,
+    api_key,  # noqa: F401 (the autouse fixture)
+    client_for,
+    completion_body,
+    requests_for,
+    settings,
+)
 
 from cpa_core.common.errors import ConfigError, CPAError, LLMBudgetError, LLMError
 from cpa_core.llm.client import LLMClient, LLMRequest, LLMResponse, LLMSettings, redact_url, sample_seed
@@ -38,107 +45,6 @@ from cpa_core.llm.prompts import (
     parse_choice,
     parse_clues,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SECRET = "sk-test-DO-NOT-LEAK-4242"
-KEY_ENV = "CPA_TEST_LLM_KEY"
-BASE_URL = "http://llm.test/v1"
-DOC_TEXT = "Confidential: the night nurse from Lyon who won the 2011 chess cup"
-
-
-def completion_body(text: str, logprobs: int | None = None, finish: str = "stop") -> dict:
-    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
-    if logprobs is not None:
-        tokens = text.split() or [""]
-        choice["logprobs"] = {"content": [
-            {"token": tok, "logprob": -0.5 * (i + 1), "bytes": None,
-             "top_logprobs": [{"token": f"{tok}#{j}", "logprob": -1.0 - j, "bytes": None} for j in range(logprobs)]}
-            for i, tok in enumerate(tokens)]}
-    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "test-model",
-            "choices": [choice], "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}}
-
-
-class FakeEndpoint:
-    """A scripted chat-completions endpoint: records every request, tracks requests in flight.
-
-    ``script`` is a list of outcomes used in order, one per request (then success): an int status, a
-    ``bytes`` body, an exception instance to raise, or a callable(request) -> httpx.Response.
-    """
-
-    def __init__(self, script=(), delay: float = 0.0):
-        self.script = list(script)
-        self.delay = delay
-        self.bodies: list[dict] = []
-        self.headers: list[httpx.Headers] = []
-        self.timeouts: list[dict] = []
-        self.answered: list[tuple] = []  # identity of each request answered with 200
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.lock = threading.Lock()
-
-    @staticmethod
-    def identity(body: dict) -> tuple:
-        return (hashlib.sha256(json.dumps(body["messages"]).encode()).hexdigest()[:16], body.get("seed"),
-                body.get("temperature"), body.get("top_p"), body.get("max_tokens"), body.get("top_logprobs"))
-
-    @staticmethod
-    def answer_text(body: dict) -> str:
-        return f"answer {FakeEndpoint.identity(body)[0][:6]} seed {body.get('seed')}"
-
-    def handler(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        with self.lock:
-            self.bodies.append(body)
-            self.headers.append(request.headers)
-            self.timeouts.append(request.extensions.get("timeout"))
-            outcome = self.script.pop(0) if self.script else None
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            if self.delay:
-                time.sleep(self.delay)
-            if isinstance(outcome, BaseException):
-                raise outcome
-            if callable(outcome):
-                return outcome(request)
-            if isinstance(outcome, int):
-                return httpx.Response(outcome, json={"error": {"message": f"echo of the prompt: {body['messages']}",
-                                                               "type": "server_error", "code": outcome}})
-            if isinstance(outcome, bytes):
-                return httpx.Response(200, content=outcome, headers={"content-type": "application/json"})
-            with self.lock:
-                self.answered.append(self.identity(body))
-            return httpx.Response(200, json=completion_body(self.answer_text(body), body.get("top_logprobs")))
-        finally:
-            with self.lock:
-                self.in_flight -= 1
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch):
-    monkeypatch.setenv(KEY_ENV, SECRET)
-
-
-def settings(tmp_path, **overrides) -> LLMSettings:
-    values = dict(base_url=BASE_URL, model="test-model", api_key_env=KEY_ENV, cache_dir=str(tmp_path / "cache"),
-                  max_retries=3, concurrency=2, timeout_s=5.0)
-    values.update(overrides)
-    return LLMSettings(**values)
-
-
-def client_for(tmp_path, endpoint: FakeEndpoint, sleeps: list | None = None, **overrides) -> LLMClient:
-    http = httpx.Client(transport=httpx.MockTransport(endpoint.handler))
-    return LLMClient(settings(tmp_path, **overrides), http_client=http,
-                     sleep=(sleeps.append if sleeps is not None else (lambda s: None)), rng=random.Random(7))
-
-
-def requests_for(n: int, samples: int = 1, **kwargs) -> list[LLMRequest]:
-    out = []
-    for doc in range(n):
-        messages = CLUES_V1.render(text=f"{DOC_TEXT} #{doc}", max_clues=5)
-        for j in range(samples):
-            out.append(LLMRequest(messages=messages, sample_index=j, seed=sample_seed(1, f"d{doc}", j), **kwargs))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- calls
@@ -335,44 +241,6 @@ def test_interrupted_run_resumes_without_asking_answered_requests_again(tmp_path
         counts[identity] = counts.get(identity, 0) + 1
     assert len(counts) == 24 and max(counts.values()) == 1  # no answered request asked twice
     assert len(endpoint.bodies) == 24 + 1  # plus the one request that was "killed"
-
-
-CHILD = textwrap.dedent("""
-    import json, os, signal, sys, httpx
-    sys.path.insert(0, sys.argv[3])
-    from cpa_core.llm import LLMClient, LLMSettings
-    from test_llm_client import FakeEndpoint, requests_for, completion_body
-    log, count = open(sys.argv[2], "a"), [0]
-    def handler(request):
-        body = json.loads(request.content)
-        count[0] += 1
-        if count[0] == 6:
-            os.kill(os.getpid(), signal.SIGKILL)
-        log.write(json.dumps(body["seed"]) + "\\n"); log.flush()
-        return httpx.Response(200, json=completion_body(FakeEndpoint.answer_text(body)))
-    settings = LLMSettings(base_url="http://llm.test/v1", model="test-model", api_key_env="CPA_TEST_LLM_KEY",
-                           cache_dir=sys.argv[1], concurrency=1)
-    LLMClient(settings, http_client=httpx.Client(transport=httpx.MockTransport(handler))).complete(requests_for(10))
-""")
-
-
-@pytest.mark.integration
-@pytest.mark.skipif(not hasattr(os, "kill") or sys.platform == "win32", reason="needs SIGKILL")
-def test_run_killed_by_sigkill_resumes_from_the_cache(tmp_path):
-    answered_log = tmp_path / "answered.log"
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    child = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "cache"), str(answered_log),
-                            str(REPO_ROOT / "tests")], env=env, capture_output=True, timeout=120)
-    assert child.returncode == -9, child.stderr.decode()[-2000:]
-    answered_before = [json.loads(line) for line in answered_log.read_text().splitlines()]
-    assert len(answered_before) == 5
-    endpoint = FakeEndpoint()
-    with client_for(tmp_path, endpoint, concurrency=1) as client:
-        assert client.estimate_calls(requests_for(10)) == 5
-        out = client.complete(requests_for(10))
-    asked_now = [b["seed"] for b in endpoint.bodies]
-    assert len(asked_now) == 5 and not set(asked_now) & set(answered_before)
-    assert sum(r.cached for r in out) == 5
 
 
 # ---------------------------------------------------------------------------------------------- limits

@@ -1,6 +1,6 @@
 """Replacements a curator would accept: category placeholders from the registry, generalisations where the data
 allows (hierarchies derived from the registry, the curator's own table, ages to bands, years to decades), and
-the kind of each edit recorded."""
+the kind of each edit recorded (``cpa redact`` on the sample: tests/integration/test_replacements_cli.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import re
 
 import pandas as pd
 import pytest
+from generalization_tables import table_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,15 +167,9 @@ def test_years_become_their_decade_and_ages_their_band(toy):
         ["25-44", "65+", "50-59"]
 
 
-def _table(tmp_path, text: str, name: str = "general.csv"):
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 def test_the_curators_table_comes_first_and_is_identified_by_its_checksum(toy, tmp_path):
-    path = _table(tmp_path, "value,general,field\nLeeds,West Yorkshire,city\nnurse,health worker,\n"
-                            "Bristol,the South West,city\nBristol,a port,occupation\n")
+    path = table_file(tmp_path, "value,general,field\nLeeds,West Yorkshire,city\nnurse,health worker,\n"
+                          "Bristol,the South West,city\nBristol,a port,occupation\n")
     table = load_generalization(path, registry_fields=toy.fields)
     assert table.sha256 == hashlib.sha256(path.read_bytes()).hexdigest() and table.file == str(path)
     replacer = Replacer.from_registry(toy, "generalize", table)
@@ -183,7 +178,7 @@ def test_the_curators_table_comes_first_and_is_identified_by_its_checksum(toy, t
     assert {replacer.choose(span(w)).kind for w in ("leeds", "York", "Nurse", "Bristol")} == {"generalize"}
     assert replacer.to_dict()["generalization"] == {"file": str(path), "sha256": table.sha256, "entries": 4}
     # without a field column; JSONL works too
-    plain = load_generalization(_table(tmp_path, '{"value": 2014, "general": "a recent year"}\n', "g.jsonl"))
+    plain = load_generalization(table_file(tmp_path, '{"value": 2014, "general": "a recent year"}\n', "g.jsonl"))
     assert Replacer("generalize", table=plain).choose(span("2014")).replacement == "a recent year"
     with pytest.raises(ConfigError, match="generalize"):
         Replacer.from_registry(toy, "placeholder", table)
@@ -207,7 +202,7 @@ def test_the_curators_table_comes_first_and_is_identified_by_its_checksum(toy, t
 ])
 def test_a_bad_table_is_refused_in_one_line_naming_the_file_row_and_column(toy, tmp_path, content, words):
     with pytest.raises(DataError) as raised:
-        load_generalization(_table(tmp_path, content), registry_fields=toy.fields)
+        load_generalization(table_file(tmp_path, content), registry_fields=toy.fields)
     message = str(raised.value)
     assert "\n" not in message and all(w in message for w in words), message
 
@@ -288,7 +283,7 @@ def test_the_log_records_the_strategy_the_table_and_the_kinds(toy, tmp_path):
 
     from cpa_core.audit.policy import ReleasePolicy
 
-    table = load_generalization(_table(tmp_path, "value,general\nLeeds,North\n"))
+    table = load_generalization(table_file(tmp_path, "value,general\nLeeds,North\n"))
     replacer = Replacer.from_registry(toy, "generalize", table)
     text = "nurse from Leeds"
     done = suggest("d1", text, lambda e: (1, [0]), _explainer({"leeds": 2.0, "nurse": 1.0}), 11, replacer)
@@ -299,87 +294,6 @@ def test_the_log_records_the_strategy_the_table_and_the_kinds(toy, tmp_path):
     assert log["derived"]["hierarchies"] == {"city": "region", "region": "country"}
     assert json.loads(json.dumps(log))["documents"][0]["edits"][1]["replacement"] == "North"
     assert redaction_log(config, "delete", [])["generalization"] is None
-
-
-# ------------------------------------------------------------------------------------------ the command line
-
-CITIES = {"Bristol": "South West England", "Exeter": "South West England", "Cardiff": "Wales",
-          "Edinburgh": "Scotland", "Glasgow": "Scotland", "Inverness": "Scotland", "Leeds": "Yorkshire",
-          "Sheffield": "Yorkshire", "York": "Yorkshire", "Manchester": "North West England",
-          "Newcastle": "North East England", "Norwich": "East of England"}
-
-
-@pytest.fixture(scope="module")
-def sample_audit(sample_paths, tmp_path_factory):
-    from conftest import run_cli
-
-    out = tmp_path_factory.mktemp("replacements") / "before"
-    done = run_cli("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
-                   "--config", sample_paths["config"], "--no-history", "--out", out)
-    assert done.returncode == 0, done.describe()
-    return out
-
-
-@pytest.mark.integration
-def test_cpa_redact_generalize_end_to_end_on_the_sample(sample_paths, sample_audit, tmp_path):
-    from conftest import run_cli
-
-    table = tmp_path / "cities.csv"
-    table.write_text("value,general,field\n" + "".join(f"{c},{r},city\n" for c, r in CITIES.items()),
-                     encoding="utf-8")
-    redact = run_cli("redact", "--audit", sample_audit, "--out", tmp_path / "redacted", "--strategy", "generalize",
-                     "--generalization", table)
-    assert redact.returncode == 0, redact.describe()
-    plan = json.loads((tmp_path / "redacted" / "redactions.json").read_text(encoding="utf-8"))
-    assert plan["strategy"] == "generalize"
-    assert plan["generalization"] == {"file": str(table), "sha256": hashlib.sha256(table.read_bytes()).hexdigest(),
-                                      "entries": len(CITIES)}
-    assert plan["derived"]["age_band_field"] == "age_band"
-    original = pd.read_csv(sample_paths["documents"])
-    texts = dict(zip(original["doc_id"], original["text"]))
-    edits = [(document["doc_id"], edit) for document in plan["documents"] for edit in document["edits"]]
-    for doc_id, edit in edits:
-        assert texts[doc_id][edit["offset"]:edit["offset"] + edit["length"]] == edit["original"]
-        assert edit["kind"] in ("placeholder", "generalize")
-        if edit["kind"] == "placeholder":
-            assert any(re.fullmatch(p, edit["replacement"]) for p in DEFAULT_PLACEHOLDERS)
-        if edit["original"] in CITIES:
-            assert edit["replacement"] == CITIES[edit["original"]]
-        if re.fullmatch(r"(19|20)\d\d", edit["original"]):
-            assert edit["replacement"] in (f"the {edit['original'][:3]}0s", f"{edit['original'][:3]}0s")
-    kinds = {kind: sum(e["kind"] == kind for _, e in edits) for kind in ("placeholder", "generalize")}
-    assert kinds["generalize"] > 0 and kinds["placeholder"] > 0 and plan["edits_by_kind"]["generalize"] == \
-        kinds["generalize"]
-    assert f"{kinds['generalize']} generalize" in redact.stderr
-    printed = redact.output  # counts and paths, never the words of the release
-    assert not any(e["original"] in printed for _, e in edits if len(e["original"]) > 6)
-    edited = pd.read_csv(tmp_path / "redacted" / "documents.csv")
-    assert list(edited.columns) == list(original.columns)
-    by_doc = {d["doc_id"]: [Edit(**e) for e in d["edits"]] for d in plan["documents"]}
-    assert [apply_edits(t, by_doc.get(d, [])) for d, t in zip(original["doc_id"], original["text"])] == \
-        edited["text"].tolist()
-    after = run_cli("audit", "--documents", tmp_path / "redacted" / "documents.csv", "--registry",
-                    sample_paths["registry"], "--config", tmp_path / "redacted" / "audit.toml", "--no-history",
-                    "--out", tmp_path / "after")
-    assert after.returncode == 0, after.describe()
-    before_flagged = len(json.loads((sample_audit / "worklist.json").read_text()))
-    after_flagged = len(json.loads((tmp_path / "after" / "worklist.json").read_text()))
-    assert before_flagged == len(plan["documents"]) and after_flagged < before_flagged / 2
-
-
-@pytest.mark.integration
-def test_cpa_redact_refuses_a_bad_table_or_a_table_without_generalize(sample_audit, tmp_path):
-    from conftest import run_cli_inprocess
-
-    bad = _table(tmp_path, "value,general\nLeeds,Yorkshire\n,Scotland\n", "bad.csv")
-    done = run_cli_inprocess("redact", "--audit", sample_audit, "--out", tmp_path / "out", "--strategy",
-                             "generalize", "--generalization", bad)
-    assert done.returncode == 2 and len(done.stderr_lines) == 1, done.describe()
-    assert "bad.csv, row 2, column 'value'" in done.stderr and "Traceback" not in done.output
-    assert not (tmp_path / "out" / "redactions.json").exists()
-    wrong = run_cli_inprocess("redact", "--audit", sample_audit, "--out", tmp_path / "out2", "--generalization", bad)
-    assert wrong.returncode == 2 and len(wrong.stderr_lines) == 1, wrong.describe()
-    assert "applies to --strategy generalize only" in wrong.stderr and not (tmp_path / "out2").exists()
 
 
 def test_a_word_names_a_category_only_when_it_is_half_of_a_value_or_more():

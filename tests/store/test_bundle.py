@@ -1,34 +1,21 @@
 """The declared configuration written as a file declares the same configuration again; the id covers the
-release and the release policy; a bundle's command reproduces the audit's figures."""
+release and the release policy (a bundle's command reproducing the audit's figures:
+tests/integration/test_bundle_reproduce.py)."""
 
 from __future__ import annotations
 
-import io
-import json
-import shutil
 import tomllib
-import zipfile
 from dataclasses import replace
 
 import pytest
-from conftest import SAMPLE_DIR, run_cli
+from sample_release import sample_project_fixture  # noqa: F401 (the fixture sample_project)
 
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.audit.project import ProjectConfig, declare_audit, load_config, parse_config
+from cpa_core.audit.project import ProjectConfig, declare_audit, parse_config
 from cpa_core.common.errors import ConfigError
 from cpa_core.io.tables import load_documents
-from cpa_core.report.verdict import summary_document
-from cpa_core.store.bundle import audit_bundle, declared_toml, reproduce_command
-
-
-@pytest.fixture(scope="module")
-def sample():
-    project = load_config(SAMPLE_DIR / "audit.toml")
-    documents = project.load_documents(SAMPLE_DIR / "documents.csv", name="sample_data/documents.csv")
-    registry = project.load_registry(SAMPLE_DIR / "registry.csv", name="sample_data/registry.csv")
-    return project, documents, registry
-
+from cpa_core.store.bundle import declared_toml, reproduce_command
 
 DECLARATIONS = [
     {},
@@ -42,8 +29,8 @@ DECLARATIONS = [
 
 @pytest.mark.parametrize("declaration", DECLARATIONS, ids=["defaults", "k1-topk-exclude", "custom-split-rank",
                                                            "levels-temperature"])
-def test_declared_file_declares_the_same_configuration(sample, declaration):
-    project, documents, registry = sample
+def test_declared_file_declares_the_same_configuration(sample_project, declaration):
+    project, documents, registry = sample_project
     config, _ = declare_audit(project, registry, documents=documents, **declaration)
     text = declared_toml(config)
     again, _ = declare_audit(parse_config(text, "audit.toml"), registry, documents=documents)
@@ -52,8 +39,8 @@ def test_declared_file_declares_the_same_configuration(sample, declaration):
     assert tomllib.loads(text)["inputs"]["documents"]["sha256"] == documents.sha256
 
 
-def test_the_id_covers_the_release_and_the_policy(sample):
-    project, documents, registry = sample
+def test_the_id_covers_the_release_and_the_policy(sample_project):
+    project, documents, registry = sample_project
     config, _ = declare_audit(project, registry, documents=documents)
     subset = replace(documents, frame=documents.frame.iloc[:500])
     assert declare_audit(project, registry, documents=subset)[0].config_id != config.config_id
@@ -63,8 +50,8 @@ def test_the_id_covers_the_release_and_the_policy(sample):
         assert declare_audit(project, registry, documents=documents, overrides=changed)[0].config_id != config.config_id
 
 
-def test_a_policy_chosen_after_calibration_declares_what_the_command_line_would(sample):
-    project, documents, registry = sample
+def test_a_policy_chosen_after_calibration_declares_what_the_command_line_would(sample_project):
+    project, documents, registry = sample_project
     config, _ = declare_audit(project, registry, documents=documents)
     viewed = config.with_policy(0.935, ReleasePolicy(3, 0.4))
     cli, _ = declare_audit(project, registry, documents=documents, overrides={
@@ -73,8 +60,8 @@ def test_a_policy_chosen_after_calibration_declares_what_the_command_line_would(
     assert config.with_policy(0.95, config.policy).confidences == config.confidences  # an audited level: not added
 
 
-def test_files_other_than_the_declared_ones_are_refused(sample, tmp_path):
-    project, documents, registry = sample
+def test_files_other_than_the_declared_ones_are_refused(sample_project, tmp_path):
+    project, documents, registry = sample_project
     config, _ = declare_audit(project, registry, documents=documents)
     pinned = parse_config(declared_toml(config), "audit.toml")
     frame = documents.frame.copy()
@@ -86,8 +73,8 @@ def test_files_other_than_the_declared_ones_are_refused(sample, tmp_path):
         declare_audit(pinned, registry, documents=changed)
 
 
-def test_run_audit_binds_the_result_to_its_release(sample):
-    project, documents, registry = sample
+def test_run_audit_binds_the_result_to_its_release(sample_project):
+    project, documents, registry = sample_project
     small = replace(documents, frame=documents.frame.iloc[:120].reset_index(drop=True))
     config, attacker = declare_audit(project, registry, documents=small, overrides={"confidence": [0.9]})
     result = run_audit(small, registry, attacker, config)
@@ -107,38 +94,13 @@ def test_reproduce_command_quotes_its_files():
                       "--out out/reproduced"
 
 
-@pytest.mark.integration
-def test_bundle_reproduces_the_audit(sample, tmp_path):
-    project, documents, registry = sample
-    config, attacker = declare_audit(project, registry, documents=documents, knowledge="K1")
-    config = config.with_policy(0.93, ReleasePolicy(5))
-    result = run_audit(documents, registry, attacker, config)
-    expected = summary_document(result)
-    with zipfile.ZipFile(io.BytesIO(audit_bundle(result))) as archive:
-        archive.extractall(tmp_path)
-    for name in ("documents.csv", "registry.csv"):
-        shutil.copy(SAMPLE_DIR / name, tmp_path / name)
-    script = (tmp_path / "reproduce.sh").read_text().splitlines()
-    assert script[3] == "sha256sum -c SHA256SUMS"
-    command = script[4].split()
-    assert command[:2] == ["cpa", "audit"]
-    run = run_cli(*command[1:], cwd=tmp_path)
-    assert run.returncode == 0, run.describe()
-    reproduced = json.loads((tmp_path / "out" / "reproduced" / "summary.json").read_text())
-    assert reproduced == json.loads(json.dumps(expected)) == json.loads(
-        (tmp_path / "expected-summary.json").read_text())
-    manifest = json.loads((tmp_path / "out" / "reproduced" / "manifest.json").read_text())
-    assert manifest["config_id"] == config.config_id == reproduced["verdict"]["config_id"]
-    assert f"verdict ({reproduced['verdict']['status']})" in run.stderr
-
-
-def test_the_dashboard_at_its_defaults_declares_what_the_command_line_does(sample):
+def test_the_dashboard_at_its_defaults_declares_what_the_command_line_does(sample_project):
     """Uploaded files with no configuration file: the dashboard's default threat model is the command line's."""
     from cpa_core.audit.project import ProjectConfig
     from cpa_ui.attackers import declare, default_threat
     from cpa_ui.state import DataSet
 
-    _, documents, registry = sample
+    _, documents, registry = sample_project
     plain = replace(documents, frame=documents.frame.drop(columns=["group"]))
     data = DataSet(plain, registry, ProjectConfig(), "upload", "fingerprint")
     dashboard, _ = declare(data, default_threat(data))
@@ -146,10 +108,10 @@ def test_the_dashboard_at_its_defaults_declares_what_the_command_line_does(sampl
     assert dashboard.config_id == command_line.config_id
 
 
-def test_a_mapped_latin1_release_is_declared_with_its_reading(sample, tmp_path):
+def test_a_mapped_latin1_release_is_declared_with_its_reading(sample_project, tmp_path):
     """The column mapping and the encoding of an upload are part of the declared configuration, and the file
     reads the same files the same way."""
-    project, documents, registry = sample
+    project, documents, registry = sample_project
     frame = documents.frame.drop(columns=["group"]).rename(columns={"doc_id": "doc", "text": "note",
                                                                     "identity_id": "subject"})
     frame = frame[[text.isascii() for text in frame["note"]]].reset_index(drop=True)

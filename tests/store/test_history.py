@@ -1,5 +1,5 @@
 """The audit history: recording, listing, comparing and reopening audits; concurrency, crashes, bad files and
-the ``cpa history`` command line."""
+the ``cpa history`` command line (audits recorded by ``cpa`` processes: tests/integration/test_history_cli.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from tables import (
     SECRET_TEXT,
@@ -89,8 +88,8 @@ def test_two_recorded_audits_are_listed_oldest_first(recorded, audits, history, 
     assert frame["config_id"].tolist() == [a.config.config_id for a in audits]
     for row, result in zip(frame.itertuples(), audits):
         level = summarize(result).level(result.config.policy_confidence)
-        assert row.n_flagged == level["n_flagged"] == len(worklist_ids(result))
-        assert row.median_set_size == level["median_set_size"]
+        assert row.n_flagged == level.n_flagged == len(worklist_ids(result))
+        assert row.median_set_size == level.median_set_size
         assert row.documents_sha256 == "0" * 12 and row.knowledge == "toy" and row.attacker == "toy"
     assert frame["out_dir"].tolist()[0] == str((tmp_path / "out").resolve())
 
@@ -147,9 +146,9 @@ def test_comparing_two_recorded_audits(recorded, audits, history):
     for suffix, result in (("a", audits[0]), ("b", audits[1])):
         for row in levels.itertuples():
             figures = summarize(result).level(row.confidence)
-            assert getattr(row, f"coverage_{suffix}") == figures["coverage"]
-            assert getattr(row, f"median_set_size_{suffix}") == figures["median_set_size"]
-            assert getattr(row, f"n_flagged_{suffix}") == figures["n_flagged"]
+            assert getattr(row, f"coverage_{suffix}") == figures.coverage
+            assert getattr(row, f"median_set_size_{suffix}") == figures.median_set_size
+            assert getattr(row, f"n_flagged_{suffix}") == figures.n_flagged
     sizes = comparison.set_sizes[comparison.set_sizes["confidence"] == 0.9]
     assert sizes["set_size_a"].tolist() == audits[0].certificate(0.9).set_sizes.tolist()
     assert sizes["set_size_b"].tolist() == audits[1].certificate(0.9).set_sizes.tolist()
@@ -383,45 +382,3 @@ def test_history_commands_on_a_bad_file_are_one_line(tmp_path, cli_inprocess):
         result = cli_inprocess(*args)
         assert result.returncode == 2 and len(result.stderr_lines) == 1, result.describe()
         assert result.stderr_lines[0].startswith("cpa: error: audit history") and str(args[-1]) in result.stderr
-
-
-# --- command line (processes) ---------------------------------------------------------------------------------
-
-@pytest.mark.integration
-def test_cli_audits_are_recorded_and_compared(toy_data, tmp_path, cli, cli_pool):
-    paths = toy_data(n_people=12, docs_per_person=4)
-    history = tmp_path / "history" / "h.sqlite"
-    data = ["audit", "--documents", paths["documents"], "--registry", paths["registry"], "--config", paths["config"],
-            "--flag-below", "3"]
-    runs = [cli_pool.submit(*data, "--history", history, "--knowledge", level, "--out", tmp_path / level)
-            for level in ("K1", "K3")]
-    skipped = cli_pool.submit(*data, "--history", history, "--no-history", "--out", tmp_path / "skipped")
-    for run in (*runs, skipped):
-        result = run.result()
-        assert result.returncode == 0, result.describe()
-    assert any("recorded as audit" in line for run in runs for line in run.result().stderr_lines)
-    assert not any("recorded as audit" in line for line in skipped.result().stderr_lines)
-    frame = list_audits(history)
-    assert len(frame) == 2 and set(frame["knowledge"]) == {"K1", "K3"} and set(frame["source"]) == {"cli"}
-    assert set(frame["out_dir"]) == {str((tmp_path / level).resolve()) for level in ("K1", "K3")}
-    by_level = dict(zip(frame["knowledge"], frame["id"]))
-    summary = json.loads((tmp_path / "K3" / "summary.json").read_text(encoding="utf-8"))
-    assert load_audit(by_level["K3"], history).summary == summary
-
-    texts = pd.read_csv(paths["documents"])["text"].tolist()
-    listed = cli("history", "list", "--history", history)
-    shown = cli("history", "show", by_level["K3"], "--history", history, "--json")
-    compared = cli("history", "compare", by_level["K1"], by_level["K3"], "--history", history)
-    for result in (listed, shown, compared):
-        assert result.returncode == 0 and "Traceback" not in result.output, result.describe()
-        assert not any(text in result.output for text in texts)
-    worklist = json.loads((tmp_path / "K3" / "worklist.json").read_text(encoding="utf-8"))
-    assert json.loads(shown.stdout)["flagged"] == [row["doc_id"] for row in worklist]
-    assert "worklist (A at 0.8, B at 0.8)" in compared.stdout
-
-    missing = cli("history", "show", "7", "--history", history)
-    assert missing.returncode == 2 and missing.stderr_lines == [
-        f"cpa: error: audit history {history}: no audit 7; expected an id from 1 to 2 (see 'cpa history list')"]
-    refused = cli(*data, "--history", tmp_path, "--out", tmp_path / "never")  # a folder: refused before any work
-    assert refused.returncode == 2 and len(refused.stderr_lines) == 1 and "is a folder" in refused.stderr
-    assert len(list_audits(history)) == 2

@@ -1,5 +1,6 @@
 """Records of flagged documents carry the worklist's evidence (one computation, joined by doc id): the same
-spans and driving terms as worklist.json, offsets into the released text."""
+spans and driving terms as worklist.json, offsets into the released text (on the sample data:
+tests/integration/test_records_evidence_sample.py)."""
 
 from __future__ import annotations
 
@@ -8,37 +9,9 @@ from dataclasses import replace
 
 import pandas as pd
 import pytest
+from audit_files import check_records_carry_the_worklist_evidence, read_jsonl
 
-from cpa_core.report.metrics import summarize
 from cpa_core.store.records import EVIDENCE_FIELDS, jsonl_lines, record_splits, records, write_audit
-
-
-def read_jsonl(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-def check_records_carry_the_worklist_evidence(result, paths, texts: dict[str, str]) -> int:
-    """Every flagged document's record has the worklist's evidence fields, equal to worklist.json's; no other
-    record has them; every span is the released text at its offset. Returns the number of spans checked."""
-    work = {str(entry["doc_id"]): entry for entry in json.loads(paths["worklist.json"].read_text(encoding="utf-8"))}
-    spans = 0
-    for name in record_splits(result):
-        for record in read_jsonl(paths[f"{name}.jsonl"]):
-            doc_id = str(record["doc_id"])
-            if doc_id not in work or name == "calibration":
-                assert not set(EVIDENCE_FIELDS) & set(record), doc_id
-                continue
-            for field in EVIDENCE_FIELDS:
-                assert record[field] == work[doc_id][field], (doc_id, field)
-            for span in record["evidence"]:
-                assert texts[doc_id][span["offset"]:span["offset"] + span["length"]] == span["text"]
-                spans += 1
-            assert set(record["driving_terms"]) == {span["text"] for span in record["evidence"]}
-    audited = {str(r["doc_id"]) for name in record_splits(result) if name != "calibration"
-               for r in read_jsonl(paths[f"{name}.jsonl"]) if "evidence" in r}
-    assert audited == set(work)  # every flagged document has its record's evidence, and only those
-    return spans
-
 
 # ------------------------------------------------------------------------------------ a toy release (fast)
 
@@ -124,24 +97,3 @@ def test_without_an_explainer_no_record_carries_evidence(tmp_path):
     assert json.loads(paths["worklist.json"].read_text(encoding="utf-8"))  # flagged documents, empty evidence
     for name in record_splits(result):
         assert not any(set(EVIDENCE_FIELDS) & set(r) for r in read_jsonl(paths[f"{name}.jsonl"]))
-
-
-# ----------------------------------------------------------------------------------------- the sample data
-
-
-@pytest.mark.integration
-def test_sample_records_evidence_is_the_worklist_evidence(sample_paths, tmp_path):
-    from cpa_core.audit.pipeline import run_audit
-    from cpa_core.audit.project import declare_audit, load_config
-    from cpa_core.report.evidence import audit_explainer
-
-    project = load_config(sample_paths["config"])
-    documents = project.load_documents(sample_paths["documents"])
-    registry = project.load_registry(sample_paths["registry"])
-    config, attacker = declare_audit(project, registry, documents=documents)
-    result = run_audit(documents, registry, attacker, config)
-    paths = write_audit(result, tmp_path / "audit", audit_explainer(attacker, registry, config))
-    texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
-    flagged = json.loads(paths["worklist.json"].read_text(encoding="utf-8"))
-    assert len(flagged) == summarize(result).level(config.policy_confidence)["n_flagged"] > 0
-    assert check_records_carry_the_worklist_evidence(result, paths, texts) >= len(flagged)

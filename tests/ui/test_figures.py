@@ -1,11 +1,9 @@
-"""The dashboard's figures are pure functions of the core's numbers: tested without Streamlit."""
+"""The dashboard's figures are pure functions of the core's numbers: tested without Streamlit (that the pure
+modules do not import it: tests/integration/test_figures_imports.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,17 +24,6 @@ from cpa_ui.figures import (
     fig_set_size_histogram,
     set_size_bins,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.mark.integration
-def test_pure_modules_do_not_import_streamlit():
-    code = ("import sys; import cpa_ui.figures, cpa_ui.analysis, cpa_ui.text, cpa_ui.help; "
-            "assert 'streamlit' not in sys.modules, 'streamlit imported'")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-
 
 # --- binning -------------------------------------------------------------------------------------------------
 

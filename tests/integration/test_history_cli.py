@@ -1,0 +1,50 @@
+"""Audits run by ``cpa audit`` processes are recorded in the audit history (or not, with ``--no-history``), and
+``cpa history list/show/compare`` read them without printing any document text (the history in this process:
+tests/store/test_history.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from cpa_core.store.history import list_audits, load_audit
+
+
+def test_cli_audits_are_recorded_and_compared(toy_data, tmp_path, cli, cli_pool):
+    paths = toy_data(n_people=12, docs_per_person=4)
+    history = tmp_path / "history" / "h.sqlite"
+    data = ["audit", "--documents", paths["documents"], "--registry", paths["registry"], "--config", paths["config"],
+            "--flag-below", "3"]
+    runs = [cli_pool.submit(*data, "--history", history, "--knowledge", level, "--out", tmp_path / level)
+            for level in ("K1", "K3")]
+    skipped = cli_pool.submit(*data, "--history", history, "--no-history", "--out", tmp_path / "skipped")
+    for run in (*runs, skipped):
+        result = run.result()
+        assert result.returncode == 0, result.describe()
+    assert any("recorded as audit" in line for run in runs for line in run.result().stderr_lines)
+    assert not any("recorded as audit" in line for line in skipped.result().stderr_lines)
+    frame = list_audits(history)
+    assert len(frame) == 2 and set(frame["knowledge"]) == {"K1", "K3"} and set(frame["source"]) == {"cli"}
+    assert set(frame["out_dir"]) == {str((tmp_path / level).resolve()) for level in ("K1", "K3")}
+    by_level = dict(zip(frame["knowledge"], frame["id"]))
+    summary = json.loads((tmp_path / "K3" / "summary.json").read_text(encoding="utf-8"))
+    assert load_audit(by_level["K3"], history).summary == summary
+
+    texts = pd.read_csv(paths["documents"])["text"].tolist()
+    listed = cli("history", "list", "--history", history)
+    shown = cli("history", "show", by_level["K3"], "--history", history, "--json")
+    compared = cli("history", "compare", by_level["K1"], by_level["K3"], "--history", history)
+    for result in (listed, shown, compared):
+        assert result.returncode == 0 and "Traceback" not in result.output, result.describe()
+        assert not any(text in result.output for text in texts)
+    worklist = json.loads((tmp_path / "K3" / "worklist.json").read_text(encoding="utf-8"))
+    assert json.loads(shown.stdout)["flagged"] == [row["doc_id"] for row in worklist]
+    assert "worklist (A at 0.8, B at 0.8)" in compared.stdout
+
+    missing = cli("history", "show", "7", "--history", history)
+    assert missing.returncode == 2 and missing.stderr_lines == [
+        f"cpa: error: audit history {history}: no audit 7; expected an id from 1 to 2 (see 'cpa history list')"]
+    refused = cli(*data, "--history", tmp_path, "--out", tmp_path / "never")  # a folder: refused before any work
+    assert refused.returncode == 2 and len(refused.stderr_lines) == 1 and "is a folder" in refused.stderr
+    assert len(list_audits(history)) == 2
