@@ -11,11 +11,12 @@ from pathlib import Path
 
 import streamlit as st
 
+from cpa_core.report.formatting import fmt_confidence, fmt_percent
 from cpa_ui import nav
 from cpa_ui.analysis import kpis
 from cpa_ui.components import audit_status, ensure_data
 from cpa_ui.state import state
-from cpa_ui.text import fmt_confidence, fmt_percent, plain
+from cpa_ui.text import plain
 
 FAVICON = Path(__file__).resolve().parent / "cpa_ui" / "favicon.png"  # served by this machine, never a CDN
 INTRODUCTION = (

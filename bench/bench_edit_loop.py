@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 sys.path.insert(0, str(REPO_ROOT))
 
-from browser import calibrate, chromium, dashboard, edit_and_rescore_seconds, go, missing, settled, text_present, wait  # noqa: E402
+from browser import calibrate, chromium, dashboard, edit_and_rescore_seconds, exit_if_missing, go, settled, text_present, wait  # noqa: E402
 
 EDITS = ("Seen in clinic for a review; no changes.", "A patient was seen in the clinic.")
 TARGET_S = 1.0
@@ -32,10 +32,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
-    reason = missing()
-    if reason:
-        print(f"skipped: {reason}", file=sys.stderr)
-        return 1
+    exit_if_missing()
 
     with dashboard() as url, chromium() as driver:
         driver.get(url)

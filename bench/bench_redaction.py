@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_temperature import STUDY, textwash_rows  # noqa: E402  (the same TextWash slice)
+from bench_tfidf import log  # noqa: E402
 
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.project import declare_audit, load_config
@@ -66,10 +67,6 @@ n_test = 150
 seed = 1
 flag_below = 11
 """
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def textwash_files(folder: Path) -> dict[str, Path]:

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO_ROOT / "bench"))
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench_scale import dataset  # noqa: E402
-from browser import calibrate, chromium, click, dashboard, go, missing, settled, text_present, upload, wait  # noqa: E402
+from browser import calibrate, chromium, click, dashboard, exit_if_missing, go, settled, text_present, upload, wait  # noqa: E402
 
 TARGET_MS = 300
 TITLE = "document.querySelector('[data-testid=\"stPlotlyChart\"] .gtitle')?.textContent || ''"
@@ -112,10 +112,7 @@ def main() -> int:
                         help="the threat model's shortlist: the page's default top-K 50, or the whole registry")
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
-    reason = missing()
-    if reason:
-        print(f"skipped: {reason}", file=sys.stderr)
-        return 1
+    exit_if_missing()
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores")
     pool = "top-K 50" if args.top_k == "50" else "whole registry as pool"
     for n in (int(x) for x in args.documents.split(",")):

@@ -150,11 +150,13 @@ def worker_raw(data: str) -> dict:
                            if k in ("max_features", "ngram_range", "min_df", "sublinear_tf", "strip_accents", "dtype")}}
 
 
-def worker_attack(data: str, registry_file: str, top_k: str) -> dict:
+def timed_attack(data: str, registry_file: str, top_k: str, **params) -> tuple[dict, object]:
+    """``TfidfAttacker(top_k, temperature=1.0, **params).attack`` of every document of ``data`` against its
+    ``registry_file``, timed and measured: the figures (a worker's answer) and the candidate table."""
     from cpa_core.attack.attackers.tfidf import TfidfAttacker
 
     documents, registry, level = _load(Path(data), registry_file)
-    attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0)  # a fixed T: auto would add its own passes
+    attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0, **params)  # a fixed T: auto would add its own passes
     frame = documents.frame
     doc_ids, texts = frame["doc_id"].tolist(), frame["text"].tolist()
     with StepMemory() as memory:
@@ -162,11 +164,19 @@ def worker_attack(data: str, registry_file: str, top_k: str) -> dict:
         table = attacker.attack(doc_ids, texts, registry, level)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {"seconds": seconds, "cpu_seconds": cpu, **memory.figures(), "n_documents": len(documents),
-            "n_registry": len(registry),
-            "width": table.width}
+            "n_registry": len(registry), "width": table.width}, table
+
+
+def worker_attack(data: str, registry_file: str, top_k: str) -> dict:
+    return timed_attack(data, registry_file, top_k)[0]
 
 
 WORKERS = {"generate": worker_generate, "audit": worker_audit, "raw": worker_raw, "attack": worker_attack}
+
+
+def log(message: str) -> None:
+    """Progress of a benchmark, on stderr (stdout carries a worker's JSON answer or a benchmark's report)."""
+    print(message, file=sys.stderr, flush=True)
 
 
 def run_worker(*args) -> dict:

@@ -21,25 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_tfidf import StepMemory, _load, run_script_worker  # noqa: E402
+from bench_tfidf import StepMemory, _load, run_script_worker, timed_attack  # noqa: E402
 from bench_tfidf import run_worker as _run_tfidf_worker
 
 TOP_K = 100
 
 
 def worker_attack(data: str, registry_file: str, top_k: str, kernel: str) -> dict:
-    from cpa_core.attack.attackers.tfidf import TfidfAttacker
-
-    documents, registry, level = _load(Path(data), registry_file)
-    attacker = TfidfAttacker(top_k=int(top_k), temperature=1.0, kernel=kernel == "1")
-    frame = documents.frame
-    doc_ids, texts = frame["doc_id"].tolist(), frame["text"].tolist()
-    with StepMemory() as memory:
-        start, cpu = time.perf_counter(), time.process_time()
-        table = attacker.attack(doc_ids, texts, registry, level)
-        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return {"seconds": seconds, "cpu_seconds": cpu, **memory.figures(), "n_documents": len(documents),
-            "n_registry": len(registry), "width": table.width,
+    figures, table = timed_attack(data, registry_file, top_k, kernel=kernel == "1")
+    return {**figures,
             "checksum": [int(table.candidates.sum()), float(table.weights.sum()), float(table.tail_mass.sum())]}
 
 

@@ -28,6 +28,7 @@ sys.path.insert(0, str(HERE))
 
 import bench_conformal  # noqa: E402
 import bench_tfidf  # noqa: E402
+from bench_tfidf import log  # noqa: E402
 
 STANDALONE_MARKER = "<!-- standalone benchmarks below"
 """The start of the comment after which ``--write`` keeps RESULTS.md as it is (the standalone benchmarks' sections)."""
@@ -35,10 +36,6 @@ TARGET_MAPIE_SPEEDUP = 20.0
 TARGET_FLOOR_RATIO = 1.5
 TARGET_RETHRESHOLD_MS = 50.0
 TARGET_RAW_RATIO = 1.3
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def machine() -> dict:

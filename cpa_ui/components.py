@@ -12,11 +12,12 @@ from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.common.errors import CPAError
 from cpa_core.common.params import Param
 from cpa_core.llm.client import redact_url
+from cpa_core.report.formatting import fmt_number, fmt_percent, percent_from_confidence
+from cpa_core.report.help import COLUMNS, HELP, PERCENT
 from cpa_core.report.metrics import COVERAGE_MEANING, LevelSummary
 from cpa_ui import nav
 from cpa_ui.attackers import declare, default_threat, needs_endpoint, widget_bounds
 from cpa_ui.cache import load_sample
-from cpa_ui.help import COLUMNS, HELP, PERCENT
 from cpa_ui.state import AuditRun, DataSet, forget_widgets, set_widget, state, widget_key, widget_value
 from cpa_ui.text import (
     ALPHA_PRESETS,
@@ -24,9 +25,6 @@ from cpa_ui.text import (
     CONFIDENCE_PERCENT_STEP,
     confidence_from_alpha,
     confidence_from_percent,
-    fmt_number,
-    fmt_percent,
-    percent_from_confidence,
     plain,
 )
 
@@ -82,6 +80,16 @@ def require_data() -> DataSet:
 def require_run() -> AuditRun:
     return _require(state.run, "No calibrated audit yet: declare a threat model, then run the calibration.",
                     nav.CALIBRATE, "Go to Calibrate", ":material/tune:")
+
+
+def results_page(title: str) -> tuple[DataSet, AuditRun]:
+    """The opening of a page on the calibrated audit: the data and the run (or a stop with a link to the page that
+    provides what is missing), the page's title and the stale-results notice."""
+    data = require_data()
+    run = require_run()
+    st.title(title)
+    stale_notice(run)
+    return data, run
 
 
 def declared(data: DataSet) -> tuple[AuditConfig, Attacker] | None:
@@ -186,7 +194,7 @@ def audit_status() -> None:
 
 def table_columns(frame, help_keys: dict[str, str] | None = None) -> dict:
     """``column_config`` for a table of figures: every known column labelled, formatted and explained once
-    (:data:`~cpa_ui.help.COLUMNS`); ``help_keys`` swaps a column's help (e.g. coverage under drift)."""
+    (:data:`~cpa_core.report.help.COLUMNS`); ``help_keys`` swaps a column's help (e.g. coverage under drift)."""
     config = {}
     for column in frame.columns:
         if column not in COLUMNS:

@@ -25,7 +25,7 @@ from cpa_ui.text import plain
 
 HISTORY_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "documents_sha256",
                    "n_flagged", "median_set_size")
-"""The History page's list of audits (labelled by :data:`~cpa_ui.help.COLUMNS`)."""
+"""The History page's list of audits (labelled by :data:`~cpa_core.report.help.COLUMNS`)."""
 
 
 def history_table(audits: pd.DataFrame) -> pd.DataFrame:

@@ -1,27 +1,15 @@
-"""Words for the curator: confidence levels, number formats, the plain-language configuration summary
-and the escaped, highlighted document text of the drill-down. Pure functions, no Streamlit. The number formats
-and the configuration summary are the report's (:mod:`cpa_core.report.formatting`), taken from there.
+"""Words for the curator on screen: confidence levels from sliders and presets, text shown as text (never markdown)
+and the escaped, highlighted document text of the drill-down. Pure functions, no Streamlit. Number formats and the
+configuration summary are the report's (:mod:`cpa_core.report.formatting`).
 """
 
 from __future__ import annotations
 
 import html
 
-from cpa_core.report.formatting import (
-    configuration_summary,
-    fmt_confidence,
-    fmt_number,
-    fmt_percent,
-    percent_from_confidence,
-)
-
 ALPHA_PRESETS = (0.01, 0.05, 0.10)
 CONFIDENCE_PERCENT_RANGE = (50.0, 99.5)
 CONFIDENCE_PERCENT_STEP = 0.5
-
-__all__ = ["ALPHA_PRESETS", "CONFIDENCE_PERCENT_RANGE", "CONFIDENCE_PERCENT_STEP", "MARKDOWN_SPECIALS",
-           "confidence_from_alpha", "confidence_from_percent", "configuration_summary", "fmt_confidence", "fmt_number",
-           "fmt_percent", "highlight_spans", "percent_from_confidence", "plain"]
 
 
 MARKDOWN_SPECIALS = "\\`*_[]()#!|<>~$:"

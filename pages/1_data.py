@@ -19,6 +19,7 @@ from cpa_core.io.columns import (
 )
 from cpa_core.io.reading import ENCODINGS, FORMATS, EncodingError, encoding_preview
 from cpa_core.io.tables import check_release, registry_share
+from cpa_core.report.help import HELP
 from cpa_ui.analysis import preview
 from cpa_ui.cache import (
     config_from_upload,
@@ -29,7 +30,6 @@ from cpa_ui.cache import (
     table_columns,
 )
 from cpa_ui.components import adopt_data, show_error
-from cpa_ui.help import HELP
 from cpa_ui.state import DataSet, forget_widgets, state, value_changed
 from cpa_ui.text import plain
 

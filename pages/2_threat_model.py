@@ -10,6 +10,8 @@ import streamlit as st
 from cpa_core.common.errors import CPAError
 from cpa_core.conformal.scores import SCORES
 from cpa_core.io.knowledge import QUERY_MODES, KnowledgeLevel, profile_texts
+from cpa_core.report.formatting import configuration_summary
+from cpa_core.report.help import HELP
 from cpa_ui import nav
 from cpa_ui.attackers import (
     ENDPOINT,
@@ -22,9 +24,8 @@ from cpa_ui.attackers import (
 )
 from cpa_ui.cache import llm_calls, scores_from_upload
 from cpa_ui.components import declared, param_widgets, require_data, show_error
-from cpa_ui.help import HELP
 from cpa_ui.state import CUSTOM_LEVEL, ThreatChoice, state, widget_key
-from cpa_ui.text import configuration_summary, plain
+from cpa_ui.text import plain
 
 CONFIDENCE_CHOICES = (0.80, 0.90, 0.95, 0.975, 0.99, 0.995)
 QUERY_MODE_LABELS = {"direct": "Direct: the released text is the query",

@@ -5,16 +5,17 @@ from __future__ import annotations
 import streamlit as st
 
 from cpa_core.common.errors import CPAError
+from cpa_core.report.formatting import fmt_confidence, fmt_percent
+from cpa_core.report.help import HELP
 from cpa_core.report.metrics import summarize
 from cpa_core.store.bundle import declared_toml
 from cpa_ui import nav
 from cpa_ui.analysis import calibration_table, group_table
 from cpa_ui.cache import audit_run
 from cpa_ui.components import declared, require_data, show_error, show_warnings, table_columns
-from cpa_ui.help import HELP
 from cpa_ui.history import record_calibration
 from cpa_ui.state import state
-from cpa_ui.text import fmt_confidence, fmt_percent, plain
+from cpa_ui.text import plain
 
 data = require_data()
 st.title("Calibrate")

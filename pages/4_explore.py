@@ -5,9 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from cpa_core.audit.results import AuditResult
+from cpa_core.report.formatting import fmt_confidence, without_empty
+from cpa_core.report.help import HELP
 from cpa_core.report.metrics import summarize
 from cpa_ui import nav
-from cpa_ui.analysis import group_table, without_empty
+from cpa_ui.analysis import group_table
 from cpa_ui.cache import curve
 from cpa_ui.components import (
     confidence_control,
@@ -19,8 +21,7 @@ from cpa_ui.components import (
     table_columns,
 )
 from cpa_ui.figures import fig_confidence_curve, fig_group_breakdown, fig_set_size_histogram
-from cpa_ui.help import HELP
-from cpa_ui.text import fmt_confidence, plain
+from cpa_ui.text import plain
 
 
 @st.fragment

@@ -7,22 +7,20 @@ import streamlit as st
 
 from cpa_core.redaction.suggestions import apply_edits
 from cpa_core.report.evidence import N_CANDIDATES, document_evidence, driving_terms
+from cpa_core.report.formatting import fmt_confidence, fmt_number
+from cpa_core.report.help import HELP
 from cpa_core.report.worklist import worklist
 from cpa_ui import nav
 from cpa_ui.analysis import DRILLDOWN_CHOICES, candidate_table, document_facts, flagged_table, kpis, row_of, text_of
 from cpa_ui.cache import explainer
-from cpa_ui.components import policy_controls, require_data, require_run, show_warnings, stale_notice, table_columns
+from cpa_ui.components import policy_controls, results_page, show_warnings, table_columns
 from cpa_ui.figures import fig_candidate_weights
-from cpa_ui.help import HELP
 from cpa_ui.redaction import STRATEGIES, STRATEGY_LABELS, document_suggestion, edits_table, rescore
 from cpa_ui.state import reseeded_widget, set_widget, state, value_changed, widget_key, widget_value
-from cpa_ui.text import fmt_confidence, fmt_number, highlight_spans, plain
+from cpa_ui.text import highlight_spans, plain
 
-data = require_data()
-run = require_run()
+data, run = results_page("Flagged documents")
 result = run.result
-st.title("Flagged documents")
-stale_notice(run)
 confidence = state.confidence
 st.caption(f"Certified sets at {fmt_confidence(confidence)} confidence (change it on the Explore page), "
            f"configuration {result.config.config_id} ({run.label}).")

@@ -10,10 +10,11 @@ import streamlit as st
 
 from cpa_core.common.errors import CPAError
 from cpa_core.redaction.suggestions import redacted_file, redaction_log, suggested_worklist
+from cpa_core.report.formatting import fmt_confidence
 from cpa_core.report.worklist import worklist, worklist_csv
 from cpa_ui import nav
 from cpa_ui.cache import audit_run, explained_worklist, explainer
-from cpa_ui.components import policy_controls, require_data, require_run, show_error, stale_notice, table_columns
+from cpa_ui.components import policy_controls, results_page, show_error, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
 from cpa_ui.redaction import (
     STRATEGIES,
@@ -25,13 +26,10 @@ from cpa_ui.redaction import (
     suggestions_table,
 )
 from cpa_ui.state import RedactionRun, state, widget_key
-from cpa_ui.text import fmt_confidence, plain
+from cpa_ui.text import plain
 
-data = require_data()
-run = require_run()
+data, run = results_page("Redact and re-audit")
 result = run.result
-st.title("Redact and re-audit")
-stale_notice(run)
 confidence = state.confidence
 policy = policy_controls("redact")
 cert = result.certificate(confidence)

@@ -7,14 +7,15 @@ from dataclasses import replace
 import streamlit as st
 
 from cpa_core.common.errors import CPAError
+from cpa_core.report.formatting import fmt_confidence, fmt_percent, without_empty
 from cpa_core.report.stress import drift
-from cpa_ui.analysis import compare_table, documents_of_group, kpis, without_empty
+from cpa_ui.analysis import compare_table, documents_of_group, kpis
 from cpa_ui.attackers import declare, default_threat, form_defaults, offered_specs, usable_levels
 from cpa_ui.cache import audit_run
 from cpa_ui.components import require_data, show_error, show_warnings, table_columns
 from cpa_ui.figures import fig_compare, fig_drift, fig_set_size_ecdf
 from cpa_ui.state import Comparison, state, widget_key
-from cpa_ui.text import fmt_confidence, fmt_percent, plain
+from cpa_ui.text import plain
 
 data = require_data()
 threat = state.threat or default_threat(data)

@@ -7,6 +7,7 @@ import json
 
 import streamlit as st
 
+from cpa_core.report.formatting import fmt_confidence
 from cpa_core.report.metrics import summarize
 from cpa_core.report.verdict import release_verdict
 from cpa_core.report.worklist import worklist_csv, worklist_json
@@ -14,19 +15,16 @@ from cpa_core.store.bundle import audit_bundle, declared_toml
 from cpa_core.store.records import jsonl_lines, manifest, record_splits, records
 from cpa_ui.analysis import flagged_table
 from cpa_ui.cache import curve, explained_worklist
-from cpa_ui.components import require_data, require_run, stale_notice, table_columns
+from cpa_ui.components import results_page, table_columns
 from cpa_ui.figures import certificate_report
 from cpa_ui.pdf import pdf_unavailable, report_pdf
 from cpa_ui.state import state
-from cpa_ui.text import fmt_confidence, plain
+from cpa_ui.text import plain
 
-data = require_data()
-run = require_run()
+data, run = results_page("Report & export")
 confidence, policy = state.confidence, state.policy
 result = run.result.with_policy(confidence, policy)  # the declared configuration of every export below
 config_id = result.config.config_id
-st.title("Report & export")
-stale_notice(run)
 st.markdown(f"Every export declares configuration **{config_id}**: the audit calibrated as "
             f"{run.result.config.config_id} ({plain(run.label)}), flagging at **{fmt_confidence(confidence)}** "
             f"confidence the documents with {policy.rule} (both set on the Explore and Flagged pages, so they are part "

@@ -6,13 +6,14 @@ from __future__ import annotations
 import streamlit as st
 
 from cpa_core.common.errors import CPAError
+from cpa_core.report.formatting import fmt_confidence
 from cpa_core.store.history import compare_audits, history_path, list_audits, load_audit
 from cpa_ui import nav
 from cpa_ui.components import show_error, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
 from cpa_ui.history import data_mismatch, entry_label, history_table, reopen
 from cpa_ui.state import set_widget, state, widget_key, widget_value
-from cpa_ui.text import fmt_confidence, plain
+from cpa_ui.text import plain
 
 st.title("History")
 st.markdown("Every calibration run here and every `cpa audit` run on this machine is recorded in the audit history "

@@ -54,8 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT, help=f"the PNG to write (default {OUT.relative_to(REPO_ROOT)})")
     out = parser.parse_args().out.resolve()
-    if browser.missing():
-        sys.exit(browser.missing())
+    browser.exit_if_missing(prefix="")
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cpa-screenshot-") as scratch:
         os.environ["CPA_HISTORY"] = str(Path(scratch) / "history.sqlite")  # the server inherits it

@@ -6,14 +6,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Iterator
+
+from processes import answers, free_port, stop
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -31,6 +31,14 @@ def missing() -> str | None:
     return None
 
 
+def exit_if_missing(prefix: str = "skipped: ") -> None:
+    """For a script run by hand: exit with status 1 and ``prefix`` + the reason on stderr where no browser can
+    run here."""
+    reason = missing()
+    if reason:
+        sys.exit(f"{prefix}{reason}")
+
+
 def _chromedriver() -> str | None:
     found = shutil.which("chromedriver")
     if found:
@@ -41,25 +49,11 @@ def _chromedriver() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 @contextlib.contextmanager
 def dashboard() -> Iterator[str]:
     """The dashboard served by ``streamlit run app.py`` on 127.0.0.1 and a free port (its URL); stopped after."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (ARTIFACTS / "streamlit-server.log").open("w", encoding="utf-8")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -70,7 +64,7 @@ def dashboard() -> Iterator[str]:
         cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while not _healthy(url):
+        while not answers(f"{url}/_stcore/health"):
             if server.poll() is not None:
                 raise RuntimeError(f"streamlit exited with status {server.returncode}; see {log.name}")
             if time.monotonic() > deadline:
@@ -78,12 +72,7 @@ def dashboard() -> Iterator[str]:
             time.sleep(0.5)
         yield url
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
+        stop(server, timeout=20)
         log.close()
 
 

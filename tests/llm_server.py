@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 import pytest
+from processes import answers, free_port, stop
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS = "smollm2-135m-instruct"
@@ -52,31 +52,6 @@ def missing_requirement() -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _ready(base_url: str) -> bool:
-    import httpx
-
-    try:
-        return httpx.get(f"{base_url}/models", timeout=2.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
 @pytest.fixture(scope="session")
 def llm_server() -> Iterator[LLMServer]:
     reason = missing_requirement()
@@ -95,7 +70,7 @@ def llm_server() -> Iterator[LLMServer]:
         process = subprocess.Popen(command, stdout=server_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
-            while not _ready(base_url):
+            while not answers(f"{base_url}/models"):
                 if process.poll() is not None or time.monotonic() > deadline:
                     server_log.seek(0)
                     tail = server_log.read()[-3000:].decode("utf-8", "replace")
@@ -105,4 +80,4 @@ def llm_server() -> Iterator[LLMServer]:
                 time.sleep(0.2)
             yield LLMServer(base_url, MODEL_ALIAS)
         finally:
-            _stop(process)
+            stop(process)

@@ -166,6 +166,18 @@ def _check_mode(on_invalid: str) -> None:
         raise ConfigError(f"unknown on_invalid mode '{on_invalid}'; expected 'error' or 'drop'")
 
 
+def _validated(table: type, row_kind: str, kept: pd.DataFrame, n_read: int, checker: _Checker, read,
+               columns: Mapping[str, str] | None):
+    """The loaded table of the rows that passed validation, with its report; refused when none is left."""
+    kept = kept.reset_index(drop=True).astype(object)
+    if len(kept) == 0:
+        raise DataError(checker.file, f"no valid {row_kind} remains after validation",
+                        found=f"{len(checker.rejected)} rejected rows")
+    report = ValidationReport(checker.file, n_read, len(kept), tuple(checker.rejected), read.notes)
+    return table(kept, checker.file, read.sha256, report, read.encoding,
+                 {ours: theirs for ours, theirs in (columns or {}).items() if ours != theirs})
+
+
 def load_documents(source: str | Path | bytes, *, name: str | None = None, columns: Mapping[str, str] | None = None,
                    group_column: str | None = None, on_invalid: str = "error", fmt: str | None = None,
                    encoding: str = "utf-8") -> Documents:
@@ -211,13 +223,7 @@ def load_documents(source: str | Path | bytes, *, name: str | None = None, colum
                 keep[row - 1] = False
             groups[row - 1] = label
         out["group"] = groups
-    out = out[np.array(keep, dtype=bool)].reset_index(drop=True).astype(object)
-    if len(out) == 0:
-        raise DataError(name, "no valid document remains after validation",
-                        found=f"{len(checker.rejected)} rejected rows")
-    report = ValidationReport(name, len(frame), len(out), tuple(checker.rejected), read.notes)
-    return Documents(out, name, read.sha256, report, read.encoding,
-                     {ours: theirs for ours, theirs in (columns or {}).items() if ours != theirs})
+    return _validated(Documents, "document", out[np.array(keep, dtype=bool)], len(frame), checker, read, columns)
 
 
 def load_registry(source: str | Path | bytes, *, name: str | None = None, columns: Mapping[str, str] | None = None,
@@ -233,13 +239,7 @@ def load_registry(source: str | Path | bytes, *, name: str | None = None, column
     keep = np.array([i is not None for i in ids], dtype=bool)
     out = frame.copy()
     out[REGISTRY_ID] = ids
-    out = out[keep].reset_index(drop=True).astype(object)
-    if len(out) == 0:
-        raise DataError(name, "no valid profile remains after validation",
-                        found=f"{len(checker.rejected)} rejected rows")
-    report = ValidationReport(name, len(frame), len(out), tuple(checker.rejected), read.notes)
-    return Registry(out, name, read.sha256, report, read.encoding,
-                    {ours: theirs for ours, theirs in (columns or {}).items() if ours != theirs})
+    return _validated(Registry, "profile", out[keep], len(frame), checker, read, columns)
 
 
 def registry_share(documents: Documents, registry: Registry) -> float:

@@ -1,7 +1,7 @@
 """Short help texts for every number the dashboard and the report show: what it is, how to read it, and how
 every table labels and formats its columns.
 
-One dictionary, so the pages (through :mod:`cpa_ui.help`), the tables and the HTML report
+One dictionary, so the pages, the tables and the HTML report
 (:mod:`cpa_core.report.html`) say the same thing.
 """
 

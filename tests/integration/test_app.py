@@ -337,7 +337,8 @@ def test_highlighting_escapes_the_text_and_marks_the_spans():
 
 
 def test_confidence_conversions_are_exact_decimals():
-    from cpa_ui.text import confidence_from_alpha, confidence_from_percent, fmt_confidence, percent_from_confidence
+    from cpa_core.report.formatting import fmt_confidence, percent_from_confidence
+    from cpa_ui.text import confidence_from_alpha, confidence_from_percent
 
     assert confidence_from_percent(95.0) == 0.95 and confidence_from_percent(99.5) == 0.995
     assert confidence_from_alpha(0.1) == 0.9 and confidence_from_alpha(0.05) == 0.95
@@ -436,7 +437,7 @@ def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path,
 
     from conftest import run_cli_inprocess
 
-    from cpa_ui.text import fmt_percent
+    from cpa_core.report.formatting import fmt_percent
 
     out = tmp_path / "cli"
     done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],

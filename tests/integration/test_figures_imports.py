@@ -11,7 +11,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_pure_modules_do_not_import_streamlit():
-    code = ("import sys; import cpa_ui.figures, cpa_ui.analysis, cpa_ui.text, cpa_ui.help; "
+    code = ("import sys; import cpa_ui.figures, cpa_ui.analysis, cpa_ui.text; "
             "assert 'streamlit' not in sys.modules, 'streamlit imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
