@@ -8,6 +8,11 @@ import json
 from cpa_core.store.records import EVIDENCE_FIELDS, record_splits
 
 
+def as_json(value):
+    """``value`` as a JSON file gives it back (anything JSON cannot write, as its text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
 def read_jsonl(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 

@@ -26,6 +26,8 @@ SAMPLE_DIR = REPO_ROOT / "sample_data"
 SAMPLE_FILES = ("documents.csv", "registry.csv", "audit.toml")
 SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 CLI_TIMEOUT_S = 300
+pytest_plugins = ("apptest",)  # the AppTest fixtures (a calibrated session, downloads) for every test module
+
 INTEGRATION = Path(__file__).resolve().parent / "integration"
 """The integration tier (subprocesses, AppTest, a browser, statistical coverage over many splits, a real LLM server or
 model, shared datasets): every test under ``tests/integration``, and only those. ``make test-fast`` leaves the folder

@@ -61,6 +61,19 @@ def toy_table():
                           np.full(4, 3), np.array(["p0", "p1", "p2"], dtype=object))
 
 
+def toy_audit(confidences=(0.5,)):
+    """toy_table's four documents audited under the split protocol (seed 0): d0 (truth p1) and d2 (p2) calibrate,
+    d1 (p0) and d3 (p1) are certified.
+
+    The calibration scores (APS, the mass down to the truth) are d0 0.6 + 0.3 = 0.9 and d2 0.7. The certified
+    documents' ranked masses: d1 0.5, 0.9, 1.0 (p1, p0, p2); d3 0.8, 0.8 (a tie enters together), 1.0 (p0, p2, p1).
+    """
+    documents, registry = documents_and_registry(["p1", "p0", "p2", "p1"], m=3)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=2, n_test=2, seed=0, confidences=confidences,
+                         protocol="split")
+    return run_audit(documents, registry, None, config, table=toy_table())
+
+
 class CountingAttacker(AttackerBase):
     """Serves rows of a fixed table and counts its attacks."""
 

@@ -18,7 +18,7 @@ from cpa_core.attack.registry import attacker_specs
 from cpa_core.audit.configuration import AUDIT_PARAMS
 from cpa_core.audit.pipeline import estimate_llm_calls, run_audit
 from cpa_core.audit.project import ProjectConfig, declare_audit, load_config
-from cpa_core.cli.history import (
+from cpa_core.cli.history_command import (
     add_audit_history_options,
     add_history_command,
     check_audit_history,

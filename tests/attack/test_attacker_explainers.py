@@ -12,21 +12,19 @@ import re
 import unicodedata
 
 import numpy as np
-import pandas as pd
 import pytest
 from evidence_checks import fits, flagged
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from word_registry import TOY, WORDS, make_registry
 
 from cpa_core.attack.attackers.dense import DenseAttacker
 from cpa_core.attack.attackers.tfidf import TfidfAttacker
-from cpa_core.attack.explainers import LeaveOneOutExplainer, TermExplainer, clue_query, find_clue, inferred_clues
+from cpa_core.attack.explainers import LeaveOneOutExplainer, clue_query, find_clue, inferred_clues
 from cpa_core.attack.tfidf_index import TfidfIndex
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.audit.results import ScoredSplit
 from cpa_core.io.knowledge import KnowledgeLevel
 from cpa_core.io.placeholders import placeholder_regions
-from cpa_core.io.tables import Registry, ValidationReport
 from cpa_core.redaction.suggestions import apply_edits, suggest
 from cpa_core.report.evidence import document_evidence, document_inferred_clues, driving_terms
 from cpa_core.report.worklist import worklist, worklist_csv
@@ -50,20 +48,13 @@ class WordCounts:
         return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)
 
 
-def make_registry(rows: dict[str, str]) -> Registry:
-    frame = pd.DataFrame({"identity_id": list(rows), "words": list(rows.values())}, dtype=object)
-    return Registry(frame, "registry.csv", "0" * 64, ValidationReport("registry.csv", len(frame), len(frame)))
-
-
 def unit(*counts) -> np.ndarray:
     vector = np.array(counts, dtype=float)
     return vector / np.linalg.norm(vector)
 
 
 VOCABULARY = ["alpha", "beta", "gamma", "delta"]
-WORDS = KnowledgeLevel("W", ("words",))
 CLUES = KnowledgeLevel("C", ("words",), "direct_plus_clues")
-TOY = {"P1": "alpha beta", "P2": "gamma", "P3": "alpha", "P4": "delta delta"}
 
 
 def dense(tmp_path, encoder, **kwargs) -> DenseAttacker:
@@ -335,16 +326,6 @@ def test_tfidf_clue_mode_weighs_each_clue_by_leaving_it_out(tmp_path):
     direct = attacker.attack(["d1"], texts[:1], registry, WORDS)
     assert direct.clues is None and direct.queries == (texts[0],)
     assert document_inferred_clues(flagged(direct, ["P1"]).split, 0, explainer) == []
-
-
-def test_a_query_that_is_not_its_text_and_clues_gives_no_evidence():
-    explainer = TermExplainer(lambda query, rows: {"leeds": 1.0}, str.lower)
-    table = TfidfAttacker(temperature=1.0).attack(["d1"], ["Leeds"], make_registry(TOY), WORDS)
-    from dataclasses import replace
-    split = ScoredSplit.build(replace(table, clues=(("York",),)), ["P1"], None, "aps")
-    assert document_evidence(split, 0, explainer) == []  # "Leeds" does not end with "\nYork": no offsets to trust
-    split = ScoredSplit.build(replace(table, queries=("Leeds\nYork",), clues=(("York",),)), ["P1"], None, "aps")
-    assert [(s.text, s.start) for s in document_evidence(split, 0, explainer)] == [("Leeds", 0)]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from apptest import PAGES, RESULT_PAGES, assert_clean, calibrate, calibrated, downloads, metric, new_app, sample, shown  # noqa: F401 (fixtures)
+from apptest import PAGES, RESULT_PAGES, assert_clean, calibrate, metric, new_app, shown
 
 from cpa_ui import nav
 
@@ -59,8 +59,8 @@ def test_sample_data_is_loaded_by_default(sample):
 def test_every_number_has_a_help_text(calibrated):
     for page in PAGES:
         calibrated.switch_page(page).run()
-        for shown in calibrated.metric:
-            assert shown.help, f"metric '{shown.label}' on {page} has no help text"
+        for element in calibrated.metric:
+            assert element.help, f"metric '{element.label}' on {page} has no help text"
 
 
 # --- the full flow -------------------------------------------------------------------------------------------

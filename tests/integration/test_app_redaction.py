@@ -8,7 +8,7 @@ import json
 
 import pandas as pd
 import pytest
-from apptest import assert_clean, calibrate, downloads, metric, new_app, shown  # noqa: F401 (fixture)
+from apptest import assert_clean, calibrate, metric, new_app, shown
 
 from cpa_ui import nav
 

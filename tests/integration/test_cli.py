@@ -1,4 +1,4 @@
-"""The ``cpa`` command line end to end.
+"""The ``cpa`` command line end to end (its parser and a toy audit in this process: tests/cli/test_main.py).
 
 Every command that needs a real process is submitted at once by the module fixture ``runs`` (they
 overlap on the available cores); tests then read the results. The error matrix runs ``main()`` in
@@ -18,36 +18,16 @@ import numpy as np
 import pandas as pd
 import pytest
 from audit_files import read_jsonl
+from cli_checks import OUTPUT_FILES, assert_one_line_error, ok
 from conftest import CliResult, toy_frames, write_table
-
-from cpa_core.cli.main import build_parser
 
 SUMMARY_KEYS = ("coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "mean_set_size",
                 "top1", "mrr", "mean_leakage", "empty_rate", "q_hat", "n_cal", "n_test")
-OUTPUT_FILES = ("summary.json", "documents.jsonl", "worklist.csv", "worklist.json", "manifest.json")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def sha256(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def ok(result: CliResult) -> CliResult:
-    assert result.returncode == 0, result.describe()
-    assert "Traceback" not in result.output, result.describe()
-    return result
-
-
-def assert_one_line_error(result: CliResult, *fragments: str) -> str:
-    """Exit status 2 and exactly one line on stderr, ``cpa: error: ...``, with no traceback."""
-    assert result.returncode == 2, result.describe()
-    assert "Traceback" not in result.output, result.describe()
-    lines = result.stderr_lines
-    assert len(lines) == 1, f"expected one line on stderr:\n{result.describe()}"
-    assert lines[0].startswith("cpa: error:"), result.describe()
-    for fragment in fragments:
-        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
-    return lines[0]
 
 
 def sample_args(paths, out=None, *extra) -> list[str]:
@@ -121,22 +101,6 @@ def test_top_level_help(runs):
     ok(result)
     for command in ("audit", "stress", "sample-data"):
         assert command in result.stdout
-
-
-def test_audit_help_mentions_every_option(cli_inprocess):
-    result = cli_inprocess("audit", "--help")  # the same text as a process prints (argparse, no I/O before)
-    ok(result)
-    parser = build_parser()
-    audit = parser._subparsers._group_actions[0].choices["audit"]
-    declared = {s for action in audit._actions for s in action.option_strings if s.startswith("--")}
-    spec = {"--documents", "--registry", "--config", "--drop-invalid", "--knowledge", "--fields", "--attacker",
-            "--scores", "--scores-kind", "--temperature", "--top-k", "--score", "--confidence", "--n-cal",
-            "--n-test", "--group-column", "--seed", "--miss-policy", "--flag-below", "--leakage-threshold", "--out"}
-    assert spec <= declared
-    for option in declared:
-        assert option in result.stdout, option
-    for output in OUTPUT_FILES:
-        assert output in result.stdout
 
 
 # ---------------------------------------------------------------------------------------------- audit

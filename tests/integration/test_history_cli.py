@@ -1,6 +1,6 @@
 """Audits run by ``cpa audit`` processes are recorded in the audit history (or not, with ``--no-history``), and
 ``cpa history list/show/compare`` read them without printing any document text (the history in this process:
-tests/store/test_history.py)."""
+tests/store/test_history.py and tests/cli/test_history_command.py)."""
 
 from __future__ import annotations
 

@@ -202,3 +202,19 @@ def test_a_release_one_labelled_document_short_is_said_and_fails_the_verdict(lab
     assert not short or release_verdict(summary, 0.9).status == "inconclusive"
     if not short:
         assert not failed & {"calibration size", "finite threshold"}
+
+
+def test_whole_pool_sets_and_the_warnings_of_one_certificate_by_hand():
+    from tables import toy_audit
+
+    from cpa_core.audit.policy import ReleasePolicy
+    from cpa_core.report.diagnostics import NEARLY_WHOLE, certificate_warnings, whole_pool
+
+    result = toy_audit()  # pools of 3: (nearly) whole from ceil(0.9 x 3) = 3 members on
+    assert NEARLY_WHOLE == 0.9
+    assert whole_pool(result.certificate(0.9)).tolist() == [True, True]    # infinite threshold: sizes 3 and 3
+    assert whole_pool(result.certificate(0.5)).tolist() == [False, False]  # sizes 2 and 2
+    assert whole_pool(result.certificate(0.3)).tolist() == [False, False]  # sizes 1 and 0
+    said = certificate_warnings(result, result.certificate(0.9), ReleasePolicy(2))
+    assert any("needs at least 9" in warning for warning in said)  # 2 calibration documents; 1 / 0.1 - 1 = 9
+    assert tuple(said) == warnings_at(replace(result, config=replace(result.config, flag_below=2)), 0.9)

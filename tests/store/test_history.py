@@ -1,5 +1,6 @@
-"""The audit history: recording, listing, comparing and reopening audits; concurrency, crashes, bad files and
-the ``cpa history`` command line (audits recorded by ``cpa`` processes: tests/integration/test_history_cli.py)."""
+"""The audit history: recording, listing, comparing and reopening audits; concurrency, crashes and bad files (a
+reopened audit is the same audit: tests/store/test_snapshot.py; the ``cpa history`` command line:
+tests/cli/test_history_command.py, and with audits recorded by ``cpa`` processes: tests/integration/test_history_cli.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,10 @@ import stat
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-from tables import (
-    SECRET_TEXT,
-    audited_groups,
-    small_audit,
-)
+from audit_files import as_json
+from recorded_audits import audits_fixture, history_fixture, recorded_fixture  # noqa: F401 (the fixtures)
+from tables import SECRET_TEXT
 
 from cpa_core.common.errors import HistoryError
 from cpa_core.report.metrics import summarize
@@ -35,27 +33,6 @@ from cpa_core.store.history import (
     record_audit,
     snapshot_folder,
 )
-
-
-def as_json(value):
-    return json.loads(json.dumps(value, default=str))
-
-
-@pytest.fixture(scope="module")
-def audits():
-    return small_audit(1), small_audit(2, flag_below=6)
-
-
-@pytest.fixture
-def history(tmp_path):
-    return tmp_path / "cpa" / "history.sqlite"
-
-
-@pytest.fixture
-def recorded(audits, history, tmp_path):
-    first, second = audits
-    return (record_audit(first, source="cli", out_dir=tmp_path / "out", path=history),
-            record_audit(second, source="dashboard", path=history))
 
 
 def worklist_ids(result) -> list[str]:
@@ -185,22 +162,6 @@ def test_comparison_by_hand():
 
 
 # --- reopen -------------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("make", [lambda: small_audit(3), lambda: small_audit(3, unknown_every=4),
-                                  lambda: audited_groups()[0]], ids=["release", "release-unknown", "split-groups"])
-def test_a_reopened_audit_is_the_same_audit(make, history):
-    result = make()
-    audit_id = record_audit(result, source="dashboard", path=history)
-    reopened = load_result(audit_id, history)
-    assert json.dumps(summarize(reopened).to_dict()) == json.dumps(summarize(result).to_dict())
-    assert reopened.config == result.config and reopened.config.config_id == result.config.config_id
-    assert reopened.inputs == as_json(result.inputs)
-    for level in (0.5, 0.85, 0.9):  # any level, not only the audited ones: the stored attack is complete
-        assert np.array_equal(reopened.certificate(level).set_sizes, result.certificate(level).set_sizes)
-    assert reopened.test_split.table.queries == result.test_split.table.queries
-    assert np.array_equal(reopened.calibration_split.truth_scores, result.calibration_split.truth_scores)
-    assert reopened.calibration_split.table.doc_ids.tolist() == result.calibration_split.table.doc_ids.tolist()
-    assert reopened.calibration_split.with_candidates == (result.config.protocol == "split")
 
 
 def test_a_changed_or_missing_snapshot_is_said_and_the_entry_stays_readable(recorded, history):
@@ -342,43 +303,3 @@ def test_a_failing_recording_leaves_nothing_behind(recorded, audits, history):
         record_audit(audits[0], source="cli", path=history, before_commit=fail)
     assert list_audits(history)["id"].tolist() == list(recorded)
     assert sorted(snapshot_folder(history).glob("*.npz")) == snapshots
-
-
-# --- command line (in this process) ---------------------------------------------------------------------------
-
-def test_history_commands(recorded, history, cli_inprocess):
-    listed = cli_inprocess("history", "list", "--history", history)
-    assert listed.returncode == 0 and "dashboard" in listed.stdout and "toy" in listed.stdout
-    rows = json.loads(cli_inprocess("history", "list", "--history", history, "--json").stdout)
-    assert [row["id"] for row in rows] == list(recorded)
-    shown = cli_inprocess("history", "show", recorded[0], "--history", history)
-    assert shown.returncode == 0 and f"audit {recorded[0]}:" in shown.stdout and "worklist at 0.8 (|C| < 5)" in shown.stdout
-    entry = json.loads(cli_inprocess("history", "show", recorded[0], "--history", history, "--json").stdout)
-    assert entry["flagged"] == list(load_audit(recorded[0], history).flagged)
-    compared = cli_inprocess("history", "compare", *recorded, "--history", history)
-    comparison = compare_audits(*(load_audit(i, history) for i in recorded))
-    assert f"{len(comparison.flagged_added)} added, {len(comparison.flagged_removed)} removed" in compared.stdout
-    as_data = json.loads(cli_inprocess("history", "compare", *recorded, "--history", history, "--json").stdout)
-    assert as_data["flagged"]["added"] == list(comparison.flagged_added)
-    for result in (listed, shown, compared):
-        assert SECRET_TEXT not in result.output
-
-
-@pytest.mark.parametrize("args,fragment", [
-    (("history", "show", "42"), "no audit 42"),
-    (("history", "compare", "1", "42"), "no audit 42"),
-    (("history", "show", "one"), "invalid int value: 'one'"),
-])
-def test_history_command_errors_are_one_line(recorded, history, cli_inprocess, args, fragment):
-    result = cli_inprocess(*args, "--history", history)
-    assert result.returncode == 2 and len(result.stderr_lines) == 1, result.describe()
-    assert result.stderr_lines[0].startswith("cpa: error:") and fragment in result.stderr_lines[0]
-
-
-def test_history_commands_on_a_bad_file_are_one_line(tmp_path, cli_inprocess):
-    bad = tmp_path / "bad.sqlite"
-    bad.write_bytes(b"\x00garbage" * 64)
-    for args in (("history", "list", "--history", bad), ("history", "list", "--history", tmp_path)):
-        result = cli_inprocess(*args)
-        assert result.returncode == 2 and len(result.stderr_lines) == 1, result.describe()
-        assert result.stderr_lines[0].startswith("cpa: error: audit history") and str(args[-1]) in result.stderr

@@ -10,6 +10,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 from audit_files import check_records_carry_the_worklist_evidence, read_jsonl
+from toy_release import toy_release_fixture  # noqa: F401 (the fixture toy_release)
 
 from cpa_core.store.records import EVIDENCE_FIELDS, jsonl_lines, record_splits, records, write_audit
 
@@ -21,47 +22,6 @@ def toy_audit(tmp_path_factory, toy_release):
     result, explainer, documents = toy_release
     paths = write_audit(result, tmp_path_factory.mktemp("toy-audit"), explainer)
     return result, paths, dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
-
-
-@pytest.fixture(scope="module")
-def toy_release():
-    """A toy TF-IDF audit, its explainer and its documents."""
-    from conftest import toy_frames
-
-    from cpa_core.attack.attackers.tfidf import TfidfAttacker
-    from cpa_core.audit.configuration import AttackerConfig, AuditConfig
-    from cpa_core.audit.pipeline import run_audit
-    from cpa_core.io.knowledge import KnowledgeLevel
-    from cpa_core.io.tables import load_documents, load_registry
-    from cpa_core.report.evidence import audit_explainer
-
-    frame, people = toy_frames(n_people=12, docs_per_person=6, seed=3)
-    # non-ASCII evidence: a person-specific word written with accents in the released text
-    frame["text"] = [f"{text} Zoë went to Gdańsk with Müller." if identity in ("P001", "P004") else text
-                     for text, identity in zip(frame["text"], frame["identity_id"])]
-    people.loc[people["identity_id"].isin(["P001", "P004"]), "keywords"] += " zoe gdansk muller"
-    documents = load_documents(frame.to_csv(index=False).encode("utf-8"), name="toy-documents.csv")
-    registry = load_registry(people.to_csv(index=False).encode("utf-8"), name="toy-registry.csv")
-    attacker = TfidfAttacker(temperature=0.1)
-    config = AuditConfig(knowledge=KnowledgeLevel("K3", ("city", "occupation", "keywords")),
-                         attacker=AttackerConfig.of(attacker), confidences=(0.8, 0.9), protocol="split", n_cal=36,
-                         n_test=36, seed=1, flag_below=4)
-    result = run_audit(documents, registry, attacker, config)
-    explainer = audit_explainer(attacker, registry, config)
-    assert explainer is not None
-    return result, explainer, documents
-
-
-def test_evidence_explained_in_one_batch_is_each_document_explained_alone(toy_release):
-    from cpa_core.report.evidence import document_evidence, documents_evidence
-
-    result, explainer, _ = toy_release
-    split = result.test_split
-    rows = list(range(len(split)))[::-1]  # any order, every document
-    batch = documents_evidence(split, rows, explainer)
-    assert sum(map(len, batch)) > 0
-    assert batch == [document_evidence(split, row, explainer) for row in rows]
-    assert documents_evidence(split, rows, None) == [[] for _ in rows]
 
 
 def test_toy_records_of_flagged_documents_carry_the_worklist_evidence(toy_audit):

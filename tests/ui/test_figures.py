@@ -1,5 +1,6 @@
 """The dashboard's figures are pure functions of the core's numbers: tested without Streamlit (that the pure
-modules do not import it: tests/integration/test_figures_imports.py)."""
+modules do not import it: tests/integration/test_figures_imports.py; the set-size bins they draw:
+tests/report/test_formatting.py)."""
 
 from __future__ import annotations
 
@@ -22,37 +23,7 @@ from cpa_ui.figures import (
     fig_group_breakdown,
     fig_set_size_ecdf,
     fig_set_size_histogram,
-    set_size_bins,
 )
-
-# --- binning -------------------------------------------------------------------------------------------------
-
-def test_bins_are_unit_bins_up_to_past_k_by_hand():
-    bins = set_size_bins(np.array([0, 1, 1, 3, 20]), flag_below=2)
-    assert list(bins["upper"]) == list(range(21)) and list(bins["lower"]) == list(range(21))
-    assert bins["count"].tolist()[:4] == [1, 2, 0, 1] and bins["count"].iloc[20] == 1 and bins["count"].sum() == 5
-    assert bins["cumulative"].iloc[0] == pytest.approx(0.2) and bins["cumulative"].iloc[3] == pytest.approx(0.8)
-    assert bins["label"].iloc[3] == "3"
-
-
-@pytest.mark.parametrize("top,k", [(400, 11), (10_000, 30), (5, 11), (0, 1)])
-def test_bins_cover_every_size_exactly_once(top, k):
-    sizes = np.random.default_rng(top).integers(0, top + 1, 3000)
-    bins = set_size_bins(sizes, k)
-    assert len(bins) <= 41
-    assert bins["lower"].iloc[0] == 0 and bins["upper"].iloc[-1] == sizes.max()
-    assert (bins["lower"].iloc[1:].to_numpy() == bins["upper"].iloc[:-1].to_numpy() + 1).all()
-    expected = [int(((sizes >= lo) & (sizes <= hi)).sum()) for lo, hi in zip(bins["lower"], bins["upper"])]
-    assert bins["count"].tolist() == expected
-    # every size below k has a bin of its own, so the flag line falls between bins
-    assert (bins["lower"] == bins["upper"])[bins["upper"] <= min(k, sizes.max())].all()
-    assert bins["cumulative"].iloc[-1] == pytest.approx(1.0)
-
-
-def test_bins_of_no_documents():
-    bins = set_size_bins(np.array([], dtype=int), 11)
-    assert bins["count"].sum() == 0 and len(bins) == 1
-
 
 # --- figures -------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,30 @@
+"""Two small audits recorded in a test's audit history, as fixtures shared by the history's tests and the ``cpa
+history`` command's: import ``audits_fixture``, ``history_fixture`` and ``recorded_fixture`` (``# noqa: F401``)
+and ask for ``audits``, ``history`` and ``recorded``."""
+
+from __future__ import annotations
+
+import pytest
+from tables import small_audit
+
+from cpa_core.store.history import record_audit
+
+
+@pytest.fixture(scope="module", name="audits")
+def audits_fixture():
+    """Two small audits (release protocol, 120 documents): the second flags below 6 instead of 5."""
+    return small_audit(1), small_audit(2, flag_below=6)
+
+
+@pytest.fixture(name="history")
+def history_fixture(tmp_path):
+    """A history file of the test (not created)."""
+    return tmp_path / "cpa" / "history.sqlite"
+
+
+@pytest.fixture(name="recorded")
+def recorded_fixture(audits, history, tmp_path):
+    """The ids of the two audits recorded in ``history``: the first by the command line, the second by the dashboard."""
+    first, second = audits
+    return (record_audit(first, source="cli", out_dir=tmp_path / "out", path=history),
+            record_audit(second, source="dashboard", path=history))

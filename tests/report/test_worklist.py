@@ -1,0 +1,74 @@
+"""The redaction worklist: the flagged documents smallest set first (then by id) with their top candidates and
+evidence, by hand on the toy audit; its CSV (lists joined, formula-like cells neutralised) and JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from tables import audited_groups, toy_audit
+
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.report.worklist import WORKLIST_COLUMNS, neutralise_cell, worklist, worklist_csv, worklist_json
+
+
+@pytest.fixture(scope="module")
+def audited():
+    return audited_groups()
+
+
+def test_worklist_sorted_smallest_first_and_csv_neutralised(audited):
+    result = audited[0]
+    cert = result.certificate(0.8)
+    frame = worklist(cert, ReleasePolicy(5), result.config.config_id)
+    assert (np.diff(frame["set_size"].to_numpy()) >= 0).all()
+    assert (frame["set_size"] < 5).all()
+    assert len(frame) == int((cert.set_sizes < 5).sum())
+    frame.at[0, "driving_terms"] = ["=cmd", "term"]  # words of a released text that a spreadsheet would run
+    frame.at[0, "evidence"] = [{"offset": 3, "length": 4}, {"offset": 12, "length": 4}]
+    text = worklist_csv(frame)
+    assert "'=cmd; term" in text and ",3+4; 12+4," in text
+    for value, expected in (("=1+1", "'=1+1"), ("+1", "'+1"), ("-2", "'-2"), ("@x", "'@x"), ("ok", "ok"), (3, 3)):
+        assert neutralise_cell(value) == expected
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return toy_audit()  # d1 and d3 certified: sizes 2 and 2 at 0.5, 1 and 0 at 0.3
+
+
+def test_the_toy_worklist_by_hand(toy):
+    frame = worklist(toy.certificate(0.5), ReleasePolicy(3), "cfg-1")
+    assert list(frame.columns) == list(WORKLIST_COLUMNS)
+    assert frame.to_dict(orient="records") == [
+        {"doc_id": "d1", "group": None, "set_size": 2, "leakage": 0.5, "top_candidates": ["p1", "p0", "p2"],
+         "top_weights": [0.5, 0.4, 0.1], "driving_terms": [], "evidence": [], "inferred_clues": [],
+         "config_id": "cfg-1", "confidence": 0.5},
+        {"doc_id": "d3", "group": None, "set_size": 2, "leakage": 0.5, "top_candidates": ["p0", "p2", "p1"],
+         "top_weights": [0.4, 0.4, 0.2], "driving_terms": [], "evidence": [], "inferred_clues": [],
+         "config_id": "cfg-1", "confidence": 0.5}]
+
+
+def test_the_smallest_set_comes_first_and_unflagged_documents_are_left_out(toy):
+    frame = worklist(toy.certificate(0.3), ReleasePolicy(2), "cfg")
+    assert frame[["doc_id", "set_size"]].values.tolist() == [["d3", 0], ["d1", 1]]  # the empty set first
+    assert frame["leakage"].tolist() == [1.0, 1.0]
+    assert worklist(toy.certificate(0.3), ReleasePolicy(1), "cfg")["doc_id"].tolist() == ["d3"]
+    none = worklist(toy.certificate(0.5), ReleasePolicy(2), "cfg")
+    assert none.empty and list(none.columns) == list(WORKLIST_COLUMNS)
+    # the leakage rule flags too: 1 / 2 > 0.4
+    assert worklist(toy.certificate(0.5), ReleasePolicy(1, 0.4), "cfg")["doc_id"].tolist() == ["d1", "d3"]
+    assert worklist(toy.certificate(0.5), ReleasePolicy(3), "cfg", n_candidates=1)["top_candidates"].tolist() == [
+        ["p1"], ["p0"]]
+
+
+def test_a_worklist_as_csv_and_json_by_hand():
+    frame = pd.DataFrame([{"doc_id": "=d1", "group": None, "set_size": 2, "driving_terms": ["Zoë", "-5"],
+                           "evidence": [{"offset": 3, "length": 4}],
+                           "edits": [{"offset": 0, "length": 2, "replacement": "[CITY]"}]}])
+    assert worklist_csv(frame) == ("doc_id,group,set_size,driving_terms,evidence,edits\n"
+                                   "'=d1,,2,Zoë; -5,3+4,0+2=[CITY]\n")
+    assert json.loads(worklist_json(frame)) == frame.to_dict(orient="records")
+    assert "Zoë" in worklist_json(frame)  # written as such, not escaped
