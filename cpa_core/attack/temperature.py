@@ -50,8 +50,8 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
     thresholds), one for the set sizes (each block sorted once for the whole grid: the softmax keeps the order
     of the similarities). Scores, thresholds and set sizes are the conformal layer's own (the APS
     :class:`~cpa_core.conformal.scores.Score`, :func:`~cpa_core.conformal.calibration.leave_one_out_thresholds`
-    and :func:`~cpa_core.conformal.calibration.set_sizes`, ties and tolerance included), so ``T`` is judged by the
-    very sets a certificate would give. Ties of the mean go to the larger ``T``; ``None`` when no document's
+    and :func:`~cpa_core.conformal.calibration.set_sizes`, ties and tolerance included, :func:`aps_set_sizes`), so
+    ``T`` is judged by the very sets a certificate would give. Ties of the mean go to the larger ``T``; ``None`` when no document's
     identity is in the pool.
 
     Parameters
@@ -86,16 +86,39 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
             block = np.asarray(similarities(start, stop), dtype=np.float64)
             halves = [part for part in np.array_split(np.arange(stop - start), threads) if part.size]
             # weights rise with similarity at every T: one sort serves the grid (rows sorted on every core)
-            order = np.concatenate(list(pool.map(lambda part: np.argsort(-block[part], axis=1), halves)))
-            pool_sizes = np.full(stop - start, block.shape[1])
+            ranked = np.concatenate(list(pool.map(lambda part: -np.sort(-block[part], axis=1), halves)))
 
             def total_size(j: int) -> int:
-                ranked = np.take_along_axis(softmax_rows(block, grid[j]), order, axis=1)
-                return int(set_sizes(APS.sorted_scores(ranked, pool_sizes), pool_sizes, thresholds[j][start:stop]).sum())
+                return int(aps_set_sizes(softmax_rows(ranked, grid[j]), thresholds[j][start:stop]).sum())
 
             totals += np.array(list(pool.map(total_size, range(len(grid)))), dtype=float)
     best = np.flatnonzero(totals == totals.min())
     return grid[int(best[-1])]
+
+
+SCORED_PREFIX = 128
+"""Candidates :func:`aps_set_sizes` scores first: a set that ends within them needs no more."""
+
+
+def aps_set_sizes(ranked: np.ndarray, q_hat: np.ndarray) -> np.ndarray:
+    """The size of each APS set ``{y : s(x, y) <= q_hat}`` of rows of weights ranked by decreasing weight (a whole
+    pool each), by the conformal layer's score and set rule.
+
+    The first :data:`SCORED_PREFIX` candidates are scored with the mass of the others below them (as a top-K
+    shortlist is): a set that ends within them is the set the whole row gives, a tie across the cut aside, which
+    only a set reaching the cut can see; rows whose set reaches the cut are scored whole.
+    """
+    n, m = ranked.shape
+    if m <= SCORED_PREFIX:
+        return set_sizes(APS.sorted_scores(ranked, np.full(n, m)), np.full(n, m), q_hat)
+    head = np.full(n, SCORED_PREFIX)
+    sizes = set_sizes(APS.sorted_scores(ranked[:, :SCORED_PREFIX], head, ranked[:, SCORED_PREFIX:].sum(axis=1)), head,
+                      q_hat)
+    wide = np.flatnonzero(sizes >= SCORED_PREFIX)
+    if wide.size:
+        whole = np.full(wide.size, m)
+        sizes[wide] = set_sizes(APS.sorted_scores(ranked[wide], whole), whole, q_hat[wide])
+    return sizes
 
 
 FIT_SIMILARITIES = 200_000_000

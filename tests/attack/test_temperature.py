@@ -164,3 +164,27 @@ def test_beyond_its_budget_auto_fits_on_the_documents_whose_id_hashes_into_a_sam
     order = np.random.default_rng(5).permutation(n)
     shuffled = fit_sample([doc_ids[i] for i in order], m)
     assert sorted(doc_ids[order[i]] for i in shuffled) == sorted(ids)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_aps_set_sizes_are_those_of_the_whole_rows_scored(seed):
+    """Scoring the first candidates with the others' mass below them gives the sets of the whole rows, ties across
+    the cut and sets reaching it included."""
+    from cpa_core.attack.temperature import SCORED_PREFIX, aps_set_sizes
+    from cpa_core.conformal.calibration import set_sizes
+    from cpa_core.conformal.scores import SCORES
+
+    rng = np.random.default_rng(seed)
+    n, m = 300, 3 * SCORED_PREFIX
+    weights = rng.dirichlet(np.full(m, rng.choice([0.02, 0.3, 5.0])), size=n)
+    weights[: n // 3, SCORED_PREFIX - 2: SCORED_PREFIX + 2] = weights[: n // 3, SCORED_PREFIX - 2: SCORED_PREFIX - 1]
+    weights[n // 3: n // 2, :] = 1.0 / m  # flat rows: every candidate ties
+    ranked = -np.sort(-weights, axis=1)
+    ranked /= ranked.sum(axis=1, keepdims=True)
+    pool = np.full(n, m)
+    whole = SCORES["aps"].sorted_scores(ranked, pool)
+    # thresholds at scores of the rows themselves (membership hinges on equality) and in between
+    q_hat = np.where(rng.random(n) < 0.5, whole[np.arange(n), rng.integers(0, m, n)], -rng.random(n))
+    expected = set_sizes(whole, pool, q_hat)
+    assert (aps_set_sizes(ranked, q_hat) == expected).all()
+    assert (expected >= SCORED_PREFIX).any() and (expected < SCORED_PREFIX).any()
