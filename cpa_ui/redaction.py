@@ -22,9 +22,9 @@ from cpa_core.audit.results import Certificate
 from cpa_core.common.errors import CPAError
 from cpa_core.io.tables import Documents
 from cpa_core.redaction.suggestions import REPLACEMENTS, Suggestion, apply_edits, rescorer, suggest_redactions
+from cpa_core.store.reopen import declared_attacker
 from cpa_ui.analysis import row_of
 from cpa_ui.attackers import declare
-from cpa_ui.history import declared_attacker
 from cpa_ui.state import AuditRun, DataSet
 
 STRATEGY_LABELS = {"placeholder": "a placeholder ([REDACTED], or its category where the registry says)",
@@ -54,7 +54,7 @@ def reaudit_attacker(run: AuditRun, data: DataSet, threat, scores) -> Attacker:
             config = None
         if config is not None and config.config_id == run.result.config.config_id:
             return attacker
-    return declared_attacker(run.result.config, data)
+    return declared_attacker(run.result.config, data.registry)
 
 
 def texts_of(documents: Documents) -> dict[str, str]:

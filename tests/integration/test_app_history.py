@@ -117,26 +117,3 @@ def test_an_unusable_history_is_a_warning_and_the_calibration_is_kept(tmp_path, 
     at.switch_page(nav.HISTORY).run()
     assert not at.exception
     assert any("audit history cannot be read" in shown(e) for e in at.error)
-
-
-def test_a_reopened_attacker_is_rebuilt_only_when_nothing_is_sent(sample_paths):
-    """TF-IDF is rebuilt (it explains matches); an LLM attacker or an unknown one is not, and explains nothing."""
-    from dataclasses import replace
-
-    from cpa_core.attack.attackers.tfidf import TfidfAttacker
-    from cpa_core.audit.project import declare_audit, load_config
-    from cpa_core.common.errors import HistoryError
-    from cpa_ui.history import Unexplained, declared_attacker
-    from cpa_ui.state import DataSet
-
-    project = load_config(sample_paths["config"])
-    registry = project.load_registry(sample_paths["registry"])
-    data = DataSet(project.load_documents(sample_paths["documents"]), registry, project, "sample", "f")
-    config, _ = declare_audit(project, registry, knowledge="K2")
-    rebuilt = declared_attacker(config, data)
-    assert isinstance(rebuilt, TfidfAttacker) and rebuilt.explainer(registry, config.knowledge) is not None
-    for name in ("forced_choice", "no-longer-registered"):
-        stand_in = declared_attacker(replace(config, attacker=replace(config.attacker, name=name)), data)
-        assert isinstance(stand_in, Unexplained) and stand_in.explainer(registry, config.knowledge) is None
-        with pytest.raises(HistoryError, match="not attacked again"):
-            stand_in.attack([], [], registry, config.knowledge)
