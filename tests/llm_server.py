@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import pytest
 from processes import answers, free_port, stop
@@ -81,3 +81,22 @@ def llm_server() -> Iterator[LLMServer]:
             yield LLMServer(base_url, MODEL_ALIAS)
         finally:
             stop(process)
+
+
+def client_factory(server: LLMServer, **settings) -> Iterator[Callable[..., object]]:
+    """``make(**overrides)``: an :class:`~cpa_core.llm.client.LLMClient` of ``server`` with ``settings`` (short answers,
+    one retry, one request at a time by default), every client closed when the generator ends (a fixture's body)."""
+    from cpa_core.llm.client import LLMClient, LLMSettings
+
+    clients = []
+
+    def make(**overrides) -> LLMClient:
+        values = {"base_url": server.base_url, "model": server.model, "max_tokens": 24, "max_retries": 1,
+                  "concurrency": 1, **settings, **overrides}
+        client = LLMClient(LLMSettings(**values))
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()

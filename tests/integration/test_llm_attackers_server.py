@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from llm_server import llm_server  # noqa: F401  (the session fixture)
+from llm_server import client_factory, llm_server  # noqa: F401  (the session fixture)
 
 from cpa_core.attack.attackers.forced_choice import ForcedChoiceAttacker
 from cpa_core.attack.attackers.profile import ProfileAttacker, attributes_from_registry, certified_attribute_sets
@@ -31,7 +31,6 @@ from cpa_core.audit.configuration import AttackerConfig, AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.project import load_config
 from cpa_core.io.tables import load_documents, load_registry
-from cpa_core.llm.client import LLMClient, LLMSettings
 from cpa_core.report.metrics import summarize
 from cpa_core.store.records import manifest
 
@@ -71,19 +70,7 @@ def cache_dir(tmp_path_factory):
 @pytest.fixture
 def make_client(llm_server, cache_dir, monkeypatch):  # noqa: F811
     monkeypatch.setenv(KEY_ENV, SECRET)  # the local server accepts any key: it must still never be written
-    clients = []
-
-    def make(**overrides) -> LLMClient:
-        values = dict(base_url=llm_server.base_url, model=llm_server.model, api_key_env=KEY_ENV, max_tokens=24,
-                      timeout_s=120.0, max_retries=1, concurrency=1, cache_dir=cache_dir)
-        values.update(overrides)
-        client = LLMClient(LLMSettings(**values))
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.close()
+    yield from client_factory(llm_server, api_key_env=KEY_ENV, timeout_s=120.0, cache_dir=cache_dir)
 
 
 def audit(documents, registry, attacker, level, score="aps"):

@@ -8,9 +8,9 @@ the quality of a 135M model's answers.
 from __future__ import annotations
 
 import pytest
-from llm_server import llm_server  # noqa: F401  (the session fixture)
+from llm_server import client_factory, llm_server  # noqa: F401  (the session fixture)
 
-from cpa_core.llm.client import LLMClient, LLMRequest, LLMSettings, sample_seed
+from cpa_core.llm.client import LLMRequest, sample_seed
 from cpa_core.llm.prompts import (
     ATTRIBUTE_V1,
     CLUES_V1,
@@ -29,19 +29,8 @@ TEXT = ("Our head nurse, who has run the night shift at the children's hospital 
 
 @pytest.fixture
 def make_client(llm_server, tmp_path):  # noqa: F811
-    clients = []
-
-    def make(**overrides) -> LLMClient:
-        values = dict(base_url=llm_server.base_url, model=llm_server.model, api_key_env="CPA_TEST_NO_KEY",
-                      max_tokens=24, timeout_s=60.0, max_retries=1, concurrency=1, cache_dir=str(tmp_path / "cache"))
-        values.update(overrides)
-        client = LLMClient(LLMSettings(**values))
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.close()
+    yield from client_factory(llm_server, api_key_env="CPA_TEST_NO_KEY", timeout_s=60.0,
+                              cache_dir=str(tmp_path / "cache"))
 
 
 def clue_request(seed: int, sample_index: int = 0) -> LLMRequest:
