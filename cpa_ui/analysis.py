@@ -27,6 +27,7 @@ COMPARE_COLUMNS = ["n_test", "coverage", "coverage_conditional", "candidate_miss
 DRILLDOWN_CHOICES = 1000
 """Documents the drill-down's list offers (smallest sets first); any other opens from a click in the table."""
 
+
 def kpis(result: AuditResult, confidence: float, policy: ReleasePolicy) -> LevelSummary:
     """The figures of the KPI row: the summary's entry at ``confidence`` under ``policy``."""
     return summarize(result, [confidence], policy).level(confidence)

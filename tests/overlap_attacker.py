@@ -60,6 +60,6 @@ SPEC = AttackerSpec(
 def registered_overlap():
     """The ``overlap`` fixture: the attacker registered for the test, unregistered after it. Import
     ``registered_overlap`` into a test module (``# noqa: F401``) and ask for ``overlap``."""
-    register(SPEC)  # the one line a module of the package would add to cpa_core/attackers/registry.py
+    register(SPEC)  # a module of the package would add SPEC to BUILTIN in cpa_core/attack/attackers/__init__.py
     yield SPEC
     unregister(SPEC.name)

@@ -38,7 +38,7 @@ from cpa_core.io.tables import Registry
 
 
 class ClueExtractor(Protocol):
-    """Query augmentation of the ``direct_plus_clues`` mode (:class:`~.llm_clues.LLMClueExtractor`)."""
+    """Query augmentation of the ``direct_plus_clues`` mode (:class:`~cpa_core.attack.clues.LLMClueExtractor`)."""
 
     def __call__(self, doc_ids: Sequence[str], texts: Sequence[str],
                  progress: Progress | None = None) -> list[list[str]]:
@@ -55,6 +55,7 @@ class ClueExtractor(Protocol):
 
     def clients(self) -> list:
         """The LLM clients it holds."""
+
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.001, 1000.0  # beyond them softmax weights overflow or are all equal
 TEMPERATURE_RULE = ("the temperature of a 12-point grid from 0.005 to 2 giving the smallest mean certified set (APS, "

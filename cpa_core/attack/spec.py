@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from cpa_core.io.knowledge import KnowledgeLevel
     from cpa_core.io.tables import Registry
 
+
 @dataclass
 class BuildContext:
     """What an attacker may be built from: the registry, the knowledge level and the declared sections.

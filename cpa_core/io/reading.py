@@ -19,10 +19,11 @@ import pandas as pd
 
 from cpa_core.common.errors import ConfigError, DataError
 
-pass
 
 ID_SHOWN = 40
 """Ids quoted in messages are cut to this many characters (a long "id" may be document text)."""
+
+
 def short(text) -> str:
     """A value quoted in a message, cut to :data:`ID_SHOWN` characters."""
     text = str(text)

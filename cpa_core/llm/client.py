@@ -153,7 +153,6 @@ class LLMSettings:
             raise ConfigError(f"[llm] temperature must be non-negative, found {self.temperature}")
         check_url(self.base_url)
 
-
     @property
     def endpoint(self) -> str:
         """The base URL as it enters the cache key (trailing slash removed)."""

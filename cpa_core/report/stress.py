@@ -55,9 +55,9 @@ def drift(calibrated: AuditResult, shifted: AuditResult) -> pd.DataFrame:
     for level in calibrated.config.confidences:
         for label, cert in (("drift (calibrated on A)", certify(shifted.test_split, calibration, level)),
                             ("own (recalibrated on B)", shifted.certificate(level))):
-            metrics = certificate_metrics(cert)
+            metrics = certificate_metrics(cert).to_dict()
             rows.append({"calibration": label, "calibrated_on": calibrated.config.config_id,
-                         "tested_on": shifted.config.config_id, **{k: metrics.to_dict()[k] for k in COLUMNS}})
+                         "tested_on": shifted.config.config_id, **{k: metrics[k] for k in COLUMNS}})
     return pd.DataFrame(rows)
 
 
@@ -144,9 +144,9 @@ def ncal_ablation(documents: Documents, registry: Registry, config: AuditConfig,
             scores, strata = scored.rows(pool[:n_cal]).calibration_scores(config.miss_policy)
             calibration = calibrate(scores, config.confidences, strata if config.group_column else None)
             for level in config.confidences:
-                metrics = certificate_metrics(certify(test, calibration, level))
+                metrics = certificate_metrics(certify(test, calibration, level)).to_dict()
                 rows.append({"n_cal_declared": n_cal, "seed": seed, "n_cal": sum(calibration.n_.values()),
-                             **{k: metrics.to_dict()[k] for k in COLUMNS}})
+                             **{k: metrics[k] for k in COLUMNS}})
     frame = pd.DataFrame(rows)
     figures = ["coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "mean_set_size",
                "empty_rate"]

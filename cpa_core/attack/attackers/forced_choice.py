@@ -322,7 +322,6 @@ class ForcedChoiceAttacker(AttackerBase):
     def clients(self) -> list:
         return [self.client, *self.shortlister.clients()]
 
-
     def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer | None:
         return self.shortlister.explainer(registry, level)
 
