@@ -25,10 +25,11 @@ from cpa_core.attack.explainers import Explainer, clue_query
 from cpa_core.attack.temperature import (
     AUTO,
     FALLBACK_TEMPERATURE,
-    FIT_SIMILARITIES,
+    TUNING_MAX,
+    TUNING_SHARE,
     fit_block_rows,
-    fit_sample,
     fit_temperature,
+    tuning_fold,
 )
 from cpa_core.attack.tfidf_index import TfidfIndex
 from cpa_core.common.errors import ConfigError
@@ -58,10 +59,9 @@ class ClueExtractor(Protocol):
 
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.001, 1000.0  # beyond them softmax weights overflow or are all equal
-TEMPERATURE_RULE = ("the temperature of a 12-point grid from 0.005 to 2 giving the smallest mean certified set (APS, "
-                    "leave-one-out thresholds at 90 % confidence) over all documents, a symmetric function of all "
-                    f"labelled documents; beyond {FIT_SIMILARITIES:,} similarities, over the documents whose id "
-                    "hashes into a sample of that size")
+TEMPERATURE_RULE = ("the temperature of a 31-point grid from 0.002 to 2 with the smallest negative log-likelihood of "
+                    f"the identities of a tuning fold ({TUNING_SHARE:.0%} of the labelled documents, at most "
+                    f"{TUNING_MAX}, those whose ids hash lowest), which is then left out of calibration")
 
 
 class Attacker(Protocol):
@@ -219,24 +219,24 @@ class RetrievalAttacker(AttackerBase):
             self.temperature_ = float(learned["temperature"])
 
     def learn(self, doc_ids, texts, registry, level, identities, progress=None) -> dict:
-        """Temperature ``auto``: the grid temperature that best predicts every labelled document's identity
-        (:func:`~cpa_core.attack.temperature.fit_temperature`)."""
+        """Temperature ``auto``: the grid temperature that best predicts the identities of a tuning fold of the
+        labelled documents (:func:`~cpa_core.attack.temperature.tuning_fold`), whose ids it returns
+        (``tuning_documents``): the audit leaves them out of calibration."""
         if self.temperature != AUTO:
             return {}
+        labelled = np.array([ident is not None for ident in identities], dtype=bool)
+        fold = tuning_fold(doc_ids, labelled)
         column = {ident: i for i, ident in enumerate(registry.ids.tolist())}
-        truth = np.array([column.get(ident, -1) if ident is not None else -1 for ident in identities])
-        sample = fit_sample(doc_ids, len(registry))
-        if sample is None:
-            _, similarities = self._prepared(doc_ids, texts, registry, level, progress)
-        else:  # the sample's own queries: the whole release's similarities are computed once, by the attack
-            _, similarities = self.similarities([doc_ids[i] for i in sample], [texts[i] for i in sample], registry,
+        truth = np.array([column.get(identities[i], -1) for i in fold], dtype=np.int64)
+        chosen = None
+        if (truth >= 0).any():  # the fold's own queries: a few hundred rows of the registry
+            _, similarities = self.similarities([doc_ids[i] for i in fold], [texts[i] for i in fold], registry,
                                                 level, progress)
-            truth = truth[sample]
-        chosen = fit_temperature(similarities, len(truth), truth, fit_block_rows(self.chunk_size, len(registry)))
+            chosen = fit_temperature(similarities, len(truth), truth, fit_block_rows(self.chunk_size, len(registry)))
         self.temperature_ = FALLBACK_TEMPERATURE if chosen is None else chosen
         return {"temperature": self.temperature_, "temperature_rule": TEMPERATURE_RULE,
                 "labelled_documents_used": int((truth >= 0).sum()),
-                "documents_sampled": None if sample is None else int(len(sample))}
+                "tuning_documents": [str(doc_ids[i]) for i in fold]}
 
     @property
     def effective_temperature(self) -> float:
@@ -252,11 +252,12 @@ class RetrievalAttacker(AttackerBase):
                progress: Progress | None = None) -> CandidateTable:
         queries, similarities = self._prepared(doc_ids, texts, registry, level, progress)
         clues = self._memo[2]
-        candidates, weights, tail = rank_by_similarity(similarities, len(doc_ids), len(registry), self.top_k,
-                                                       self.effective_temperature, self.chunk_size, progress)
+        candidates, weights, tail, ties = rank_by_similarity(similarities, len(doc_ids), len(registry), self.top_k,
+                                                             self.effective_temperature, self.chunk_size, progress)
         return CandidateTable(doc_ids=np.asarray(doc_ids, dtype=object), candidates=candidates, weights=weights,
                               pool_sizes=np.full(len(doc_ids), candidates.shape[1], dtype=np.int64),
                               candidate_ids=registry.ids, queries=tuple(queries), tail_mass=tail,
+                              cut_ties=ties if self.top_k is not None and self.top_k < len(registry) else None,
                               clues=clues if clues is not None and len(clues) == len(queries) else None)
 
     def clue_params(self) -> dict:

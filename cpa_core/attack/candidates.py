@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -92,8 +92,20 @@ class BlockBuffers:
         self.exponentials = np.empty((rows, m), dtype=np.float64)
 
 
+def cut_ties_of(similarities: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Per row, the columns left out of ``columns`` whose similarity equals the last kept one's (equal similarities
+    give bitwise equal weights: the cut candidates tied with the last listed one)."""
+    rows = np.arange(similarities.shape[0])
+    if columns.shape[1] == 0 or columns.shape[1] >= similarities.shape[1]:
+        return np.zeros(similarities.shape[0], dtype=np.int64)
+    last = similarities[rows, columns[:, -1]]
+    equal = np.count_nonzero(similarities == last[:, None], axis=1)
+    kept = np.count_nonzero(similarities[rows[:, None], columns] == last[:, None], axis=1)
+    return (equal - kept).astype(np.int64)
+
+
 def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: int | None, temperature: float
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Candidates, weights and tail of one block, computed in place; the same numbers as the dense path.
 
     The weights are bitwise those of :func:`softmax_rows` (the same operations on the same values: float64
@@ -103,6 +115,7 @@ def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: i
     """
     rows = np.arange(similarities.shape[0])[:, None]
     columns = ranked_columns(similarities, top_k)
+    ties = cut_ties_of(similarities, columns) if columns.shape[1] < similarities.shape[1] else None
     np.copyto(scratch, similarities)  # float64, as the dense path's astype
     np.divide(scratch, temperature, out=scratch)
     top = np.max(scratch, axis=1, keepdims=True)
@@ -117,12 +130,22 @@ def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: i
         scratch[rows, columns] = 0.0
         left = scratch.sum(axis=1, keepdims=True)
         tail = np.divide(left, total, out=np.zeros_like(left), where=total > 0)[:, 0]
-    return columns, weights, tail
+    return columns, weights, tail, ties
+
+
+class Ranking(NamedTuple):
+    """What :func:`rank_by_similarity` returns: the kept candidates, their weights over the whole pool, the mass of
+    the cut ones and how many of those tie with each row's last kept candidate."""
+
+    candidates: np.ndarray
+    weights: np.ndarray
+    tail_mass: np.ndarray
+    cut_ties: np.ndarray
 
 
 def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m: int, top_k: int | None,
                        temperature: float, chunk_size: int, progress: Progress | None = None,
-                       kernel: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       kernel: bool | None = None) -> Ranking:
     """Top-``top_k`` candidates of ``n`` queries among ``m`` (all when ``None``), their softmax weights over
     the *whole* pool, and the mass of the candidates left out.
 
@@ -139,13 +162,14 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
 
     Returns
     -------
-    (candidates, weights, tail_mass) : int32 (n, width), float64 (n, width) and float64 (n,), width
-    ``min(top_k, m)``
+    :class:`Ranking` (candidates, weights, tail_mass, cut_ties): int32 (n, width), float64 (n, width), float64 (n,)
+    and int64 (n,), width ``min(top_k, m)``
     """
     width = m if top_k is None else min(top_k, m)
     candidates = np.empty((n, width), dtype=np.int32)
     weights = np.empty((n, width), dtype=np.float64)
     tail = np.zeros(n)
+    ties = np.zeros(n, dtype=np.int64)
     if kernel is None:
         kernel = bool(getattr(similarities, "kernel", False))
     into = getattr(similarities, "into", None) if kernel else None
@@ -160,11 +184,11 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
 
                 def rank(part: slice) -> None:  # rows are independent: each thread ranks its own rows
                     rows = slice(start + part.start, start + part.stop)
-                    index, values, left = _rank_block_in_place(buffers.similarities[part], buffers.exponentials[part],
-                                                               top_k, temperature)
+                    index, values, left, tied = _rank_block_in_place(buffers.similarities[part],
+                                                                     buffers.exponentials[part], top_k, temperature)
                     candidates[rows], weights[rows] = index, values
                     if left is not None:
-                        tail[rows] = left
+                        tail[rows], ties[rows] = left, tied
 
                 parts = [slice(int(a[0]), int(a[-1]) + 1) for a in np.array_split(np.arange(stop - start), threads)
                          if a.size]
@@ -181,12 +205,13 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
                 if width < m:
                     np.put_along_axis(block, index, 0.0, axis=1)  # what is left: the cut candidates
                     tail[start:stop] = np.sort(block, axis=1).sum(axis=1)
+                    ties[start:stop] = cut_ties_of(raw, index)
             if progress:
                 progress(stop, n, "ranking the registry")
     finally:
         if pool is not None:
             pool.shutdown()
-    return candidates, weights, tail
+    return Ranking(candidates, weights, tail, ties)
 
 
 def as_rows(index) -> np.ndarray | slice:
@@ -221,6 +246,9 @@ class CandidateTable:
     tail_mass : ndarray of shape (n,), optional
         Probability mass of each pool outside the table: candidates cut by a shortlist, invalid LLM picks.
         The APS score counts it below every listed candidate (``None``: none).
+    cut_ties : ndarray of shape (n,), int, optional
+        Candidates outside the table tied with each row's last listed candidate (cut by a shortlist at a tie): they
+        weigh what it weighs, and the scores count them in its tie group (:mod:`cpa_core.conformal.scores`).
     clues : tuple of tuples of str, optional
         The LLM clues each query carried (``direct_plus_clues``: the query is the released text followed by
         them, :func:`~cpa_core.attack.explainers.clue_query`); ``None`` when the queries are the released texts.
@@ -235,6 +263,7 @@ class CandidateTable:
     weight_kind: str = "probability"
     tail_mass: np.ndarray | None = None
     clues: tuple[tuple[str, ...], ...] | None = None
+    cut_ties: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.doc_ids.shape[0])
@@ -250,21 +279,32 @@ class CandidateTable:
                        weights=self.weights[index], pool_sizes=self.pool_sizes[index],
                        queries=None if self.queries is None else tuple(np.asarray(self.queries, dtype=object)[index]),
                        tail_mass=None if self.tail_mass is None else self.tail_mass[index],
-                       clues=None if self.clues is None else tuple(self.clues[i] for i in np.arange(len(self))[index]))
+                       clues=None if self.clues is None else tuple(self.clues[i] for i in np.arange(len(self))[index]),
+                       cut_ties=None if self.cut_ties is None else self.cut_ties[index])
 
     def truncate(self, k: int) -> "CandidateTable":
         """The top-``k`` shortlist of each pool; the weights of the kept candidates are unchanged and the
-        mass of the cut ones joins ``tail_mass`` (no renormalisation over the shortlist)."""
+        mass of the cut ones joins ``tail_mass`` (no renormalisation over the shortlist), and the cut ones tied with
+        the last kept candidate are counted (``cut_ties``)."""
         if k < 1:
             raise ValueError(f"top-K must be at least 1, found {k}")
         if k >= self.width:
             return self
-        cut = np.where(np.arange(k, self.width)[None, :] < self.pool_sizes[:, None], self.weights[:, k:], 0.0)
+        real = np.arange(k, self.width)[None, :] < self.pool_sizes[:, None]
+        cut = np.where(real, self.weights[:, k:], 0.0)
         tail = (np.zeros(len(self)) if self.tail_mass is None else self.tail_mass)
         if self.weight_kind == "probability":
             tail = tail + np.sort(np.where(np.isfinite(cut), cut, 0.0), axis=1).sum(axis=1)
+        pools = np.minimum(self.pool_sizes, k)
+        rows = np.arange(len(self))
+        last = self.weights[rows, np.maximum(pools - 1, 0)]
+        ties = np.count_nonzero(real & (self.weights[:, k:] == last[:, None]), axis=1).astype(np.int64)
+        if self.cut_ties is not None:  # ties cut before: still tied with the new last candidate when all are tied
+            old_last = self.weights[rows, np.maximum(np.minimum(self.pool_sizes, self.width) - 1, 0)]
+            ties += np.where(old_last == last, self.cut_ties, 0)
+        ties = np.where(pools > 0, ties, 0)
         return replace(self, candidates=self.candidates[:, :k].copy(), weights=self.weights[:, :k].copy(),
-                       pool_sizes=np.minimum(self.pool_sizes, k), tail_mass=tail)
+                       pool_sizes=pools, tail_mass=tail, cut_ties=ties)
 
     def truth_positions(self, identity_ids) -> np.ndarray:
         """0-based position of each document's true identity in its ranked pool, ``-1`` if absent."""

@@ -57,13 +57,20 @@ def input_facts(documents: Documents | None, registry: Registry, scores: "Candid
 
 def attack_documents(documents: Documents, registry: Registry, attacker: Attacker, level: KnowledgeLevel,
                      rows: np.ndarray | None = None, progress: Progress | None = None,
-                     engine: "DaskEngine | None" = None) -> tuple[CandidateTable, dict]:
-    """Let the attacker learn from the given rows (all when ``None``; every one of them alike, labelled or not)
-    and attack them, in this process or on ``engine`` (:class:`~cpa_core.attack.engine.DaskEngine`: the same results);
-    returns the table and what the attacker chose (e.g. a temperature ``auto``)."""
+                     engine: "DaskEngine | None" = None, labels_from: np.ndarray | None = None
+                     ) -> tuple[CandidateTable, dict]:
+    """Let the attacker learn from the given rows (all when ``None``), reading the identities of the rows
+    ``labels_from`` only (default: all; the split protocol's test documents are never learned from), and attack
+    them, in this process or on ``engine`` (:class:`~cpa_core.attack.engine.DaskEngine`: the same results); returns
+    the table and what the attacker chose (e.g. a temperature ``auto`` and the tuning fold it was fitted on)."""
     frame = documents.frame if rows is None else documents.frame.iloc[rows]
     doc_ids, texts = frame["doc_id"].tolist(), frame["text"].tolist()
-    learned = attacker.learn(doc_ids, texts, registry, level, frame["identity_id"].tolist(), progress)
+    identities = frame["identity_id"].tolist()
+    if labels_from is not None:
+        readable = np.isin(np.arange(len(documents)) if rows is None else np.asarray(rows), labels_from)
+        identities = [ident if ok else None for ident, ok in zip(identities, readable)]
+    identities = [None if ident is None or ident != ident else ident for ident in identities]  # NaN: no label
+    learned = attacker.learn(doc_ids, texts, registry, level, identities, progress)
     if engine is not None:
         return engine.attack(attacker, learned, doc_ids, texts, registry, level, progress), learned
     return attacker.attack(doc_ids, texts, registry, level, progress), learned
@@ -120,16 +127,23 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
     if table is None:
         if isinstance(attacker, RetrievalAttacker):  # it ranks the whole registry, or its shortlist
             check_pool_fits(len(order), len(registry), attacker.top_k)
-        attacked, learned = attack_documents(documents, registry, attacker, config.knowledge, order, progress, engine)
+        attacked, learned = attack_documents(documents, registry, attacker, config.knowledge, order, progress, engine,
+                                             labels_from=cal)
     else:
         attacked, learned = table.rows(order), {}
     truth = documents.frame["identity_id"].to_numpy(dtype=object)
+    tuning = learned.get("tuning_documents")
+    if tuning:  # the fold a temperature was fitted on never calibrates (it is audited like an unlabelled document)
+        tuned = np.isin(documents.frame["doc_id"].to_numpy(dtype=object)[cal].astype(str), np.asarray(tuning, dtype=str))
+        kept_cal = np.flatnonzero(~tuned)
+    else:
+        kept_cal = np.arange(len(cal))
     if release:  # the calibration documents' scores are their rows of the audited split's (not copied again)
         test_split = score_table(attacked, truth[test], None if groups is None else groups[test], config)
-        cal_split = test_split.documents(cal)
+        cal_split = test_split.documents(cal[kept_cal])
     else:
-        cal_split = score_table(attacked.rows(np.arange(len(cal))), truth[cal],
-                                None if groups is None else groups[cal], config)
+        cal_split = score_table(attacked.rows(kept_cal), truth[cal[kept_cal]],
+                                None if groups is None else groups[cal[kept_cal]], config)
         test_split = score_table(attacked.rows(np.arange(len(cal), len(order))), truth[test],
                                  None if groups is None else groups[test], config)
     scores, strata = cal_split.calibration_scores(config.miss_policy)
@@ -138,7 +152,7 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
                             "share_in_registry": registry_share(documents, registry)},
               "registry": {"file": registry.file, "sha256": registry.sha256, "rows": len(registry)}}
     if learned:
-        inputs["learned"] = learned  # what the attacker chose from all labelled documents
+        inputs["learned"] = learned  # what the attacker chose, and from which labelled documents
     if engine is not None and table is None:
         inputs["engine"] = engine.describe()
     return AuditResult(config, cal_split, test_split, calibration, inputs)

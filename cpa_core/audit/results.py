@@ -56,12 +56,12 @@ class ScoredSplit:
     @classmethod
     def build(cls, table: CandidateTable, truth_ids, groups, score: str) -> "ScoredSplit":
         positions = table.truth_positions(truth_ids)
-        scores = get_score(score).sorted_scores(table.weights, table.pool_sizes, table.tail_mass)
+        scores = get_score(score).sorted_scores(table.weights, table.pool_sizes, table.tail_mass, table.cut_ties)
         rows = np.arange(len(table))
         hit = positions >= 0
         if len(table) and table.width:
             truth_scores = np.where(hit, scores[rows, np.maximum(positions, 0)], np.inf)
-            ranks = tie_pessimistic_ranks(table.weights, table.pool_sizes, np.maximum(positions, 0))
+            ranks = tie_pessimistic_ranks(table.weights, table.pool_sizes, np.maximum(positions, 0), table.cut_ties)
             truth_ranks = np.where(hit, ranks, 0).astype(np.int64)
         else:  # no document has a candidate: every truth is a miss
             truth_scores, truth_ranks = np.full(len(table), np.inf), np.zeros(len(table), dtype=np.int64)
@@ -211,9 +211,11 @@ class AuditResult:
 
     @cached_property
     def members(self) -> np.ndarray:
-        """Release protocol: the audited documents that calibrate (labelled; in the pool under 'exclude')."""
+        """Release protocol: the audited documents that calibrate (the calibration split's: labelled, not in a tuning
+        fold; in the pool under 'exclude')."""
         split = self.test_split
-        return split.labelled & (split.in_pool if self.config.miss_policy == "exclude" else True)
+        calibrating = np.isin(split.table.doc_ids.astype(str), self.calibration_split.table.doc_ids.astype(str))
+        return calibrating & split.labelled & (split.in_pool if self.config.miss_policy == "exclude" else True)
 
     @cached_property
     def release_ranking(self) -> LeaveOneOutRanking:

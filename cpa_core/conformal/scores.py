@@ -22,6 +22,15 @@ includes the pool's mass outside the table (``tail_mass``: candidates cut by a t
 LLM picks), so a shortlist never changes the scores of the candidates it keeps. :meth:`Score.to_method`
 converts stored scores back to the METHOD's scale for display.
 
+**Ties at the cut.** Cut candidates tied with the last listed one (``cut_ties`` of them) weigh what it weighs and
+belong to its tie group: their mass counts at or above the group (APS), their number in its rank, exactly as
+without the shortlist.
+
+**Ties carry no information.** A pool whose candidates all tie (nothing outside the table but their own ties)
+certifies nothing: every score gives its candidates the lowest score, ``-inf``, so its set is the whole pool at
+any threshold, never an empty set (a fixed function of the document's output, so every guarantee holds). An
+empty set arises only when the attacker is more certain than the threshold needs.
+
 **Ties across documents.** Stored scores come from floating-point sums whose error is a few units in the
 last place; two scores are compared as equal when they agree to :data:`RELATIVE_TOLERANCE` (32 units in
 the last place, about 3.6e-15 relative). Scores that differ by more, such as masses 1e-13 apart, stay
@@ -113,9 +122,11 @@ def mass_below(weights: np.ndarray, tail_mass: np.ndarray | None = None, *, nega
     return below
 
 
-def tie_pessimistic_ranks(weights: np.ndarray, pool_sizes: np.ndarray, positions: np.ndarray) -> np.ndarray:
+def tie_pessimistic_ranks(weights: np.ndarray, pool_sizes: np.ndarray, positions: np.ndarray,
+                          cut_ties: np.ndarray | None = None) -> np.ndarray:
     """The rank score of one candidate per row (``positions``, each inside its row's pool): the number of pool
-    candidates weighing at least as much (1 = the unique top; tied candidates share the worst rank).
+    candidates weighing at least as much (1 = the unique top; tied candidates share the worst rank), the row's
+    ``cut_ties`` included when the candidate ties with the last listed one.
 
     Rows are ranked by decreasing weight, so a candidate whose successor in the pool weighs strictly less has
     rank ``position + 1``; only the other rows (a tie, or a weight that does not compare) are counted.
@@ -138,7 +149,42 @@ def tie_pessimistic_ranks(weights: np.ndarray, pool_sizes: np.ndarray, positions
         block = counted[start:start + step]
         pool = np.arange(width)[None, :] < pool_sizes[block, None]
         ranks[block] = np.count_nonzero((weights[block] >= chosen[block, None]) & pool, axis=1)
+    if cut_ties is not None:
+        last = weights[rows, np.clip(np.minimum(pool_sizes, width) - 1, 0, width - 1)]
+        ranks += np.where(chosen == last, np.asarray(cut_ties, dtype=np.int64), 0)
     return ranks
+
+
+def last_tie_group(weights: np.ndarray, pool_sizes: np.ndarray, cut_ties: np.ndarray | None) -> np.ndarray | None:
+    """Mask of the listed candidates tied with cut ones (the last listed tie group of rows with ``cut_ties``), or
+    ``None`` when no row has such ties."""
+    if cut_ties is None or not np.any(cut_ties):
+        return None
+    n, width = weights.shape
+    if width == 0:
+        return None
+    last = weights[np.arange(n), np.clip(np.minimum(pool_sizes, width) - 1, 0, width - 1)]
+    pool = np.arange(width)[None, :] < np.minimum(pool_sizes, width)[:, None]
+    return (np.asarray(cut_ties)[:, None] > 0) & pool & (weights == last[:, None])
+
+
+def fully_tied(weights: np.ndarray, pool_sizes: np.ndarray, tail_mass: np.ndarray | None,
+               cut_ties: np.ndarray | None) -> np.ndarray:
+    """Rows whose whole pool ties: at least two candidates (listed or cut), every listed weight equal, and no mass
+    outside the table but the cut ties' own (the attacker tells the candidates apart in no way)."""
+    n, width = weights.shape
+    if width == 0:
+        return np.zeros(n, dtype=bool)
+    pool_sizes = np.minimum(np.asarray(pool_sizes), width)
+    rows = np.arange(n)
+    first, last = weights[:, 0], weights[rows, np.maximum(pool_sizes - 1, 0)]
+    ties = np.zeros(n) if cut_ties is None else np.asarray(cut_ties, dtype=float)
+    tied = (pool_sizes > 0) & (pool_sizes + ties >= 2) & (first == last)
+    if tail_mass is not None:
+        with np.errstate(invalid="ignore"):
+            rest = np.asarray(tail_mass, dtype=float) - ties * np.where(np.isfinite(last), last, 0.0)
+        tied &= ~(rest > RELATIVE_TOLERANCE * np.maximum(np.asarray(tail_mass, dtype=float), 1e-300) * 8)
+    return tied
 
 
 def _padding(weights: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray | None:
@@ -166,10 +212,10 @@ class Score:
     stored_as: str = "the METHOD's score"
 
     def truth_scores(self, weights: np.ndarray, columns: np.ndarray, tail_mass: np.ndarray | None = None) -> np.ndarray:
-        """Score of candidate ``columns[i]`` in row ``i`` of an unsorted weight matrix (no padding).
+        """Score of candidate ``columns[i]`` in row ``i`` of an unsorted weight matrix (no padding, nothing cut).
 
         Equal (to :data:`RELATIVE_TOLERANCE`) to the corresponding entry of :meth:`sorted_scores` on the
-        sorted rows.
+        sorted rows (a fully tied row included: ``-inf``).
 
         Parameters
         ----------
@@ -179,10 +225,15 @@ class Score:
         """
         tail = np.zeros(weights.shape[0]) if tail_mass is None else np.asarray(tail_mass, dtype=float)
         truth = np.take_along_axis(weights, np.asarray(columns)[:, None], axis=1)
-        return self._truth(weights, truth, tail)
+        scores = self._truth(weights, truth, tail)
+        if weights.shape[1]:
+            tied = (weights.shape[1] >= 2) & (weights.max(axis=1) == weights.min(axis=1))
+            tied &= ~(tail > 0)  # mass outside the table: the candidates are not the whole story
+            scores = np.where(tied, -np.inf, scores)
+        return scores
 
     def sorted_scores(self, weights: np.ndarray, pool_sizes: np.ndarray,
-                      tail_mass: np.ndarray | None = None) -> np.ndarray:
+                      tail_mass: np.ndarray | None = None, cut_ties: np.ndarray | None = None) -> np.ndarray:
         """Stored scores of the ranked candidates.
 
         Parameters
@@ -191,18 +242,42 @@ class Score:
             Each row sorted by decreasing weight; entries beyond the row's pool size are padding.
         pool_sizes : ndarray of shape (n,)
         tail_mass : ndarray of shape (n,), optional
-            Probability mass of each pool outside the table (the APS score counts it below every candidate).
+            Probability mass of each pool outside the table (the APS score counts it below every candidate but
+            those tied with cut ones).
+        cut_ties : ndarray of shape (n,), optional
+            Cut candidates tied with each row's last listed candidate (their mass is part of ``tail_mass``).
 
         Returns
         -------
-        ndarray of shape (n, K), non-decreasing along each row, ``+inf`` at padding.
+        ndarray of shape (n, K), non-decreasing along each row, ``+inf`` at padding, ``-inf`` throughout a fully
+        tied pool (:func:`fully_tied`).
         """
         tail = np.zeros(weights.shape[0]) if tail_mass is None else np.asarray(tail_mass, dtype=float)
         padding = _padding(weights, pool_sizes)
         if padding is None:
-            return self._compute(weights, tail)
-        scores = self._compute(np.where(padding, -np.inf, weights), tail)
-        scores[padding] = np.inf
+            scores = self._compute(weights, tail)
+        else:
+            scores = self._compute(np.where(padding, -np.inf, weights), tail)
+        group = last_tie_group(weights, pool_sizes, cut_ties)
+        if group is not None:
+            scores = self._at_cut(scores, group, weights, tail, np.asarray(cut_ties))
+        tied = fully_tied(weights, pool_sizes, tail_mass, cut_ties)
+        if tied.any():
+            scores[tied] = -np.inf
+        if padding is not None:
+            scores[padding] = np.inf
+        return scores
+
+    def _at_cut(self, scores: np.ndarray, group: np.ndarray, weights: np.ndarray, tail: np.ndarray,
+                cut_ties: np.ndarray) -> np.ndarray:
+        """The last listed tie group's scores with its cut ties counted in it (not below it)."""
+        rows = np.flatnonzero(group.any(axis=1))
+        if self.name == "aps":  # minus the mass strictly below the group: the tail without the tied mass
+            last = np.where(group[rows], weights[rows], -np.inf).max(axis=1)
+            below = np.maximum(tail[rows] - cut_ties[rows] * last, 0.0)
+            scores[rows] = np.where(group[rows], -below[:, None], scores[rows])
+        elif self.name == "rank":
+            scores[rows] = np.where(group[rows], scores[rows] + cut_ties[rows, None], scores[rows])
         return scores
 
     def to_method(self, stored):

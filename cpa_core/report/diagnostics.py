@@ -99,19 +99,7 @@ def certificate_warnings(result: "AuditResult", cert: "Certificate", policy: Rel
                        f"{NEARLY_WHOLE:.0%} of their candidate pool: they certify nothing about these documents, and "
                        "few flagged documents is no evidence of safety. Lower the confidence level, calibrate on more "
                        "documents, or declare a stronger attacker")
-        table = test.table
-        pools = table.pool_sizes
-        if table.width:  # rows are sorted: a pool is tied throughout when its first and last weights are equal
-            rows = np.arange(n)
-            all_tied = (pools > 1) & (table.weights[:, 0] == table.weights[rows, np.maximum(pools - 1, 0)])
-        else:
-            all_tied = np.zeros(n, dtype=bool)
-        blind = all_tied & (cert.set_sizes == 0)
-        if blind.any():
-            out.append(f"confidence {level}: {int(blind.sum())} documents have empty sets because the attacker ranks "
-                       "all their candidates equally (it tells them apart in no way): a tied pool enters a set only "
-                       "as a whole, when the threshold reaches the tie. They are flagged as the protective choice, "
-                       "but their empty set means no information, not a re-identification")
+        pools = test.table.pool_sizes
         if (pools > 0).any() and policy.flag_below >= int(np.median(pools[pools > 0])):
             out.append(f"release policy k = {policy.flag_below} is at least the candidate pool size "
                        f"({int(np.median(pools[pools > 0]))} for most documents): every set is smaller than k, so the "

@@ -37,7 +37,7 @@ from cpa_core.io.knowledge import KnowledgeLevel
 FORMAT = 1
 META = "meta"  # the JSON member: format, configuration, inputs and each split's ids, texts and labels
 SPLITS = {"test": "test_split", "calibration": "calibration_split"}  # test first: calibration rows may be its rows
-ARRAYS = ("candidates", "weights", "pool_sizes", "tail_mass")  # CandidateTable's numeric fields
+ARRAYS = ("candidates", "weights", "pool_sizes", "tail_mass", "cut_ties")  # CandidateTable's numeric fields
 
 
 def json_default(value):
@@ -74,7 +74,9 @@ def _same_rows(part: ScoredSplit, whole: ScoredSplit) -> np.ndarray | None:
                             for field in ("candidates", "weights", "pool_sizes"))
         same = same and ours.queries == theirs.queries and ours.clues == theirs.clues and \
             (ours.tail_mass is None) == (theirs.tail_mass is None) and \
-            (ours.tail_mass is None or np.array_equal(ours.tail_mass, theirs.tail_mass))
+            (ours.tail_mass is None or np.array_equal(ours.tail_mass, theirs.tail_mass)) and \
+            (ours.cut_ties is None) == (theirs.cut_ties is None) and \
+            (ours.cut_ties is None or np.array_equal(ours.cut_ties, theirs.cut_ties))
     if not same and not part.with_candidates:
         raise ValueError("a split without its candidates is stored only as rows of the audited split")
     return index if same else None
@@ -189,7 +191,8 @@ def _table(name: str, stored: dict, arrays: dict) -> CandidateTable:
                            np.array(stored["candidate_ids"], dtype=object),
                            None if stored["queries"] is None else tuple(stored["queries"]), stored["weight_kind"],
                            arrays.get(f"{name}.tail_mass"),
-                           None if stored.get("clues") is None else tuple(tuple(c) for c in stored["clues"]))
+                           None if stored.get("clues") is None else tuple(tuple(c) for c in stored["clues"]),
+                           arrays.get(f"{name}.cut_ties"))
 
 
 def _split(name: str, stored: dict, arrays: dict, config: AuditConfig, splits: dict) -> ScoredSplit:

@@ -141,12 +141,13 @@ def test_a_retrieval_attack_by_hand():
 def test_the_similarities_of_one_input_are_computed_once():
     registry = make_registry({"P1": "alpha", "P2": "beta"})
     attacker = Given(np.eye(2), temperature="auto")
-    attacker.learn(["d0", "d1"], ["a", "b"], registry, WORDS, ["P1", "P2"])
-    attacker.attack(["d0", "d1"], ["a", "b"], registry, WORDS)
-    attacker.attack(["d0", "d1"], ["a", "b"], registry, WORDS)
+    attacker.learn(["d0", "d1"], ["a", "b"], registry, WORDS, ["P1", "P2"])  # the tuning fold's own rows: one
     assert attacker.computed == 1
-    attacker.attack(["d1"], ["b"], registry, WORDS)  # other documents
+    attacker.attack(["d0", "d1"], ["a", "b"], registry, WORDS)
+    attacker.attack(["d0", "d1"], ["a", "b"], registry, WORDS)
     assert attacker.computed == 2
+    attacker.attack(["d1"], ["b"], registry, WORDS)  # other documents
+    assert attacker.computed == 3
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, 0.0009, 1000.5, True, "hot", float("nan"), None])
@@ -167,8 +168,8 @@ def test_the_temperature_auto_is_learnt_from_the_labelled_documents_or_adopted()
     doc_ids = [f"d{i}" for i in range(12)]
     identities = ["P1", "P2", "P3", None] * 3  # three unlabelled documents
     learned = attacker.learn(doc_ids, ["t"] * 12, registry, WORDS, identities)
-    assert learned["temperature"] in TEMPERATURE_GRID and learned["labelled_documents_used"] == 9
-    assert learned["documents_sampled"] is None and attacker.effective_temperature == learned["temperature"]
+    assert learned["temperature"] in TEMPERATURE_GRID and learned["labelled_documents_used"] == 2  # a fifth of 9
+    assert len(learned["tuning_documents"]) == 2 and attacker.effective_temperature == learned["temperature"]
     outsiders = Given(sims, temperature="auto")  # nobody's identity in the registry: the fallback
     learned = outsiders.learn(doc_ids, ["t"] * 12, registry, WORDS, ["X9"] * 12)
     assert learned["temperature"] == FALLBACK_TEMPERATURE == 1.0 and learned["labelled_documents_used"] == 0

@@ -36,7 +36,7 @@ def test_ranking_loop_matches_one_block_and_reports_progress():
 
 def test_a_tiny_tail_keeps_its_relative_precision():
     similarities = np.array([[1.0, 0.0, 0.0, 0.0]])
-    candidates, weights, tail = rank_by_similarity(lambda a, b: similarities[a:b], 1, 4, 1, 0.02, chunk_size=8)
+    candidates, weights, tail, _ = rank_by_similarity(lambda a, b: similarities[a:b], 1, 4, 1, 0.02, chunk_size=8)
     assert candidates.tolist() == [[0]]
     assert tail[0] == pytest.approx(3 * np.exp(-50.0), rel=1e-12)  # 1 - weights[0] would be 0 or noise
 
@@ -51,3 +51,34 @@ def test_sorting_the_similarities_once_sorts_the_weights_at_every_temperature(n,
     weights = softmax_rows(block, temperature)
     ascending = np.take_along_axis(weights, np.argsort(block, axis=1), axis=1)
     assert np.array_equal(ascending, np.sort(weights, axis=1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(2, 12), st.integers(1, 11), st.integers(0, 2**32 - 1))
+def test_the_ranking_counts_the_cut_candidates_tied_with_the_last_kept_one(n, m, k, seed):
+    """Similarities with many ties (and whole rows tied): the ranking's cut ties and tail are those of cutting the
+    full ranking, on the dense path and on the in-place path."""
+    from cpa_core.attack.candidates import CandidateTable
+
+    rng = np.random.default_rng(seed)
+    similarities = rng.integers(0, 3, (n, m)).astype(np.float32).astype(np.float64)
+    similarities[rng.random(n) < 0.3] = 1.0
+    k = min(k, m)
+    whole = rank_by_similarity(lambda a, b: similarities[a:b], n, m, None, 0.5, chunk_size=4)
+    full = CandidateTable(np.arange(n).astype(str).astype(object), whole.candidates, whole.weights, np.full(n, m),
+                          np.arange(m).astype(str).astype(object)).truncate(k)
+
+    class Kernel:  # the in-place path: blocks written into the ranking's own buffers
+        kernel, threads = True, 1
+
+        def __call__(self, a, b):
+            return similarities[a:b]
+
+        def into(self, a, b, out):
+            out[:] = similarities[a:b]
+
+    for blocks in (lambda a, b: similarities[a:b], Kernel()):
+        short = rank_by_similarity(blocks, n, m, k, 0.5, chunk_size=4)
+        expected = full.cut_ties if k < m else np.zeros(n)
+        assert short.cut_ties.tolist() == expected.tolist()
+        assert np.allclose(short.tail_mass, full.tail_mass if k < m else 0.0)

@@ -21,7 +21,6 @@ def scores(name, weights, pools=None):
 def test_aps_hand_computed_with_ties():
     # s(y) = mass of every candidate at least as likely as y: ties enter together
     assert np.allclose(scores("aps", [0.5, 0.2, 0.2, 0.1]), [[0.5, 0.9, 0.9, 1.0]])
-    assert np.allclose(scores("aps", [0.25, 0.25, 0.25, 0.25]), [[1.0, 1.0, 1.0, 1.0]])
     assert np.allclose(scores("aps", [0.4, 0.4, 0.1, 0.1]), [[0.8, 0.8, 1.0, 1.0]])
 
 
@@ -52,6 +51,9 @@ def test_scores_are_non_decreasing_and_tie_consistent(raw, name):
     w = np.sort(np.array(raw))[::-1]
     w = w / w.sum() if w.sum() > 0 else w
     out = scores(name, w)[0]
+    if len(w) >= 2 and w[0] == w[-1]:  # a fully tied pool: no information, the lowest score throughout
+        assert np.isneginf(out).all()
+        return
     assert (np.diff(out) >= -1e-12).all()
     for i in range(len(w) - 1):
         if w[i] == w[i + 1]:
@@ -62,7 +64,7 @@ def test_scores_are_non_decreasing_and_tie_consistent(raw, name):
 def test_aps_brute_force(raw):
     w = np.sort(np.array(raw))[::-1]
     w = w / w.sum()
-    expected = [w[w >= w[j]].sum() for j in range(len(w))]
+    expected = [w[w >= w[j]].sum() for j in range(len(w))] if w[0] != w[-1] else [-np.inf] * len(w)
     assert np.allclose(scores("aps", w)[0], expected)
 
 
@@ -88,6 +90,77 @@ def test_a_peaked_tail_keeps_its_order():
     stored = get_score("aps").sorted_scores(w, np.array([4]))[0]
     assert stored.tolist() == pytest.approx([-3e-20, -1e-20, 0.0, 0.0], rel=1e-15, abs=0)
     assert (get_score("aps").to_method(stored)[1:] == 1.0).all()  # what a display shows
+
+
+@pytest.mark.parametrize("name", sorted(SCORES))
+def test_a_fully_tied_pool_scores_lowest_so_its_set_is_the_whole_pool(name):
+    from cpa_core.conformal.calibration import set_sizes
+
+    w = np.array([[0.25, 0.25, 0.25, 0.25], [0.4, 0.3, 0.2, 0.1], [0.5, 0.5, 0.0, 0.0]])
+    pools = np.array([4, 4, 2])
+    stored = get_score(name).sorted_scores(w, pools)
+    assert np.isneginf(stored[0]).all() and np.isneginf(stored[2, :2]).all() and np.isinf(stored[2, 2:]).all()
+    assert np.isfinite(stored[1]).all()
+    # any threshold: the tied pools' sets are whole, never empty (the lowest finite APS threshold included)
+    assert set_sizes(stored, pools, -1.0).tolist()[0::2] == [4, 2]
+    assert get_score(name).truth_scores(w[:1], np.array([2])).tolist() == [-np.inf]
+    # one candidate is not a tie; a tied shortlist with mass below it is not a fully tied pool
+    assert np.isfinite(get_score(name).sorted_scores(np.array([[1.0]]), np.array([1]))).all()
+    assert np.isfinite(get_score(name).sorted_scores(np.array([[0.3, 0.3]]), np.array([2]), np.array([0.4]))).all()
+    # the whole pool tied through a shortlist cut at the tie: two listed, two cut, nothing below
+    stored = get_score(name).sorted_scores(np.array([[0.25, 0.25]]), np.array([2]), np.array([0.5]), np.array([2]))
+    assert np.isneginf(stored).all()
+
+
+def test_the_cut_mass_tied_with_a_kept_candidate_counts_at_or_above_it():
+    """Weights .4/.3/.3 with top-K 2: the cut .3 ties with the kept .3, so the kept one's APS is 1.0 (not .7) and its
+    rank 3 (not 2), as without the shortlist; at q_hat = .7 the set is {r0} either way."""
+    from cpa_core.attack.candidates import CandidateTable
+    from cpa_core.conformal.calibration import set_sizes
+
+    full = CandidateTable(np.array(["d"], dtype=object), np.array([[0, 1, 2]]), np.array([[0.4, 0.3, 0.3]]),
+                          np.array([3]), np.array(["r0", "r1", "r2"], dtype=object))
+    short = full.truncate(2)
+    assert short.cut_ties.tolist() == [1] and short.tail_mass.tolist() == pytest.approx([0.3])
+    for name in ("aps", "rank"):
+        whole = get_score(name).sorted_scores(full.weights, full.pool_sizes)
+        kept = get_score(name).sorted_scores(short.weights, short.pool_sizes, short.tail_mass, short.cut_ties)
+        assert kept[0].tolist() == pytest.approx(whole[0, :2].tolist())
+    aps = get_score("aps")
+    kept = aps.sorted_scores(short.weights, short.pool_sizes, short.tail_mass, short.cut_ties)
+    assert set_sizes(kept, short.pool_sizes, -0.3 + 1e-12).tolist() == [1]  # q_hat = .7 on the stored scale
+    from cpa_core.conformal.scores import tie_pessimistic_ranks
+    assert tie_pessimistic_ranks(short.weights, short.pool_sizes, np.array([1]), short.cut_ties).tolist() == [3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, 0.05, 0.1, 0.15, 0.2]), min_size=6, max_size=6), min_size=1,
+                max_size=6), st.integers(1, 5), st.sampled_from(sorted(SCORES)), st.integers(0, 5))
+def test_a_shortlist_never_changes_the_scores_it_keeps(rows, k, name, truth):
+    """Random pools with many ties: every kept candidate's score (and the truth's rank) is the same with and without
+    a top-K cut, twice truncated included."""
+    from cpa_core.attack.candidates import CandidateTable, top_candidates
+    from cpa_core.conformal.scores import tie_pessimistic_ranks
+
+    raw = np.array(rows, dtype=float) + 1e-3
+    weights = raw / raw.sum(axis=1, keepdims=True)
+    index, ranked = top_candidates(weights, None)
+    n = len(rows)
+    full = CandidateTable(np.arange(n).astype(str).astype(object), index, ranked, np.full(n, 6),
+                          np.arange(6).astype(str).astype(object))
+    for short in (full.truncate(k), full.truncate(min(k + 1, 6)).truncate(k)):
+        whole = get_score(name).sorted_scores(full.weights, full.pool_sizes)
+        kept = get_score(name).sorted_scores(short.weights, short.pool_sizes, short.tail_mass, short.cut_ties)
+        both = np.isfinite(whole[:, :k])
+        assert np.array_equal(np.isneginf(kept), np.isneginf(whole[:, :short.width]))
+        assert np.allclose(kept[both[:, :short.width]], whole[:, :short.width][both[:, :short.width]], rtol=1e-12,
+                           atol=1e-15)
+        position = np.argmax(full.candidates == truth, axis=1)
+        inside = position < short.width
+        ranks_full = tie_pessimistic_ranks(full.weights, full.pool_sizes, position)
+        ranks_short = tie_pessimistic_ranks(short.weights, short.pool_sizes, np.minimum(position, short.width - 1),
+                                            short.cut_ties)
+        assert ranks_short[inside].tolist() == ranks_full[inside].tolist()
 
 
 def test_the_shortlist_tail_counts_below_every_kept_candidate():
@@ -200,6 +273,8 @@ def test_tie_pessimistic_ranks_equal_the_rank_score(rows, data):
     weights = np.array([sorted(r, reverse=True) + [0.0] * (width - len(r)) for r in rows])
     positions = np.array([data.draw(st.integers(0, p - 1)) for p in pools])
     ranks = SCORES["rank"].sorted_scores(weights, pools)[np.arange(len(rows)), positions]
+    tied = np.isneginf(ranks)  # a fully tied pool scores lowest; as a ranking metric its candidates share the worst rank
+    ranks = np.where(tied, pools, ranks)
     assert score_module.tie_pessimistic_ranks(weights, pools, positions).tolist() == ranks.astype(int).tolist()
 
 
