@@ -142,7 +142,7 @@ def test_an_attacker_that_ties_every_candidate_certifies_the_whole_pool_not_an_e
     cert = result.certificate(0.8)
     tied = np.isin(result.test_split.table.doc_ids, [f"d{i}" for i in range(50)])
     assert (cert.set_sizes[tied] == 10).all() and cert.covered[tied].all()  # no information: the whole pool
-    assert not warnings_at(result, 0.8)  # a document's own tie is no reason to doubt the release's certificate
+    assert not [w for w in warnings_at(result, 0.8) if "release policy k" not in w]  # a document's own tie is no reason to doubt the release's certificate
 
 
 def test_the_command_line_says_a_short_shortlist_and_a_group_without_labels(sample_paths, tmp_path):
