@@ -1,0 +1,91 @@
+"""Venn-Abers probabilities of a binary event from a one-dimensional statistic (METHOD, "Linkage probability").
+
+For a document with statistic level ``g``, the inductive Venn-Abers predictor fits an isotonic regression of the
+event on the level over the calibration documents plus the document itself, once labelled 0 and once labelled 1;
+the two fits at ``g`` give ``[p0, p1]`` and the single probability ``p1 / (1 - p0 + p1)``. Under exchangeability the
+pair is perfectly calibrated in the Venn sense, whatever the statistic.
+
+The statistic is first cut into at most :data:`LEVELS` levels at its quantiles over every document (a symmetric,
+label-free discretisation), so each fit is a weighted pool-adjacent-violators pass over a few dozen points. A
+calibration document is predicted without its own label (its own pair is taken out before its fits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+LEVELS = 50
+"""The most levels the statistic is cut into."""
+
+
+def statistic_levels(statistic: np.ndarray, levels: int = LEVELS) -> np.ndarray:
+    """Level codes ``0..L-1`` of the statistic, cut at its quantiles over every document (ties share a level)."""
+    values = np.asarray(statistic, dtype=float)
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    inner = np.unique(np.quantile(values, np.arange(1, levels) / levels, method="inverted_cdf"))
+    return np.searchsorted(inner, values, side="left").astype(np.int64)
+
+
+def isotonic_at(hits: np.ndarray, totals: np.ndarray, level: int) -> float:
+    """The weighted isotonic (non-decreasing) regression of the rates ``hits / totals`` over the levels, at ``level``
+    (levels with no weight are skipped; ``totals[level]`` must be positive)."""
+    blocks: list[list[float]] = []  # [sum of hits, weight, first level, last level]
+    for g in np.flatnonzero(totals > 0):
+        blocks.append([float(hits[g]), float(totals[g]), int(g), int(g)])
+        while len(blocks) > 1 and blocks[-2][0] * blocks[-1][1] >= blocks[-1][0] * blocks[-2][1]:
+            last = blocks.pop()  # the previous mean is at least this one's: pool them
+            blocks[-1][0] += last[0]
+            blocks[-1][1] += last[1]
+            blocks[-1][3] = last[3]
+    for total, weight, first, final in blocks:
+        if first <= level <= final:
+            return total / weight
+    raise ValueError(f"level {level} carries no weight")
+
+
+@dataclass(frozen=True)
+class VennAbers:
+    """Per document: ``low`` and ``high`` (``p0``, ``p1``) and the single probability ``p``."""
+
+    low: np.ndarray
+    high: np.ndarray
+
+    @property
+    def p(self) -> np.ndarray:
+        return self.high / (1.0 - self.low + self.high)
+
+
+def venn_abers(levels: np.ndarray, events: np.ndarray, calibrating: np.ndarray) -> VennAbers:
+    """Inductive Venn-Abers probabilities of every document's event, each from the *other* calibration documents.
+
+    Parameters
+    ----------
+    levels : ndarray of shape (N,), int: each document's level (:func:`statistic_levels`)
+    events : ndarray of shape (N,), bool: the event, read only where ``calibrating``
+    calibrating : ndarray of shape (N,), bool: the documents whose event is known and calibrates
+    """
+    levels = np.asarray(levels, dtype=np.int64)
+    events = np.asarray(events, dtype=bool)
+    calibrating = np.asarray(calibrating, dtype=bool)
+    n = levels.shape[0]
+    width = int(levels.max()) + 1 if n else 0
+    totals = np.bincount(levels[calibrating], minlength=width).astype(float)
+    hits = np.bincount(levels[calibrating], weights=events[calibrating].astype(float), minlength=width)
+    low, high = np.empty(n), np.empty(n)
+    # a document's fits depend on its level and on its own pair only: own = -1 (not calibrating), 0 or 1
+    own = np.where(calibrating, events.astype(np.int64), -1)
+    for level, mine in set(zip(levels.tolist(), own.tolist())):
+        base_hits, base_totals = hits.copy(), totals.copy()
+        if mine >= 0:  # leave its own pair out
+            base_totals[level] -= 1
+            base_hits[level] -= mine
+        base_totals[level] += 1  # the document itself, labelled 0, then 1
+        p0 = isotonic_at(base_hits, base_totals, level)
+        base_hits[level] += 1
+        p1 = isotonic_at(base_hits, base_totals, level)
+        rows = (levels == level) & (own == mine)
+        low[rows], high[rows] = p0, p1
+    return VennAbers(low, high)

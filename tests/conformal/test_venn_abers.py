@@ -1,0 +1,80 @@
+"""Venn-Abers probabilities: hand-computed cases, brute force against scikit-learn's isotonic regression on the
+individual pairs, leave-one-out for calibration documents, and calibration on withheld labels."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.isotonic import IsotonicRegression
+
+from cpa_core.conformal.venn_abers import isotonic_at, statistic_levels, venn_abers
+
+
+def test_hand_computed():
+    # calibration: level 0 a miss, level 1 a hit; a new document at level 1
+    out = venn_abers(np.array([0, 1, 1]), np.array([0, 1, 0], dtype=bool), np.array([True, True, False]))
+    assert out.low[2] == pytest.approx(0.5) and out.high[2] == pytest.approx(1.0)
+    assert out.p[2] == pytest.approx(2 / 3)
+    # a calibration document is predicted without its own pair: the level-1 hit sees only the level-0 miss
+    assert out.low[1] == pytest.approx(0.0) and out.high[1] == pytest.approx(1.0) and out.p[1] == pytest.approx(0.5)
+
+
+def test_pool_adjacent_violators_hand_computed():
+    hits, totals = np.array([1.0, 0.0, 3.0]), np.array([1.0, 1.0, 4.0])  # rates 1, 0, .75: the first two pool
+    assert isotonic_at(hits, totals, 0) == pytest.approx(0.5) and isotonic_at(hits, totals, 1) == pytest.approx(0.5)
+    assert isotonic_at(hits, totals, 2) == pytest.approx(0.75)
+    with pytest.raises(ValueError):
+        isotonic_at(hits, np.array([1.0, 1.0, 0.0]), 2)  # a level beyond every weighted one
+
+
+def _brute(levels, events, calibrating, row):
+    """Isotonic regression (scikit-learn) on the other calibration pairs plus this one labelled 0, then 1."""
+    others = calibrating.copy()
+    others[row] = False
+    out = []
+    for label in (0, 1):
+        x = np.append(levels[others], levels[row]).astype(float)
+        y = np.append(events[others], label).astype(float)
+        out.append(float(IsotonicRegression(increasing=True).fit(x, y).predict([float(levels[row])])[0]))
+    return out
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.booleans(), st.booleans()), min_size=1, max_size=40))
+def test_brute_force_against_isotonic_regression_on_the_pairs(triples):
+    levels = np.array([t[0] for t in triples])
+    events = np.array([t[1] for t in triples], dtype=bool)
+    calibrating = np.array([t[2] for t in triples], dtype=bool)
+    out = venn_abers(levels, events, calibrating)
+    for row in range(len(triples)):
+        low, high = _brute(levels, events, calibrating, row)
+        assert out.low[row] == pytest.approx(low, abs=1e-12) and out.high[row] == pytest.approx(high, abs=1e-12)
+        assert 0 <= out.low[row] <= out.p[row] <= out.high[row] <= 1
+
+
+def test_levels_are_quantiles_over_every_document():
+    assert statistic_levels(np.arange(100.0), levels=4).tolist() == [0] * 25 + [1] * 25 + [2] * 25 + [3] * 25
+    assert statistic_levels(np.zeros(7)).tolist() == [0] * 7
+    assert statistic_levels(np.zeros(0)).tolist() == []
+
+
+def test_the_probability_is_calibrated_on_documents_whose_labels_were_withheld():
+    """A statistic that raises the chance of the event: over many documents whose labels are withheld, the observed
+    rate in each decile of the predicted probability is the predicted one, within sampling error."""
+    rng = np.random.default_rng(0)
+    n = 20_000
+    statistic = rng.random(n)
+    truth_probability = statistic ** 2
+    events = rng.random(n) < truth_probability
+    calibrating = rng.random(n) < 0.5
+    predicted = venn_abers(statistic_levels(statistic), events, calibrating).p
+    withheld = ~calibrating
+    deciles = np.quantile(predicted[withheld], np.linspace(0, 1, 11))
+    codes = np.clip(np.searchsorted(deciles, predicted[withheld], side="right") - 1, 0, 9)
+    for d in range(10):
+        inside = codes == d
+        if inside.sum() < 200:
+            continue
+        observed, expected = events[withheld][inside].mean(), predicted[withheld][inside].mean()
+        standard_error = np.sqrt(max(expected * (1 - expected), 1e-3) / inside.sum())
+        assert abs(observed - expected) < 4 * standard_error + 0.02, (d, observed, expected)
