@@ -54,7 +54,7 @@ def report_pdf_bytes() -> bytes:
 verdict = release_verdict(summarize(result, [confidence]), confidence)
 show_verdict = st.success if verdict.status == "release" else st.warning  # a page's errors are the app's own
 show_verdict(plain(f"Verdict: {verdict.title}. {verdict.headline}"),
-             icon=":material/gavel:" if verdict.status != "inconclusive" else ":material/report:")
+             icon=":material/gavel:" if verdict.status in ("release", "redact") else ":material/report:")
 for check in verdict.failed:
     st.caption(plain(f"Failed check, {check.name}: {check.reason}. {check.remedy}"))
 

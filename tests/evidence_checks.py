@@ -16,4 +16,4 @@ def fits(text: str, span) -> bool:
 def flagged(table, truth):
     """The release certificate of ``table`` at confidence 0.5 (every labelled document audited)."""
     split = ScoredSplit.build(table, truth, None, "aps")
-    return certify_release(split, release_ranking(split, np.array([t is not None for t in truth]), False), 0.5)
+    return certify_release(split, release_ranking(split, np.array([t is not None for t in truth])), 0.5)

@@ -70,7 +70,7 @@ def toy_audit(confidences=(0.5,)):
     """
     documents, registry = documents_and_registry(["p1", "p0", "p2", "p1"], m=3)
     config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=2, n_test=2, seed=0, confidences=confidences,
-                         protocol="split")
+                         protocol="split", certainty_bins=1)  # one stratum: the sets by hand
     return run_audit(documents, registry, None, config, table=toy_table())
 
 
@@ -92,7 +92,8 @@ class CountingAttacker(AttackerBase):
 
 
 def audited_groups(confidences=(0.8, 0.9)):
-    """600 documents in two groups, calibrated per group: (result, attacker, documents, registry)."""
+    """600 documents in two groups, calibrated per group (one certainty stratum each): (result, attacker, documents,
+    registry)."""
     rng = np.random.default_rng(0)
     probabilities = probability_matrix(600, 30, rng)
     truth = sample_truth(probabilities, rng)
@@ -100,7 +101,7 @@ def audited_groups(confidences=(0.8, 0.9)):
     documents, registry = documents_and_registry([f"p{t}" for t in truth], groups=groups, m=30)
     attacker = CountingAttacker(table_from_matrix(probabilities))
     cfg = AuditConfig(knowledge=LEVEL, attacker=toy_attacker("counting"), n_cal=200, n_test=300, seed=3,
-                      group_column="group", confidences=confidences, protocol="split")
+                      group_column="group", confidences=confidences, protocol="split", certainty_bins=1)
     return run_audit(documents, registry, attacker, cfg), attacker, documents, registry
 
 

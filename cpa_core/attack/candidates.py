@@ -6,9 +6,10 @@ attacker is interchangeable. Rows are padded to a common width with candidate ``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -272,7 +273,7 @@ class CandidateTable:
     def width(self) -> int:
         return int(self.candidates.shape[1])
 
-    def rows(self, index: np.ndarray) -> "CandidateTable":
+    def rows(self, index: np.ndarray) -> CandidateTable:
         """The table restricted to the given rows (in that order); consecutive rows are views, not copies."""
         index = as_rows(index)
         return replace(self, doc_ids=self.doc_ids[index], candidates=self.candidates[index],
@@ -282,7 +283,7 @@ class CandidateTable:
                        clues=None if self.clues is None else tuple(self.clues[i] for i in np.arange(len(self))[index]),
                        cut_ties=None if self.cut_ties is None else self.cut_ties[index])
 
-    def truncate(self, k: int) -> "CandidateTable":
+    def truncate(self, k: int) -> CandidateTable:
         """The top-``k`` shortlist of each pool; the weights of the kept candidates are unchanged and the
         mass of the cut ones joins ``tail_mass`` (no renormalisation over the shortlist), and the cut ones tied with
         the last kept candidate are counted (``cut_ties``)."""

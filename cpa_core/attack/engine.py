@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -164,7 +164,7 @@ class DaskEngine:
                 resource.close()
         self.client, self.cluster = None, None
 
-    def __enter__(self) -> "DaskEngine":
+    def __enter__(self) -> DaskEngine:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -17,7 +17,7 @@ temperature was fitted to. ``auto`` therefore fits on a **tuning fold** and neve
 from __future__ import annotations
 
 import hashlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

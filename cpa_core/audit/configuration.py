@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 from cpa_core.attack.base import Attacker
 from cpa_core.audit.policy import POLICY_PARAMS, ReleasePolicy
@@ -41,6 +42,9 @@ AUDIT_PARAMS = (
     Param("seed", "int", 0, "Split seed", "Seed of the calibration/test split.", min=0, option="--seed"),
     Param("group_column", "text", None, "Group column", "Calibrate separately per value of this column (Mondrian).",
           optional=True, option="--group-column"),
+    Param("certainty_bins", "int", 4, "Certainty strata", "Calibrate separately within up to this many strata of the "
+          "attacker's own certainty (its top-1 margin), each with enough labelled documents; 1: one stratum.",
+          min=1, max=20, option="--certainty-bins"),
     Param("top_k", "int", None, "Top-K shortlist", "Truncate each candidate pool to its top K.", min=1, optional=True,
           option="--top-k"),
     Param("miss_policy", "choice", "infinite", "Miss policy", "Calibration documents whose truth is outside the "
@@ -79,7 +83,7 @@ class AttackerConfig:
 
     @classmethod
     def of(cls, attacker: Attacker, params: Mapping[str, Any] | None = None,
-           tables: Mapping[str, Mapping[str, Any]] | None = None) -> "AttackerConfig":
+           tables: Mapping[str, Mapping[str, Any]] | None = None) -> AttackerConfig:
         """The configuration of a built attacker (``params``: its declared parameters, if any; ``tables``: the
         attacker tables it was built from, default its own)."""
         clients = attacker.clients()
@@ -111,10 +115,12 @@ class AuditConfig:
     n_test: int | None = AUDIT_DEFAULTS["n_test"]
     seed: int = AUDIT_DEFAULTS["seed"]
     group_column: str | None = AUDIT_DEFAULTS["group_column"]
+    certainty_bins: int = AUDIT_DEFAULTS["certainty_bins"]
     top_k: int | None = AUDIT_DEFAULTS["top_k"]
     miss_policy: str = AUDIT_DEFAULTS["miss_policy"]
     flag_below: int = AUDIT_DEFAULTS["flag_below"]
     leakage_threshold: float | None = AUDIT_DEFAULTS["leakage_threshold"]
+    acceptable_linkage: float | None = AUDIT_DEFAULTS["acceptable_linkage"]
     flag_confidence: float | None = AUDIT_DEFAULTS["flag_confidence"]
     data: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     placeholders: tuple[str, ...] = DEFAULT_PLACEHOLDERS
@@ -122,8 +128,8 @@ class AuditConfig:
     def __post_init__(self):
         object.__setattr__(self, "placeholders", check_placeholders(self.placeholders))
         by_name = {param.name: param for param in AUDIT_PARAMS}
-        for name in ("score", "protocol", "n_cal", "n_test", "seed", "top_k", "miss_policy", "flag_below",
-                     "leakage_threshold", "flag_confidence"):
+        for name in ("score", "protocol", "n_cal", "n_test", "seed", "certainty_bins", "top_k", "miss_policy",
+                     "flag_below", "leakage_threshold", "acceptable_linkage", "flag_confidence"):
             by_name[name].check(getattr(self, name), "[audit]")
         by_name["confidence"].check(list(self.confidences), "[audit]")
         if self.protocol == "release" and (self.n_cal is not None or self.n_test is not None):
@@ -144,7 +150,7 @@ class AuditConfig:
     @property
     def policy(self) -> ReleasePolicy:
         """The declared release policy."""
-        return ReleasePolicy(self.flag_below, self.leakage_threshold)
+        return ReleasePolicy(self.flag_below, self.leakage_threshold, self.acceptable_linkage)
 
     @property
     def policy_confidence(self):
@@ -154,7 +160,7 @@ class AuditConfig:
         """
         return self.flag_confidence if self.flag_confidence is not None else min(self.confidences, key=exact_fraction)
 
-    def with_policy(self, confidence, policy: ReleasePolicy) -> "AuditConfig":
+    def with_policy(self, confidence, policy: ReleasePolicy) -> AuditConfig:
         """The configuration flagging at ``confidence`` under ``policy`` (the level added to the certified ones).
 
         What a curator settles on after calibration (a confidence level and a release policy on the pages)
@@ -164,9 +170,9 @@ class AuditConfig:
         levels = {confidence_label(c): c for c in (*self.confidences, confidence)}
         return replace(self, confidences=tuple(sorted(levels.values(), key=exact_fraction)),
                        flag_confidence=confidence, flag_below=policy.flag_below,
-                       leakage_threshold=policy.leakage_threshold)
+                       leakage_threshold=policy.leakage_threshold, acceptable_linkage=policy.acceptable_linkage)
 
-    def with_data(self, data: Mapping[str, Mapping[str, Any]]) -> "AuditConfig":
+    def with_data(self, data: Mapping[str, Mapping[str, Any]]) -> AuditConfig:
         """The configuration bound to these inputs; refuses inputs that differ from those declared."""
         for role, declared in self.data.items():
             found = data.get(role, {})
@@ -183,6 +189,7 @@ class AuditConfig:
         out["attacker"] = self.attacker.to_dict()
         out["confidences"] = [confidence_label(c) for c in self.confidences]
         out["flag_confidence"] = confidence_label(self.policy_confidence)  # the default, declared or not: one id
+        out["acceptable_linkage"] = self.policy.linkage_rate  # likewise: 1/k declared or by default
         out["data"] = {role: dict(info) for role, info in self.data.items()}
         if self.placeholders == DEFAULT_PLACEHOLDERS:  # the default list: the ids recorded before it was declared
             del out["placeholders"]

@@ -13,6 +13,7 @@ coverage conditional on inclusion.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,10 +32,11 @@ if TYPE_CHECKING:
     from cpa_core.attack.engine import DaskEngine
     from cpa_core.io.candidate_scores import CandidateScores
 from cpa_core.audit.configuration import AuditConfig
-from cpa_core.audit.results import AuditResult, score_table
+from cpa_core.audit.results import AuditResult, ScoredSplit, score_table
+from cpa_core.audit.stratification import Stratum, certainty, minimum_members, stratify
 
 
-def input_facts(documents: Documents | None, registry: Registry, scores: "CandidateScores | None" = None) -> dict:
+def input_facts(documents: Documents | None, registry: Registry, scores: CandidateScores | None = None) -> dict:
     """What the declared configuration records of each input: file, SHA-256, the rows kept (a release may be a
     subset of a file: invalid rows dropped, one group) and how it was read (a column mapping, a non-UTF-8
     encoding)."""
@@ -57,7 +59,7 @@ def input_facts(documents: Documents | None, registry: Registry, scores: "Candid
 
 def attack_documents(documents: Documents, registry: Registry, attacker: Attacker, level: KnowledgeLevel,
                      rows: np.ndarray | None = None, progress: Progress | None = None,
-                     engine: "DaskEngine | None" = None, labels_from: np.ndarray | None = None
+                     engine: DaskEngine | None = None, labels_from: np.ndarray | None = None
                      ) -> tuple[CandidateTable, dict]:
     """Let the attacker learn from the given rows (all when ``None``), reading the identities of the rows
     ``labels_from`` only (default: all; the split protocol's test documents are never learned from), and attack
@@ -97,6 +99,37 @@ def _split(documents: Documents, config: AuditConfig):
     return groups, labelled[cal], labelled[test]
 
 
+def stratified(test_split: ScoredSplit, cal_split: ScoredSplit, config: AuditConfig
+               ) -> tuple[ScoredSplit, ScoredSplit, tuple[Stratum, ...]]:
+    """The splits with their calibration strata (:func:`~cpa_core.audit.stratification.stratify`: declared groups
+    crossed with bins of the attacker's certainty over every attacked document) and the strata; the strata are empty
+    when there is one."""
+    exclude = config.miss_policy == "exclude"
+    if config.protocol == "release":  # every document is audited; the calibration documents are among them
+        split = test_split
+        calibrating = np.isin(split.table.doc_ids.astype(str), cal_split.table.doc_ids.astype(str)) & split.labelled
+        members = calibrating & (split.in_pool if exclude else True)
+        labels, strata = stratify(certainty(split.table), split.groups, members, config.certainty_bins,
+                                  minimum_members(config.confidences, "release"))
+        if labels is None:
+            return test_split, cal_split, ()
+        test_split = replace(test_split, strata=labels)
+        rows = np.flatnonzero(calibrating) if len(cal_split) == int(calibrating.sum()) else None
+        if rows is None or not np.array_equal(split.table.doc_ids[rows].astype(str), cal_split.table.doc_ids.astype(str)):
+            position = {doc: row for row, doc in enumerate(split.table.doc_ids.astype(str).tolist())}
+            rows = np.array([position[doc] for doc in cal_split.table.doc_ids.astype(str).tolist()], dtype=np.int64)
+        return test_split, replace(cal_split, strata=labels[rows]), strata
+    n_cal = len(cal_split)
+    margin = np.concatenate([certainty(cal_split.table), certainty(test_split.table)])
+    groups = None if cal_split.groups is None else np.concatenate([cal_split.groups, test_split.groups])
+    members = np.concatenate([cal_split.in_pool if exclude else np.ones(n_cal, dtype=bool),
+                              np.zeros(len(test_split), dtype=bool)])
+    labels, strata = stratify(margin, groups, members, config.certainty_bins, minimum_members(config.confidences, "split"))
+    if labels is None:
+        return test_split, cal_split, ()
+    return replace(test_split, strata=labels[n_cal:]), replace(cal_split, strata=labels[:n_cal]), strata
+
+
 def estimate_llm_calls(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig) -> int:
     """The dry run: LLM calls :func:`run_audit` would make (answers already cached cost none)."""
     _, cal, test = _split(documents, config)
@@ -106,7 +139,7 @@ def estimate_llm_calls(documents: Documents, registry: Registry, attacker: Attac
 
 def run_audit(documents: Documents, registry: Registry, attacker: Attacker, config: AuditConfig,
               progress: Progress | None = None, table: CandidateTable | None = None,
-              engine: "DaskEngine | None" = None) -> AuditResult:
+              engine: DaskEngine | None = None) -> AuditResult:
     """Attack, score, calibrate: every document (release protocol) or a disjoint split (split protocol).
 
     Parameters
@@ -146,11 +179,14 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
                                 None if groups is None else groups[cal[kept_cal]], config)
         test_split = score_table(attacked.rows(np.arange(len(cal), len(order))), truth[test],
                                  None if groups is None else groups[test], config)
-    scores, strata = cal_split.calibration_scores(config.miss_policy)
-    calibration = calibrate(scores, config.confidences, strata)
+    test_split, cal_split, strata = stratified(test_split, cal_split, config)
+    scores, labels = cal_split.calibration_scores(config.miss_policy)
+    calibration = calibrate(scores, config.confidences, labels)
     inputs = {"documents": {"file": documents.file, "sha256": documents.sha256, "rows": len(documents),
                             "share_in_registry": registry_share(documents, registry)},
               "registry": {"file": registry.file, "sha256": registry.sha256, "rows": len(registry)}}
+    if strata:
+        inputs["strata"] = [stratum.to_dict() for stratum in strata]
     if learned:
         inputs["learned"] = learned  # what the attacker chose, and from which labelled documents
     if engine is not None and table is None:

@@ -30,9 +30,10 @@ override the file and go through the same checks in :func:`declare_audit`.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.clues import CLUE_PARAMS
@@ -254,9 +255,10 @@ def declare_audit(project: ProjectConfig, registry: Registry, *, knowledge: str 
         score=score, confidences=tuple(settings["confidence"]),
         protocol=settings["protocol"],
         n_cal=settings["n_cal"], n_test=settings["n_test"], seed=settings["seed"],
-        group_column=settings["group_column"], top_k=settings["top_k"],
+        group_column=settings["group_column"], certainty_bins=settings["certainty_bins"], top_k=settings["top_k"],
         miss_policy=settings["miss_policy"], flag_below=settings["flag_below"],
-        leakage_threshold=settings["leakage_threshold"], flag_confidence=settings["flag_confidence"],
+        leakage_threshold=settings["leakage_threshold"], acceptable_linkage=settings["acceptable_linkage"],
+        flag_confidence=settings["flag_confidence"],
         data={role: {"sha256": table["sha256"]} for role, table in project.inputs.items() if table.get("sha256")},
         placeholders=project.placeholders)
     if documents is not None:

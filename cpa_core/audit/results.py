@@ -12,6 +12,7 @@ import numpy as np
 from cpa_core.attack.candidates import CandidateTable, as_rows
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.stratification import certainty
 from cpa_core.conformal.calibration import (
     ALL,
     Calibration,
@@ -23,6 +24,7 @@ from cpa_core.conformal.calibration import (
     set_sizes,
 )
 from cpa_core.conformal.scores import Score, get_score, tie_pessimistic_ranks
+from cpa_core.conformal.venn_abers import VennAbers, statistic_levels, venn_abers
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class ScoredSplit:
     score_name : the nonconformity score (``score.to_method`` gives the METHOD's scale for display)
     with_candidates : ``False`` for the documents' own facts without their ranked candidates (the table and the
         scores have no columns; :meth:`documents`): such a split calibrates but certifies nothing
+    strata : ndarray (n,) of stratum labels, or None: the strata calibration runs in (declared groups crossed with
+        certainty bins, :mod:`cpa_core.audit.stratification`); ``None``: the groups, if any, else one stratum
     """
 
     table: CandidateTable
@@ -52,9 +56,10 @@ class ScoredSplit:
     truth_ranks: np.ndarray = field(repr=False)
     score_name: str = "aps"
     with_candidates: bool = True
+    strata: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
-    def build(cls, table: CandidateTable, truth_ids, groups, score: str) -> "ScoredSplit":
+    def build(cls, table: CandidateTable, truth_ids, groups, score: str) -> ScoredSplit:
         positions = table.truth_positions(truth_ids)
         scores = get_score(score).sorted_scores(table.weights, table.pool_sizes, table.tail_mass, table.cut_ties)
         rows = np.arange(len(table))
@@ -81,6 +86,24 @@ class ScoredSplit:
         return np.unique(self.groups.astype(str), return_inverse=True)
 
     @property
+    def stratum_labels(self) -> np.ndarray | None:
+        """The label of each document's calibration stratum (its group without certainty strata), or ``None``."""
+        return self.strata if self.strata is not None else self.groups
+
+    @cached_property
+    def stratum_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, codes)`` with ``stratum_labels == keys[codes]``, computed once per split."""
+        return np.unique(self.stratum_labels.astype(str), return_inverse=True)
+
+    @cached_property
+    def uninformative(self) -> np.ndarray:
+        """Documents whose whole pool ties: the attacker tells their candidates apart in no way (their scores are
+        ``-inf`` throughout, :mod:`cpa_core.conformal.scores`)."""
+        if not self.sorted_scores.shape[1]:
+            return np.zeros(len(self), dtype=bool)
+        return np.isneginf(self.sorted_scores[:, 0])
+
+    @property
     def in_pool(self) -> np.ndarray:
         return self.truth_positions >= 0
 
@@ -92,17 +115,18 @@ class ScoredSplit:
     def calibration_scores(self, miss_policy: str) -> tuple[np.ndarray, np.ndarray | None]:
         """Scores (and strata) used for calibration under the miss policy."""
         keep = self.in_pool if miss_policy == "exclude" else np.ones(len(self), dtype=bool)
-        return self.truth_scores[keep], None if self.groups is None else self.groups[keep]
+        labels = self.stratum_labels
+        return self.truth_scores[keep], None if labels is None else labels[keep]
 
-    def rows(self, index) -> "ScoredSplit":
+    def rows(self, index) -> ScoredSplit:
         """The split restricted to the given rows (in that order); consecutive rows are views, not copies."""
         index = as_rows(index)
         return ScoredSplit(self.table.rows(index), self.truth_ids[index],
                            None if self.groups is None else self.groups[index], self.sorted_scores[index],
                            self.truth_positions[index], self.truth_scores[index], self.truth_ranks[index],
-                           self.score_name, self.with_candidates)
+                           self.score_name, self.with_candidates, None if self.strata is None else self.strata[index])
 
-    def documents(self, index) -> "ScoredSplit":
+    def documents(self, index) -> ScoredSplit:
         """The documents at the given rows with their own facts (ids, groups, the truth's position, score and rank)
         but not their ranked candidates: what calibration reads, without a copy of the candidates of rows that are
         not consecutive (the release protocol's calibration documents, whose candidates are this split's rows)."""
@@ -112,14 +136,15 @@ class ScoredSplit:
                         clues=None).rows(index)
         return ScoredSplit(facts, self.truth_ids[index], None if self.groups is None else self.groups[index],
                            self.sorted_scores[:, :0][index], self.truth_positions[index], self.truth_scores[index],
-                           self.truth_ranks[index], self.score_name, with_candidates=False)
+                           self.truth_ranks[index], self.score_name, with_candidates=False,
+                           strata=None if self.strata is None else self.strata[index])
 
     def thresholds(self, calibration: Calibration, confidence) -> np.ndarray:
         """Each document's threshold under ``calibration`` at ``confidence``: its stratum's (``+inf`` for a stratum
         never calibrated), the pooled one when the calibration has a single stratum."""
-        if self.groups is None or set(calibration.strata) == {ALL}:
+        if self.stratum_labels is None or set(calibration.strata) == {ALL}:
             return calibration.thresholds_for(confidence, None, len(self))
-        return calibration.thresholds_by_code(confidence, *self.group_codes)
+        return calibration.thresholds_by_code(confidence, *self.stratum_codes)
 
     def check_candidates(self) -> None:
         """Refuse to certify a split that holds no ranked candidates (:meth:`documents`)."""
@@ -138,11 +163,21 @@ class Certificate:
     covered: np.ndarray     # (n,) bool: the truth is in the set
     split: ScoredSplit = field(repr=False)
     left_out: np.ndarray | None = field(default=None, repr=False)  # (n,) bool: calibrated without its own score
+    linkage: np.ndarray | None = field(default=None, repr=False)  # (n,) the linkage probability (Venn-Abers)
 
     @cached_property
     def leakage(self) -> np.ndarray:
         """Leakage proxy ``1 / max(1, |C|)``: not a re-identification probability (computed once)."""
         return 1.0 / np.maximum(1, self.set_sizes)
+
+    def flags(self, policy: ReleasePolicy) -> np.ndarray:
+        """The documents ``policy`` flags: a set smaller than ``k`` or a linkage probability above the acceptable
+        rate (:meth:`~cpa_core.audit.policy.ReleasePolicy.flags`)."""
+        return policy.flags(self.set_sizes, self.linkage)
+
+    def flag_reasons(self, policy: ReleasePolicy) -> np.ndarray:
+        """Which rule flagged each document (``""``: none; :meth:`~cpa_core.audit.policy.ReleasePolicy.reasons`)."""
+        return policy.reasons(self.set_sizes, self.linkage)
 
     def members(self, row: int) -> np.ndarray:
         """Identity ids in the certified set of test document ``row``, in ranked order."""
@@ -150,29 +185,32 @@ class Certificate:
         return self.split.table.candidate_ids[index]
 
 
-def release_ranking(split: ScoredSplit, members: np.ndarray, stratified: bool) -> LeaveOneOutRanking:
-    """The members' scores sorted once (per group when ``stratified``): what :func:`certify_release` reads."""
-    codes = split.group_codes[1] if stratified and split.groups is not None else None
+def release_ranking(split: ScoredSplit, members: np.ndarray) -> LeaveOneOutRanking:
+    """The members' scores sorted once (per stratum when the split has strata or groups): what
+    :func:`certify_release` reads."""
+    codes = split.stratum_codes[1] if split.stratum_labels is not None else None
     return LeaveOneOutRanking(split.truth_scores, members, codes)
 
 
-def certify_release(split: ScoredSplit, ranking: LeaveOneOutRanking, confidence) -> Certificate:
+def certify_release(split: ScoredSplit, ranking: LeaveOneOutRanking, confidence,
+                    linkage: np.ndarray | None = None) -> Certificate:
     """Every document's set: members with the threshold of the other members (leave-one-out), the others
     with the threshold of all members; per group when the ranking is (:func:`release_ranking`)."""
     split.check_candidates()
     q_hat = ranking.thresholds([confidence])[0]
     sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
     covered = split.in_pool & (split.truth_positions < sizes)
-    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, ranking.members)
+    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, ranking.members, linkage)
 
 
-def certify(split: ScoredSplit, calibration: Calibration, confidence) -> Certificate:
+def certify(split: ScoredSplit, calibration: Calibration, confidence, linkage: np.ndarray | None = None
+            ) -> Certificate:
     """Apply the calibrated thresholds to a scored split at one confidence level."""
     split.check_candidates()
     q_hat = split.thresholds(calibration, confidence)
     sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
     covered = split.in_pool & (split.truth_positions < sizes)
-    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split)
+    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, linkage=linkage)
 
 
 KEPT_CERTIFICATES = 16
@@ -195,7 +233,7 @@ class AuditResult:
     def calibration_scores(self) -> CalibrationScores:
         """The calibration split's scores under the miss policy, by stratum: thresholds at any level."""
         scores, strata = self.calibration_split.calibration_scores(self.config.miss_policy)
-        return CalibrationScores(scores, strata if self.config.group_column else None)
+        return CalibrationScores(scores, strata)
 
     def calibrate_at(self, confidences) -> Calibration:
         return self.calibration_scores.calibrate(confidences)
@@ -220,7 +258,46 @@ class AuditResult:
     @cached_property
     def release_ranking(self) -> LeaveOneOutRanking:
         """Release protocol: the members' scores sorted once, for the thresholds at every level."""
-        return release_ranking(self.test_split, self.members, bool(self.config.group_column))
+        return release_ranking(self.test_split, self.members)
+
+    @property
+    def strata(self) -> tuple[dict, ...]:
+        """The strata the audit calibrated in (:class:`~cpa_core.audit.stratification.Stratum` as dicts; empty:
+        one stratum)."""
+        return tuple(self.inputs.get("strata", ()))
+
+    @cached_property
+    def first_guess_right(self) -> np.ndarray:
+        """Per audited document: its subject is the attacker's first guess (the unique top candidate)."""
+        return self.test_split.labelled & (self.test_split.truth_ranks == 1)
+
+    @cached_property
+    def _linkage_fits(self) -> tuple[VennAbers, VennAbers | None]:
+        """The Venn-Abers fits of the audited documents and (split protocol) of the calibration documents."""
+        test = self.test_split
+        if self.config.protocol == "release":
+            calibrating = test.labelled & np.isin(test.table.doc_ids.astype(str),
+                                                  self.calibration_split.table.doc_ids.astype(str))
+            return venn_abers(statistic_levels(certainty(test.table)), self.first_guess_right, calibrating), None
+        cal = self.calibration_split
+        margin = np.concatenate([certainty(cal.table), certainty(test.table)])
+        events = np.concatenate([cal.labelled & (cal.truth_ranks == 1), np.zeros(len(test), dtype=bool)])
+        calibrating = np.concatenate([cal.labelled, np.zeros(len(test), dtype=bool)])
+        fit = venn_abers(statistic_levels(margin), events, calibrating)
+        n = len(cal)
+        return VennAbers(fit.low[n:], fit.high[n:]), VennAbers(fit.low[:n], fit.high[:n])
+
+    @property
+    def linkage_fit(self) -> VennAbers:
+        """Per audited document, the Venn-Abers probability that the attacker's first guess is its subject, given
+        the attacker's certainty (:func:`~cpa_core.audit.stratification.certainty`), from the calibration documents'
+        pairs (a calibration document's own pair left out; the split protocol's test documents never read)."""
+        return self._linkage_fits[0]
+
+    @property
+    def linkage(self) -> np.ndarray:
+        """Per audited document, the linkage probability (:attr:`linkage_fit`'s single probability)."""
+        return self.linkage_fit.p
 
     def certificate(self, confidence) -> Certificate:
         """Certified sets of the audited documents at ``confidence`` (any level: no re-attack).
@@ -233,9 +310,9 @@ class AuditResult:
         found = self._certificates.pop(label, None)
         if found is None:
             if self.config.protocol == "release":
-                found = certify_release(self.test_split, self.release_ranking, confidence)
+                found = certify_release(self.test_split, self.release_ranking, confidence, self.linkage)
             else:
-                found = certify(self.test_split, self.calibration_for(confidence), confidence)
+                found = certify(self.test_split, self.calibration_for(confidence), confidence, self.linkage)
         self._certificates[label] = found  # the most recent last
         for stale in list(self._certificates)[:-KEPT_CERTIFICATES]:  # list(): one step, safe across sessions
             self._certificates.pop(stale, None)
@@ -261,18 +338,20 @@ class AuditResult:
             left_out = None
         sizes = set_size_table(split.sorted_scores, split.table.pool_sizes, thresholds)
         return [Certificate(level, thresholds[i], sizes[i], split.in_pool & (split.truth_positions < sizes[i]), split,
-                            left_out) for i, level in enumerate(levels)]
+                            left_out, self.linkage) for i, level in enumerate(levels)]
 
     def calibration_certificate(self, confidence) -> Certificate:
         """The calibration documents' own sets (for the records; no guarantee applies to them)."""
-        return certify(self.calibration_split, self.calibration_for(confidence), confidence)
+        own = self._linkage_fits[1]
+        return certify(self.calibration_split, self.calibration_for(confidence), confidence,
+                       None if own is None else own.p)
 
-    def with_policy(self, confidence, policy: ReleasePolicy) -> "AuditResult":
+    def with_policy(self, confidence, policy: ReleasePolicy) -> AuditResult:
         """The same audit declared to flag at ``confidence`` under ``policy`` (:meth:`AuditConfig.with_policy`):
         what is exported after a curator settled on them; no set changes."""
         return replace(self, config=self.config.with_policy(confidence, policy))
 
-    def with_inputs(self, **inputs) -> "AuditResult":
+    def with_inputs(self, **inputs) -> AuditResult:
         """The result with more facts about its inputs (e.g. LLM counters) for the manifest."""
         return replace(self, inputs={**self.inputs, **inputs})
 

@@ -35,8 +35,8 @@ from cpa_core.io.tables import check_release
 from cpa_core.llm.client import LLM_PARAMS
 from cpa_core.redaction.suggestions import REPLACEMENTS
 from cpa_core.report.evidence import audit_explainer
-from cpa_core.report.metrics import LevelSummary, summarize
-from cpa_core.report.verdict import release_verdict
+from cpa_core.report.metrics import LevelSummary, summarize, threshold_text
+from cpa_core.report.verdict import attack_sentence, release_verdict
 from cpa_core.store.records import prepare_out_dir, write_audit
 
 EPILOG = """examples:
@@ -299,7 +299,10 @@ def _load(args, documents_file: str | None = None):
 
 
 def _threshold(entry: LevelSummary) -> str:
-    """q_hat as said on stderr: the number, 'infinite', or each group's."""
+    """q_hat as said on stderr: the number, 'infinite', or each stratum's or group's."""
+    if entry.strata_thresholds is not None and entry.q_hat is None:
+        return "per stratum (" + ", ".join(f"{label} {threshold_text(q)}"
+                                           for label, q in entry.strata_thresholds.items()) + ")"
     if entry.groups is not None and entry.q_hat is None:
         return "per group (" + ", ".join(f"{g} {m.threshold}" for g, m in entry.groups.items()) + ")"
     return entry.threshold
@@ -366,8 +369,13 @@ def _audit(args, documents, registry, config, attacker, engine=None) -> int:
              f"{conditional if conditional is None else round(conditional, 3)}), "
              f"median set {entry.median_set_size:g}, q_hat {_threshold(entry)}, "
              f"n_cal {entry.n_cal}, n_test {entry.n_test}")
-    _say(f"{summary.level(config.policy_confidence).n_flagged} documents flagged ({config.policy.rule} at confidence "
-         f"{confidence_label(config.policy_confidence)}); results in {args.out}")
+    flagging = summary.level(config.policy_confidence)
+    _say(f"attack: {attack_sentence(flagging)}" + ("" if flagging.top_k_rate is None else
+                                                   f"; top {flagging.top_k}: {100 * flagging.top_k_rate:.1f} %"))
+    _say(f"strata: {summary.stratification}")
+    _say(f"{flagging.n_flagged} documents flagged ({config.policy.rule} at confidence "
+         f"{confidence_label(config.policy_confidence)}: {flagging.n_flagged_by_set} by set size, "
+         f"{flagging.n_flagged_by_linkage} by linkage probability); results in {args.out}")
     verdict = release_verdict(summary, config.policy_confidence)
     _say(f"verdict ({verdict.status}): {verdict.headline}")
     for check in verdict.failed:

@@ -39,8 +39,8 @@ apart; scores equal in exact arithmetic are never split by summation order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

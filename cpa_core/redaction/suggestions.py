@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,7 @@ from cpa_core.conformal.calibration import set_sizes
 from cpa_core.io.reading import FORMATS, read_table
 from cpa_core.redaction.replacements import KINDS, STRATEGIES, Choice, GeneralizationTable, Replacer
 from cpa_core.report.evidence import audit_explainer, evidence_rows
+from cpa_core.report.worklist import risk_order
 
 if TYPE_CHECKING:
     from cpa_core.attack.base import Attacker
@@ -112,7 +114,7 @@ Replacement = Callable[[Span], str]
 """What a span of evidence becomes in the redacted text (a :class:`~cpa_core.redaction.replacements.Replacer` is one)."""
 
 
-def replacement_for(strategy: str, registry: "Registry | None" = None,
+def replacement_for(strategy: str, registry: Registry | None = None,
                     table: GeneralizationTable | None = None) -> Replacer:
     """The replacement of a named strategy (see :data:`REPLACEMENTS`); categories and generalisations come from
     the registry (none without one) and, for ``generalize``, the curator's table."""
@@ -179,8 +181,8 @@ def suggest(doc_id: str, text: str, rescore: Rescore, explainer: Explainer, flag
     return Suggestion(doc_id, before, size, tuple(edits), size >= flag_below)
 
 
-def rescorer(result: "AuditResult", cert: "Certificate", row: int, attacker: "Attacker",
-             registry: "Registry") -> Rescore:
+def rescorer(result: AuditResult, cert: Certificate, row: int, attacker: Attacker,
+             registry: Registry) -> Rescore:
     """Attack an edited version of audited document ``row`` and count its set under its stored threshold."""
     from cpa_core.audit.results import score_table
 
@@ -196,8 +198,8 @@ def rescorer(result: "AuditResult", cert: "Certificate", row: int, attacker: "At
     return rescore
 
 
-def suggest_redactions(result: "AuditResult", attacker: "Attacker", registry: "Registry", texts: dict[str, str],
-                       policy: "ReleasePolicy | None" = None, confidence=None,
+def suggest_redactions(result: AuditResult, attacker: Attacker, registry: Registry, texts: dict[str, str],
+                       policy: ReleasePolicy | None = None, confidence=None,
                        strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS,
                        generalization: GeneralizationTable | None = None,
                        doc_ids: Iterable[str] | None = None) -> list[Suggestion]:
@@ -225,8 +227,8 @@ def suggest_redactions(result: "AuditResult", attacker: "Attacker", registry: "R
     return out
 
 
-def release_flags(result: "AuditResult", policy: "ReleasePolicy | None" = None,
-                  confidence=None) -> list[tuple["Certificate", int]]:
+def release_flags(result: AuditResult, policy: ReleasePolicy | None = None,
+                  confidence=None) -> list[tuple[Certificate, int]]:
     """Every document of the release the policy flags under the stored calibration, as (certificate, row),
     smallest set first (then by doc id): the audited documents and, under the split protocol, the calibration
     documents too. Redaction changes the release mechanism, and a new calibration certifies the redacted release
@@ -237,14 +239,15 @@ def release_flags(result: "AuditResult", policy: "ReleasePolicy | None" = None,
     certificates = [result.certificate(confidence)]
     if result.config.protocol == "split":
         certificates.append(result.calibration_certificate(confidence))
-    flagged = [(cert, int(row)) for cert in certificates for row in np.flatnonzero(policy.flags(cert.set_sizes))]
-    return sorted(flagged, key=lambda item: (int(item[0].set_sizes[item[1]]), str(item[0].split.table.doc_ids[item[1]])))
+    flagged = [(cert, int(row)) for cert in certificates for row in np.flatnonzero(cert.flags(policy))]
+    return sorted(flagged, key=lambda item: risk_order(item[0], item[1]))
+
 
 
 SUGGESTION_COLUMNS = ("set_size_after_edits", "reaches_k", "suggested_edits")
 
 
-def suggested_worklist(work: "pd.DataFrame", suggestions: Sequence[Suggestion]) -> "pd.DataFrame":
+def suggested_worklist(work: pd.DataFrame, suggestions: Sequence[Suggestion]) -> pd.DataFrame:
     """The worklist with each flagged document's suggestion: its set size after the edits (indicative), whether
     that reaches k, and the edits as machine-readable ``offset``, ``length``, ``original``, ``replacement`` and
     ``kind`` (empty for a document without a suggestion)."""
@@ -258,8 +261,8 @@ def suggested_worklist(work: "pd.DataFrame", suggestions: Sequence[Suggestion]) 
     return frame[columns + ["config_id", "confidence"]]
 
 
-def redaction_log(config: "AuditConfig", strategy: str | Replacement, suggestions: Sequence[Suggestion],
-                  policy: "ReleasePolicy | None" = None, confidence=None,
+def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions: Sequence[Suggestion],
+                  policy: ReleasePolicy | None = None, confidence=None,
                   generalization: GeneralizationTable | None = None) -> dict:
     """The machine-readable record of suggested redactions (``redactions.json``): the configuration, strategy
     and generalisation table (file and sha256) used, what the replacer derived from the registry (field names:
@@ -285,7 +288,7 @@ def redaction_log(config: "AuditConfig", strategy: str | Replacement, suggestion
             "documents": [s.to_dict() for s in suggestions]}
 
 
-def redacted_file(source, documents: "Documents", suggestions) -> tuple[str, bytes]:
+def redacted_file(source, documents: Documents, suggestions) -> tuple[str, bytes]:
     """The release with every suggestion applied, in the input's format, encoding and columns: its file name and
     bytes. ``source`` is the input file's path, or its bytes as read (named by ``documents.file``)."""
     if isinstance(source, (bytes, bytearray)):
@@ -313,7 +316,7 @@ def redacted_file(source, documents: "Documents", suggestions) -> tuple[str, byt
                         found=f"the character U+{ord(error.object[error.start]):04X}") from None
 
 
-def redacted_release(source, documents: "Documents", suggestions, out_dir) -> Path:
+def redacted_release(source, documents: Documents, suggestions, out_dir) -> Path:
     """Write the release with every suggestion applied, in the input's format, encoding and columns, to
     ``out_dir`` under the input's file name; returns its path (owner-only: it holds the released texts)."""
     name, payload = redacted_file(source, documents, suggestions)

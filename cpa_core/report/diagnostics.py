@@ -38,7 +38,7 @@ FEW_IN_REGISTRY = 0.5
 """Warn when fewer than this share of the documents' subjects are in the registry."""
 
 
-def whole_pool(cert: "Certificate") -> np.ndarray:
+def whole_pool(cert: Certificate) -> np.ndarray:
     """Documents whose set holds (nearly) every candidate of a non-empty pool."""
     pools = cert.split.table.pool_sizes
     return (pools > 0) & (cert.set_sizes >= np.maximum(1, np.ceil(NEARLY_WHOLE * pools)))
@@ -48,7 +48,7 @@ def _percent(share: float) -> str:
     return f"{100 * share:.1f} %"
 
 
-def certificate_warnings(result: "AuditResult", cert: "Certificate", policy: ReleasePolicy) -> list[str]:
+def certificate_warnings(result: AuditResult, cert: Certificate, policy: ReleasePolicy) -> list[str]:
     """Every reason the result's certificate ``cert`` certifies nothing (or little), with what to change."""
     config = result.config
     confidence = cert.confidence
@@ -58,13 +58,15 @@ def certificate_warnings(result: "AuditResult", cert: "Certificate", policy: Rel
     out = list(calibration.notes_for(confidence))  # too small for the level
     cal = result.calibration_split
     too_small = {note.stratum for note in calibration.notes_ if note.confidence == level}
-    strata = {ALL: np.ones(len(cal), dtype=bool)} if cal.groups is None or not config.group_column else \
-        {key: cal.groups == key for key in calibration.n_}
+    labels = cal.stratum_labels
+    strata = {ALL: np.ones(len(cal), dtype=bool)} if labels is None else \
+        {key: labels.astype(str) == str(key) for key in calibration.n_}
+
     for stratum, mask in strata.items():
         if stratum in too_small or not math.isinf(calibration.q_hat(confidence, stratum)) or not mask.any():
             continue
         missed = float(np.mean(~cal.in_pool[mask]))
-        where = "" if stratum == ALL else f" in group '{stratum}'"
+        where = "" if stratum == ALL else f" in {'stratum' if 'certainty ' in str(stratum) else 'group'} '{stratum}'"
         if config.miss_policy == "infinite" and missed > 0:
             n = int(mask.sum())
             out.append(
@@ -83,14 +85,16 @@ def certificate_warnings(result: "AuditResult", cert: "Certificate", policy: Rel
                 "are the whole pool): each labelled document is calibrated by the other labelled documents of its "
                 "stratum, one fewer than those that give the other documents a finite threshold. Add labelled "
                 "documents or lower the confidence level")
-    if test.groups is not None and config.group_column:
+    if test.stratum_labels is not None:
         calibrated = {str(key) for key in calibration.n_}
-        keys, codes = test.group_codes
+        keys, codes = test.stratum_codes
         for code, key in enumerate(keys.tolist()):
             if str(key) not in calibrated:
-                out.append(f"confidence {level}: group '{key}' has {int((codes == code).sum())} audited documents "
-                           "but no calibration document, so no threshold: every set of the group is the whole "
-                           f"pool. Add calibration documents of group '{key}' or calibrate without groups")
+                what = "stratum" if "certainty " in str(key) else "group"
+                out.append(f"confidence {level}: {what} '{key}' has {int((codes == code).sum())} audited documents "
+                           "but no calibration document, so no threshold: every set of the "
+                           f"{what} is the whole pool. Add calibration documents of {what} '{key}' or calibrate "
+                           "without groups")
     n = len(test)
     if n:
         whole = whole_pool(cert)

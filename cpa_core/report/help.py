@@ -32,9 +32,39 @@ HELP: dict[str, str] = {
                    "documents: the range of true coverages consistent with the observed share. Coverage below the "
                    "target by more than this interval suggests calibration and audited documents are not "
                    "exchangeable.",
-    "verdict": "Release: no document is flagged and every validity check passed. Redact: some documents are flagged "
-               "and every check passed: redact or withhold them. Inconclusive: a validity check failed, so the "
-               "certificate may certify nothing and a count of flagged documents is no evidence of safety.",
+    "verdict": "The verdict reads the attack first. Not releasable: even after the flagged documents are withheld, "
+               "the rest would be linked (named at first guess) above the acceptable linkage rate, by the 95 % "
+               "upper bound. Inconclusive: a validity check failed, so the certificate may certify nothing and a "
+               "count of flagged documents is no evidence of safety. Release after redacting or withholding the "
+               "flagged documents: some are flagged, every check passed and the rest is within the acceptable rate. "
+               "Release: nothing is flagged, every check passed and the documents are within the acceptable rate.",
+    "first_guess": "First-guess rate: the share of labelled documents whose subject is the declared attacker's first "
+                   "candidate (ties count as misses), with its exact (Clopper–Pearson) 95 % interval. It is what the "
+                   "attacker achieves on this release, whatever the set sizes: a certified set covers the truth on "
+                   "average over documents and is sized by the documents the attacker cannot place.",
+    "top_k_rate": "Share of labelled documents whose subject is among the attacker's first k candidates (k of the "
+                  "release policy), with its exact 95 % interval.",
+    "acceptable_linkage": "Acceptable linkage rate a: the share of documents an attacker may name correctly at first "
+                          "guess. A document whose linkage probability exceeds a is flagged; the release is "
+                          "acceptable only when what is left after the flagged documents is linked at most at a "
+                          "(95 % upper bound). Default 1/k (0.09 at k = 11, the per-record threshold of Ontario's "
+                          "privacy commissioner and the EMA).",
+    "linkage_probability": "Linkage probability: the calibrated chance that the attacker's first guess is the "
+                           "document's subject, given how sure the attacker is about it (its top-1 margin), learnt "
+                           "from the labelled documents by Venn–Abers calibration without the document's own label. "
+                           "It holds on average over documents of similar certainty: it is not a certificate about "
+                           "one document, and a low value does not prove a document is safe.",
+    "flagged_by": "Which rule flagged the document: set (its certified set has fewer than k members), linkage (its "
+                  "linkage probability exceeds the acceptable rate) or both.",
+    "remainder_bound": "What is left after the flagged documents are withheld or redacted: the 95 % upper bound of "
+                       "its first-guess rate (labelled documents), weighted with the mean linkage probability of "
+                       "the unlabelled ones. The verdict compares it with the acceptable linkage rate.",
+    "strata": "Certainty strata: documents are calibrated against documents on which the attacker is about as sure "
+              "(bins of its top-1 margin, with enough labelled documents each), so a document the attacker is sure "
+              "about is certified against documents it is sure about. The guarantee holds within each stratum.",
+    "uninformative": "The attacker ranks every candidate of the document equally (nothing in it matches a profile "
+                     "more than another): its set is the whole pool. Check such documents by hand (an image, code, "
+                     "another language) or withhold them.",
     "coverage_conditional": "Coverage among the test documents whose true identity is in the candidate pool. "
                             "The guarantee is about this quantity when missing identities are excluded from "
                             "calibration.",

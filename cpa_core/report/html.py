@@ -47,7 +47,7 @@ REPORT_CALIBRATION_COLUMNS = ["confidence", "alpha", "coverage", "coverage_ci", 
 """The report's table per confidence level: coverage (with its interval under the split protocol) first; the
 open-world bound only under the 'exclude' miss policy, the only one it describes."""
 
-STATUS_COLORS = {"release": "#1e7e34", "redact": "#b9770e", "inconclusive": "#c0392b"}
+STATUS_COLORS = {"release": "#1e7e34", "redact": "#b9770e", "inconclusive": "#c0392b", "unsafe": "#8e1b10"}
 CHECK_RESULTS = {True: ("passed", "pass"), False: ("FAILED", "fail"), None: ("not a test", "info")}
 
 STYLE = """
@@ -255,15 +255,36 @@ def svg_confidence_curve(curve: pd.DataFrame, confidence: float, title: str) -> 
 
 # --- the blocks of the report ---------------------------------------------------------------------------------
 
+def attack_rows(verdict: Verdict) -> list[tuple[str, str]]:
+    """The attack's success as the verdict reads it: first-guess rate, acceptable rate, flags by rule, remainder."""
+    def percent(value):
+        return "unknown" if value is None else f"{100 * value:.1f} %"
+
+    first = ("unknown (no labelled document)" if verdict.first_guess_rate is None else
+             f"{percent(verdict.first_guess_rate)} (95 % CI {percent(verdict.first_guess_low)}–"
+             f"{percent(verdict.first_guess_high)})")
+    return [("first guess is the right person", first),
+            ("acceptable linkage rate", percent(verdict.acceptable_linkage)),
+            ("flagged", f"{verdict.n_flagged:,} of {verdict.n_documents:,} ({verdict.n_flagged_by_set or 0:,} by set "
+                        f"size, {verdict.n_flagged_by_linkage or 0:,} by linkage probability)"),
+            ("the rest, linked at most", "nothing left" if verdict.remainder_bound is None else
+             f"{percent(verdict.remainder_bound)} (95 % upper bound)"),
+            ("documents that give the attacker nothing", f"{verdict.n_uninformative or 0:,}")]
+
+
 def verdict_block(verdict: Verdict) -> str:
     """The verdict: status, headline, the validity checks, what the curator should do, and the warnings."""
     rows = "".join(f"<tr><td>{_e(check.name)}</td><td class='{CHECK_RESULTS[check.passed][1]}'>"
                    f"{CHECK_RESULTS[check.passed][0]}</td><td>{_e(check.reason)}</td></tr>" for check in verdict.checks)
     actions = "".join(f"<li>{_e(action)}</li>" for action in verdict.actions)
     warnings = "".join(f"<div class='note'>{_e(w)}</div>" for w in verdict.warnings)
+    attack = "".join(f"<tr><td>{_e(name)}</td><td>{_e(value)}</td></tr>" for name, value in attack_rows(verdict))
     return f"""<section class="verdict" id="verdict" style="border-color: {STATUS_COLORS[verdict.status]}">
 <div class="status" style="background: {STATUS_COLORS[verdict.status]}">Verdict: {_e(verdict.title)}</div>
 <p class="headline">{_e(verdict.headline)}</p>
+<h3>The attack</h3>
+<table class="keep attack"><tbody>{attack}</tbody></table>
+<p class="figure-note">{_e(HELP['linkage_probability'])}</p>
 <h3>Validity checks</h3>
 <table class="keep checks"><thead><tr><th>check</th><th>result</th><th>reason</th></tr></thead>
 <tbody>{rows}</tbody></table>

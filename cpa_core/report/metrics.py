@@ -9,8 +9,9 @@ and the HTML report show, so a figure can never differ between them.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -74,6 +75,16 @@ class Metrics:
     METHOD's scale when one threshold serves every document (``inf``: infinite, every set is the whole pool), and
     ``None`` when it varies (``varies`` then says how: per group, or per document under the release protocol).
     ``n_flagged`` and ``flagged_share`` are ``None`` without a release policy. Field order is ``summary.json``'s.
+
+    The attack's success: ``first_guess_rate`` is the share of labelled documents whose subject is the attacker's
+    unique top candidate, with its exact 95 % interval ``first_guess_low``/``_high``; ``top_k_rate`` (and interval)
+    the share whose subject is among its top ``k`` (the policy's ``k``). ``n_flagged_by_set`` and
+    ``n_flagged_by_linkage`` count the flags of each rule (a document may carry both); ``n_uninformative`` the
+    documents whose pool ties throughout; ``mean_linkage`` the mean linkage probability. The **remainder** is what
+    is left after the flagged documents: ``remainder_documents`` of them, ``remainder_labelled`` labelled, whose
+    first-guess rate is ``remainder_first_guess`` (interval ``_low``/``_high``); ``remainder_bound`` is the upper
+    bound the verdict reads: the labelled remainder's exact upper bound, weighted with the mean linkage probability
+    of the unlabelled remainder.
     """
 
     confidence: float
@@ -106,6 +117,23 @@ class Metrics:
     mean_rank: float | None
     n_flagged: int | None = None
     flagged_share: float | None = None
+    first_guess_rate: float | None = None
+    first_guess_low: float | None = None
+    first_guess_high: float | None = None
+    top_k: int | None = None
+    top_k_rate: float | None = None
+    top_k_low: float | None = None
+    top_k_high: float | None = None
+    n_flagged_by_set: int | None = None
+    n_flagged_by_linkage: int | None = None
+    n_uninformative: int | None = None
+    mean_linkage: float | None = None
+    remainder_documents: int | None = None
+    remainder_labelled: int | None = None
+    remainder_first_guess: float | None = None
+    remainder_first_guess_low: float | None = None
+    remainder_first_guess_high: float | None = None
+    remainder_bound: float | None = None
 
     @property
     def infinite(self) -> bool:
@@ -123,7 +151,7 @@ class Metrics:
         for name in _METRIC_FIELDS:
             if name == "q_hat":
                 out["q_hat"], out["threshold"] = _finite(self.q_hat), self.threshold
-            elif name in ("n_flagged", "flagged_share") and self.n_flagged is None:
+            elif name in POLICY_FIELDS and self.n_flagged is None:
                 continue
             elif name != "varies":
                 out[name] = getattr(self, name)
@@ -131,6 +159,54 @@ class Metrics:
 
 
 _METRIC_FIELDS = tuple(f.name for f in fields(Metrics))
+POLICY_FIELDS = _METRIC_FIELDS[_METRIC_FIELDS.index("n_flagged"):]
+"""The figures that need a release policy (absent from a certificate's figures without one)."""
+
+
+def rate_with_interval(successes: int, n: int) -> tuple[float | None, float | None, float | None]:
+    """``successes / n`` with its exact 95 % interval (``None`` throughout when ``n = 0``)."""
+    interval = clopper_pearson(successes, n)
+    if interval is None:
+        return None, None, None
+    return successes / n, interval[0], interval[1]
+
+
+def attack_metrics(cert: Certificate, mask: np.ndarray, policy: ReleasePolicy) -> dict:
+    """The attack's success and what is left after the flagged documents, for the documents of ``mask``."""
+    split = cert.split
+    labelled = split.labelled[mask]
+    ranks = split.truth_ranks[mask][labelled]
+    first = (ranks == 1)
+    k = policy.flag_below
+    in_top = (ranks >= 1) & (ranks <= k)
+    reasons = cert.flag_reasons(policy)[mask]
+    flagged = reasons != ""
+    linkage = None if cert.linkage is None else cert.linkage[mask]
+    rest = ~flagged
+    rest_labelled = rest & split.labelled[mask]
+    rest_first = (split.truth_ranks[mask] == 1) & rest_labelled
+    rate, low, high = rate_with_interval(int(rest_first.sum()), int(rest_labelled.sum()))
+    unlabelled_rest = rest & ~split.labelled[mask]
+    n_l, n_u = int(rest_labelled.sum()), int(unlabelled_rest.sum())
+    if n_l + n_u == 0:
+        bound = None
+    elif linkage is None or n_u == 0:
+        bound = high
+    else:  # the unlabelled remainder contributes its mean linkage probability
+        bound = ((high or 0.0) * n_l + float(linkage[unlabelled_rest].sum())) / (n_l + n_u)
+    first_rate, first_low, first_high = rate_with_interval(int(first.sum()), int(labelled.sum()))
+    k_rate, k_low, k_high = rate_with_interval(int(in_top.sum()), int(labelled.sum()))
+    return {
+        "first_guess_rate": first_rate, "first_guess_low": first_low, "first_guess_high": first_high,
+        "top_k": k, "top_k_rate": k_rate, "top_k_low": k_low, "top_k_high": k_high,
+        "n_flagged_by_set": int(np.isin(reasons, ("set", "set+linkage")).sum()),
+        "n_flagged_by_linkage": int(np.isin(reasons, ("linkage", "set+linkage")).sum()),
+        "n_uninformative": int(split.uninformative[mask].sum()),
+        "mean_linkage": float(linkage.mean()) if linkage is not None and linkage.size else None,
+        "remainder_documents": int(rest.sum()), "remainder_labelled": n_l,
+        "remainder_first_guess": rate, "remainder_first_guess_low": low, "remainder_first_guess_high": high,
+        "remainder_bound": bound,
+    }
 
 
 @dataclass(frozen=True)
@@ -150,7 +226,8 @@ class LevelSummary(Metrics):
     calibration size ``n_cal``, the size that level needs for a finite threshold ``n_cal_needed``, the share of
     (nearly) whole-pool sets ``whole_pool_rate``, the share of the documents' subjects found in the registry
     ``share_in_registry`` (``None`` when unknown), every reason the certificate certifies nothing as ``warnings``
-    (:mod:`cpa_core.report.diagnostics`) and, with groups, each group's :class:`GroupMetrics`."""
+    (:mod:`cpa_core.report.diagnostics`), with groups, each group's :class:`GroupMetrics`, and with certainty strata
+    each stratum's threshold over all its calibration documents (``strata_thresholds``, the METHOD's scale)."""
 
     alpha: float = 0.0
     n_cal: int = 0
@@ -159,17 +236,20 @@ class LevelSummary(Metrics):
     share_in_registry: float | None = None
     warnings: tuple[str, ...] = ()
     groups: dict[str, GroupMetrics] | None = None
+    strata_thresholds: dict[str, float] | None = None
 
     def to_dict(self) -> dict:
         out = {**super().to_dict(), "alpha": self.alpha, "n_cal": self.n_cal, "n_cal_needed": self.n_cal_needed,
                "whole_pool_rate": self.whole_pool_rate, "share_in_registry": self.share_in_registry,
                "warnings": list(self.warnings)}
+        if self.strata_thresholds is not None:
+            out["strata_thresholds"] = {label: _finite(q) for label, q in self.strata_thresholds.items()}
         if self.groups is not None:
             out["groups"] = {group: metrics.to_dict() for group, metrics in self.groups.items()}
         return out
 
 
-def _metrics_of(cert: "Certificate", mask: np.ndarray | None, policy: ReleasePolicy | None) -> dict:
+def _metrics_of(cert: Certificate, mask: np.ndarray | None, policy: ReleasePolicy | None) -> dict:
     """The fields of :class:`Metrics` for the documents selected by ``mask``."""
     split = cert.split
     mask = np.ones(len(split), dtype=bool) if mask is None else mask
@@ -207,18 +287,19 @@ def _metrics_of(cert: "Certificate", mask: np.ndarray | None, policy: ReleasePol
         "empty_rate": float(np.mean(sizes == 0)) if n else None,
         "pool_size": int(np.median(pools)) if pools.size else None,
         "q_hat": float(split.score.to_method(q[0])) if one_threshold else None,
-        "varies": None if one_threshold else "per-group" if cert.left_out is None else "per document (leave-one-out)",
+        "varies": None if one_threshold else "per stratum" if cert.left_out is None else "per document (leave-one-out)",
         "infinite_threshold_rate": float(np.mean(np.isinf(q))) if n else None,
         **ranking_metrics(split.truth_ranks[mask][labelled]),
     }
     if policy is not None:
-        flagged = policy.flags(sizes)
+        flagged = cert.flags(policy)[mask]
         out["n_flagged"] = int(flagged.sum())
         out["flagged_share"] = float(flagged.mean()) if n else 0.0
+        out.update(attack_metrics(cert, mask, policy))
     return out
 
 
-def certificate_metrics(cert: "Certificate", mask: np.ndarray | None = None,
+def certificate_metrics(cert: Certificate, mask: np.ndarray | None = None,
                         policy: ReleasePolicy | None = None) -> Metrics:
     """Coverage, set sizes, leakage and miss rate of the documents selected by ``mask`` (default: all); with a
     release ``policy``, also the flags (:class:`Metrics`)."""
@@ -238,6 +319,20 @@ class AuditSummary:
     policy: ReleasePolicy
     levels: dict[str, LevelSummary]
     protocol: str = "release"
+    strata: tuple[dict, ...] = ()
+
+    @property
+    def stratification(self) -> str:
+        """How the documents were stratified for calibration, in words."""
+        if not self.strata:
+            return "one stratum: every document calibrated against every other"
+        certainty = [s for s in self.strata if "certainty" in s["label"]]
+        grouped = any(s["group"] is not None for s in self.strata)
+        what = ("groups crossed with bins of the attacker's certainty (its top-1 margin)" if grouped and certainty
+                else "bins of the attacker's certainty (its top-1 margin)" if certainty else "the declared groups")
+        return (f"{len(self.strata)} strata, {what}; each calibrated on its own labelled documents: "
+                + "; ".join(f"{s['label']}: margin {s['margin_low']:.3g}–{s['margin_high']:.3g}, {s['documents']:,} "
+                            f"documents, {s['calibrating']:,} calibrating" for s in self.strata))
 
     def level(self, confidence) -> LevelSummary:
         return self.levels[confidence_label(confidence)]
@@ -247,6 +342,7 @@ class AuditSummary:
         return {"config_id": self.config_id, "protocol": self.protocol, "coverage_meaning": COVERAGE_MEANING[self.protocol],
                 "score": self.score, "knowledge": self.knowledge, "attacker": self.attacker,
                 "miss_policy": self.miss_policy, "policy": self.policy.to_dict(),
+                "stratification": self.stratification, "strata": [dict(s) for s in self.strata],
                 "confidence": {label: entry.to_dict() for label, entry in self.levels.items()}}
 
     def to_frame(self) -> pd.DataFrame:
@@ -273,7 +369,7 @@ class AuditSummary:
         return frame[frame["group"] == OVERALL].reset_index(drop=True)
 
 
-def summarize(result: "AuditResult", confidences: Iterable | None = None,
+def summarize(result: AuditResult, confidences: Iterable | None = None,
               policy: ReleasePolicy | None = None) -> AuditSummary:
     """The summary at ``confidences`` (default: the audited levels) under ``policy`` (default: the declared one)."""
     config = result.config
@@ -290,8 +386,13 @@ def summarize(result: "AuditResult", confidences: Iterable | None = None,
             groups = {}
             for code, group in enumerate(keys.tolist()):
                 figures = _metrics_of(cert, codes == code, policy)
-                figures.update(q_hat=float(split.score.to_method(calibration.q_hat(level, group))), varies=None)
-                groups[str(group)] = GroupMetrics(**figures, n_cal=calibration.n_.get(group, 0))
+                if split.strata is None:  # the group is the stratum: its own threshold
+                    figures.update(q_hat=float(split.score.to_method(calibration.q_hat(level, group))), varies=None)
+                    n_cal = calibration.n_.get(group, 0)
+                else:  # certainty strata within the group
+                    n_cal = sum(calibration.n_.get(stratum["label"], 0) for stratum in result.strata
+                                if stratum["group"] == str(group))
+                groups[str(group)] = GroupMetrics(**figures, n_cal=n_cal)
         per_level[confidence_label(level)] = LevelSummary(
             **_metrics_of(cert, None, policy),
             alpha=float(alpha_from_confidence(level)),
@@ -301,15 +402,17 @@ def summarize(result: "AuditResult", confidences: Iterable | None = None,
             whole_pool_rate=float(whole_pool(cert).mean()) if len(split) else None,
             share_in_registry=result.inputs.get("documents", {}).get("share_in_registry"),
             warnings=tuple(certificate_warnings(result, cert, policy)),
-            groups=groups)
+            groups=groups,
+            strata_thresholds=None if split.strata is None else
+            {str(label): float(split.score.to_method(q)) for label, q in calibration.q_hat_[confidence_label(level)].items()})
     return AuditSummary(config.config_id, config.score, config.knowledge.name, config.attacker.name,
-                        config.miss_policy, policy, per_level, config.protocol)
+                        config.miss_policy, policy, per_level, config.protocol, result.strata)
 
 
 CURVE_CONFIDENCES = tuple(round(0.50 + 0.01 * i, 2) for i in range(50)) + (0.995,)
 
 
-def confidence_curve(result: "AuditResult", confidences=CURVE_CONFIDENCES) -> pd.DataFrame:
+def confidence_curve(result: AuditResult, confidences=CURVE_CONFIDENCES) -> pd.DataFrame:
     """Coverage and set sizes of the test split as the confidence level varies (no re-attack).
 
     One row per confidence level with ``confidence``, ``alpha``, ``coverage``,

@@ -1,12 +1,19 @@
 """The release decision of one audit at one confidence level: what a privacy officer signs.
 
 :func:`release_verdict` reads only the figures of an :class:`~cpa_core.report.metrics.AuditSummary` (it recomputes
-nothing) and returns one of three statuses:
+nothing) and returns one of four statuses. The attack's success comes first: the declared attacker's first-guess
+rate ``r`` with its exact interval, and, after the flagged documents are withheld or redacted, the remainder's
+upper bound ``u`` against the acceptable linkage rate ``a`` (METHOD, "First-guess rate and the verdict"):
 
-- ``release``: no document is flagged and every validity check passed;
-- ``redact``: some documents are flagged and every validity check passed: redact or withhold them;
-- ``inconclusive``: a validity check failed (or a diagnostic warning was raised), so the certificate may
-  certify nothing and "0 flagged" is no evidence of safety.
+- ``unsafe``: the remainder is linked above ``a`` (``u > a``): not releasable as it is, by ``u - a``, whatever the
+  set sizes and the checks;
+- ``inconclusive``: a validity check failed (or a diagnostic warning was raised), so the certificate may certify
+  nothing and "0 flagged" is no evidence of safety;
+- ``redact``: some documents are flagged, every check passed and ``u <= a``: release after redacting or withholding
+  them;
+- ``release``: nothing is flagged, every check passed and ``u <= a``.
+
+Problems of single documents (a pool that ties throughout) are per-document statuses, never a release-wide one.
 
 The validity checks: coverage against its target (a test under the split protocol; a property of the
 method under the release protocol, never a validation), the calibration size, a finite threshold, the
@@ -25,9 +32,10 @@ from cpa_core.report.metrics import AuditSummary, GroupMetrics, LevelSummary, su
 if TYPE_CHECKING:
     from cpa_core.audit.results import AuditResult
 
-STATUSES = ("release", "redact", "inconclusive")
-TITLES = {"release": "Release", "redact": "Redact the flagged documents, then release",
-          "inconclusive": "Inconclusive: do not release on this certificate"}
+STATUSES = ("release", "redact", "inconclusive", "unsafe")
+TITLES = {"release": "Release", "redact": "Release after redacting or withholding the flagged documents",
+          "inconclusive": "Inconclusive: do not release on this certificate",
+          "unsafe": "Not releasable as it is"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,14 @@ class Verdict:
     rule: str
     n_flagged: int
     n_documents: int
+    first_guess_rate: float | None = None
+    first_guess_low: float | None = None
+    first_guess_high: float | None = None
+    acceptable_linkage: float | None = None
+    remainder_bound: float | None = None
+    n_flagged_by_set: int | None = None
+    n_flagged_by_linkage: int | None = None
+    n_uninformative: int | None = None
 
     @property
     def failed(self) -> tuple[Check, ...]:
@@ -67,7 +83,11 @@ class Verdict:
         return {"status": self.status, "title": self.title, "headline": self.headline,
                 "checks": [check.to_dict() for check in self.checks], "actions": list(self.actions),
                 "warnings": list(self.warnings), "config_id": self.config_id, "confidence": self.confidence,
-                "rule": self.rule, "n_flagged": self.n_flagged, "n_documents": self.n_documents}
+                "rule": self.rule, "n_flagged": self.n_flagged, "n_documents": self.n_documents,
+                "first_guess_rate": self.first_guess_rate, "first_guess_low": self.first_guess_low,
+                "first_guess_high": self.first_guess_high, "acceptable_linkage": self.acceptable_linkage,
+                "remainder_bound": self.remainder_bound, "n_flagged_by_set": self.n_flagged_by_set,
+                "n_flagged_by_linkage": self.n_flagged_by_linkage, "n_uninformative": self.n_uninformative}
 
 
 def _percent(share: float) -> str:
@@ -216,11 +236,33 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
     split = summary.protocol == "split"
     documents = "held-out test documents" if split else "documents"
     level, rule = _level(entry.confidence), policy.rule
-    if failed:
+    rate, bound = policy.linkage_rate, entry.remainder_bound
+    attack = attack_sentence(entry)
+    by_rule = flag_counts(entry)
+    if bound is not None and bound > rate:
+        status = "unsafe"
+        kept = entry.remainder_documents or 0
+        headline = (f"Not releasable as it is: {attack}. Even after withholding or redacting the {n_flagged:,} "
+                    f"flagged {documents}{by_rule}, the {kept:,} left would be linked at up to {_percent(bound)} "
+                    f"(95 % upper bound), {_percent(bound - rate)} above the acceptable linkage rate "
+                    f"{_percent(rate)}.")
+        actions = ["Do not release this collection as it is: the declared attacker names the right person too "
+                   "often, whatever the certified set sizes."]
+        if n_flagged:
+            actions.append(f"Withhold or redact the {n_flagged:,} flagged documents first (the redaction worklist, "
+                           "highest linkage probability and smallest set first).")
+        actions.append("Then reduce what links the rest: generalise or remove the attributes the attacker matches "
+                       "(the driving terms of the worklist), release fewer documents, or release to a controlled "
+                       "environment; audit the changed release again.")
+        if failed:
+            actions.append(f"Also resolve the {len(failed)} failed validity check{'s' if len(failed) > 1 else ''} "
+                           "before relying on the set sizes.")
+            actions += list(dict.fromkeys(check.remedy for check in failed if check.remedy))
+    elif failed:
         status = "inconclusive"
         headline = (f"Inconclusive: {n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}), but "
                     f"{len(failed)} validity check{'s' if len(failed) > 1 else ''} failed, so this count is no "
-                    "evidence of safety.")
+                    f"evidence of safety. {attack[0].upper() + attack[1:]}.")
         actions = ["Do not release on the strength of this certificate: treat every document as unaudited until "
                    "the failed checks are resolved."]
         actions += list(dict.fromkeys(check.remedy for check in failed if check.remedy))
@@ -229,22 +271,28 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
         actions.append("Re-run the audit and sign off on a report whose checks all pass.")
     elif n_flagged:
         status = "redact"
-        headline = (f"{n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}): redact or "
-                    "withhold them before release.")
-        actions = [f"Redact or withhold the {n_flagged:,} flagged documents, smallest set first (the redaction "
-                   "worklist; its driving terms are where to start)."]
+        headline = (f"{n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}){by_rule}: redact or "
+                    f"withhold them before release. {attack[0].upper() + attack[1:]}; the rest is linked at up to "
+                    f"{_percent(bound or 0)}, within the acceptable {_percent(rate)}.")
+        actions = [f"Redact or withhold the {n_flagged:,} flagged documents, highest linkage probability and smallest "
+                   "set first (the redaction worklist; its driving terms are where to start)."]
         if n_empty:
-            actions.append(f"{n_empty:,} of them have an empty set (|C| = 0), the highest risk: withhold them or "
-                           "redact them first.")
+            actions.append(f"{n_empty:,} of them have an empty set (|C| = 0): the attacker is more certain about "
+                           "them than the threshold needs. Withhold them or redact them first.")
         actions.append("Audit the redacted documents again before releasing them: a new redaction is a new release "
                        "mechanism and needs its own calibration.")
         actions.append(f"The other {n - n_flagged:,} {documents} are not flagged under this configuration.")
     else:
         status = "release"
-        headline = (f"No document flagged: none of the {n:,} {documents} has a certified set below the release "
-                    f"threshold ({rule}) at {level} confidence.")
+        headline = (f"No document flagged: none of the {n:,} {documents} has a certified set below {policy.flag_below} "
+                    f"or a linkage probability above {_percent(rate)} at {level} confidence. {attack[0].upper() + attack[1:]}"
+                    + (f"; at most {_percent(bound)} (95 % upper bound)" if bound is not None else "") + ".")
         actions = [f"The {n:,} {documents} may be released under this configuration."]
-    if status != "inconclusive":
+    if entry.n_uninformative:
+        actions.append(f"{entry.n_uninformative:,} documents give the attacker nothing to go on (every candidate "
+                       "ties): nothing links them under this attacker. Check them by hand (an image, code, another "
+                       "language the attacker cannot read) or withhold them.")
+    if status in ("release", "redact"):
         if split:
             actions.append("Only the held-out test documents were certified (split protocol): certify every "
                            "document with the release protocol before releasing the whole collection.")
@@ -252,10 +300,31 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
         actions.append("Audit again when the attacker's knowledge, the registry, the release mechanism or the "
                        f"documents change: this certificate holds only for configuration {summary.config_id}.")
     return Verdict(status, TITLES[status], headline, tuple(checks), tuple(actions), tuple(warnings),
-                   summary.config_id, float(entry.confidence), rule, n_flagged, n)
+                   summary.config_id, float(entry.confidence), rule, n_flagged, n, entry.first_guess_rate,
+                   entry.first_guess_low, entry.first_guess_high, rate, bound, entry.n_flagged_by_set,
+                   entry.n_flagged_by_linkage, entry.n_uninformative)
 
 
-def summary_document(result: "AuditResult") -> dict:
+def attack_sentence(entry: LevelSummary) -> str:
+    """The declared attacker's success in words: its first-guess rate with the exact interval."""
+    if entry.first_guess_rate is None:
+        return "the attacker's first-guess rate is unknown (no labelled document)"
+    return (f"the attacker's first guess is the right person for {_percent(entry.first_guess_rate)} of the "
+            f"{entry.n_labelled:,} labelled documents (95 % CI {100 * entry.first_guess_low:.1f}–"
+            f"{100 * entry.first_guess_high:.1f} %)")
+
+
+def flag_counts(entry: LevelSummary) -> str:
+    """`` (a by set size, b by linkage probability)`` when both rules flag, else what flagged them."""
+    by_set, by_linkage = entry.n_flagged_by_set or 0, entry.n_flagged_by_linkage or 0
+    if not entry.n_flagged:
+        return ""
+    if by_set and by_linkage:
+        return f" ({by_set:,} by set size, {by_linkage:,} by linkage probability)"
+    return " (by set size)" if by_set else " (by linkage probability)"
+
+
+def summary_document(result: AuditResult) -> dict:
     """``summary.json``: every figure of the audit, and the release verdict at the level that flags."""
     summary = summarize(result)
     return {**summary.to_dict(), "verdict": release_verdict(summary, result.config.policy_confidence).to_dict()}

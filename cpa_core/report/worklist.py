@@ -1,5 +1,6 @@
-"""The redaction worklist: the flagged documents (under the release policy, :mod:`cpa_core.audit.policy`), smallest
-set first, with their evidence; as CSV (formula-like cells neutralised) and JSON."""
+"""The redaction worklist: the flagged documents (under the release policy, :mod:`cpa_core.audit.policy`), riskiest
+first (highest linkage probability, then smallest set), each with the rule that flagged it and its evidence; as CSV
+(formula-like cells neutralised) and JSON."""
 
 from __future__ import annotations
 
@@ -19,19 +20,27 @@ if TYPE_CHECKING:
 from cpa_core.audit.policy import ReleasePolicy
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-WORKLIST_COLUMNS = ("doc_id", "group", "set_size", "leakage", "top_candidates", "top_weights", "driving_terms",
-                    "evidence", "inferred_clues", "config_id", "confidence")
+WORKLIST_COLUMNS = ("doc_id", "group", "flagged_by", "linkage_probability", "set_size", "leakage", "top_candidates",
+                    "top_weights", "driving_terms", "evidence", "inferred_clues", "config_id", "confidence")
 
 
-def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, explain: "Explainer | None" = None,
+def risk_order(cert: Certificate, row: int) -> tuple:
+    """The sort key of a flagged document, riskiest first: highest linkage probability, then smallest set, then
+    doc id."""
+    linkage = 0.0 if cert.linkage is None else float(cert.linkage[row])
+    return (-round(linkage, 12), int(cert.set_sizes[row]), str(cert.split.table.doc_ids[row]))
+
+
+def worklist(cert: Certificate, policy: ReleasePolicy, config_id: str, *, explain: Explainer | None = None,
              n_candidates: int = N_CANDIDATES) -> pd.DataFrame:
-    """The redaction worklist: flagged documents, smallest set first (then by doc id), with the evidence of each
+    """The redaction worklist: flagged documents, riskiest first (:func:`risk_order`), with the rule that flagged each
+    (``flagged_by``: ``set``, ``linkage`` or both), its linkage probability and the evidence of each
     (:func:`~cpa_core.report.evidence.document_evidence`: ``evidence`` as spans with offset and length in the released
     text, ``driving_terms`` as the text writes them; ``inferred_clues``: the LLM clues of a ``direct_plus_clues``
     query that the text does not write, which no span can show)."""
     split = cert.split
-    rows = np.flatnonzero(policy.flags(cert.set_sizes))
-    rows = rows[np.lexsort((split.table.doc_ids[rows].astype(str), cert.set_sizes[rows]))]
+    reasons = cert.flag_reasons(policy)
+    rows = np.array(sorted(np.flatnonzero(reasons != ""), key=lambda row: risk_order(cert, int(row))), dtype=np.int64)
     records = []
     evidence = documents_evidence(split, rows.tolist(), explain)  # one batch for every flagged document
     for row, spans in zip(rows, evidence):
@@ -40,6 +49,8 @@ def worklist(cert: "Certificate", policy: ReleasePolicy, config_id: str, *, expl
         records.append({
             "doc_id": split.table.doc_ids[row],
             "group": None if split.groups is None else split.groups[row],
+            "flagged_by": reasons[row],
+            "linkage_probability": None if cert.linkage is None else round(float(cert.linkage[row]), 6),
             "set_size": int(cert.set_sizes[row]),
             "leakage": float(cert.leakage[row]),
             "top_candidates": [str(c) for c in split.table.candidate_ids[index]],

@@ -15,8 +15,9 @@ import io
 import json
 import shlex
 import zipfile
+from collections.abc import Mapping
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 import tomli_w
 
@@ -36,7 +37,7 @@ def _present(table: Mapping) -> dict:
     return {key: list(value) if isinstance(value, tuple) else value for key, value in table.items() if value is not None}
 
 
-def declared_toml(config: "AuditConfig") -> str:
+def declared_toml(config: AuditConfig) -> str:
     """The configuration file declaring ``config`` (knowledge level, attacker tables, ``[audit]``, how the
     inputs are read, their checksums, the LLM endpoint without key, and ``[evidence]`` placeholders when they
     are not the default list)."""
@@ -44,8 +45,9 @@ def declared_toml(config: "AuditConfig") -> str:
     audit = {"knowledge": level.name, "attacker": config.attacker.name, "score": config.score,
              "confidence": [float(c) for c in config.confidences], "protocol": config.protocol,
              "n_cal": config.n_cal, "n_test": config.n_test, "seed": config.seed,
-             "group_column": config.group_column, "top_k": config.top_k, "miss_policy": config.miss_policy,
-             "flag_below": config.flag_below, "leakage_threshold": config.leakage_threshold,
+             "group_column": config.group_column, "certainty_bins": config.certainty_bins, "top_k": config.top_k,
+             "miss_policy": config.miss_policy, "flag_below": config.flag_below,
+             "leakage_threshold": config.leakage_threshold, "acceptable_linkage": config.acceptable_linkage,
              "flag_confidence": None if config.flag_confidence is None else float(config.flag_confidence)}
     document = {
         "knowledge": {level.name: _present({"fields": list(level.fields), "query_mode": level.query_mode,
@@ -70,7 +72,7 @@ def declared_toml(config: "AuditConfig") -> str:
     return header + tomli_w.dumps(document)
 
 
-def reproduce_command(config: "AuditConfig", files: Mapping[str, str], out: str = "out/reproduced",
+def reproduce_command(config: AuditConfig, files: Mapping[str, str], out: str = "out/reproduced",
                       config_file: str = CONFIG_FILE) -> str:
     """The ``cpa audit`` command that runs ``config`` again (``files``: the input files by role)."""
     args = ["cpa", "audit"]
@@ -84,13 +86,13 @@ def reproduce_command(config: "AuditConfig", files: Mapping[str, str], out: str 
     return shlex.join(args)
 
 
-def input_files(result: "AuditResult") -> dict[str, str]:
+def input_files(result: AuditResult) -> dict[str, str]:
     """The input files of an audit by role, as its inputs name them."""
     return {role: str(info["file"]) for role, info in result.inputs.items()
             if role in INPUT_OPTIONS and info.get("file")}
 
 
-def audit_bundle(result: "AuditResult") -> bytes:
+def audit_bundle(result: AuditResult) -> bytes:
     """A zip archive that re-runs the audit: ``audit.toml``, ``reproduce.sh`` (the command, after checking
     the files' SHA-256), ``SHA256SUMS`` and ``expected-summary.json`` (the figures the run must give).
 

@@ -24,10 +24,11 @@ import contextlib
 import json
 import os
 import sqlite3
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -184,20 +185,20 @@ def check_history(path: str | Path | None = None) -> Path:
     return file
 
 
-def _level_rows(result: "AuditResult") -> list[tuple[str, str, int, int]]:
+def _level_rows(result: AuditResult) -> list[tuple[str, str, int, int]]:
     """``(confidence, doc_id, set size, flagged)`` of every audited document at every audited level."""
     config = result.config
     doc_ids = [str(d) for d in result.test_split.table.doc_ids.tolist()]
     rows = []
     for level in config.confidences:
-        sizes = result.certificate(level).set_sizes
-        flagged = config.policy.flags(sizes)
+        cert = result.certificate(level)
+        sizes, flagged = cert.set_sizes, cert.flags(config.policy)
         label = confidence_label(level)
         rows.extend((label, doc, int(size), int(flag)) for doc, size, flag in zip(doc_ids, sizes, flagged))
     return rows
 
 
-def record_audit(result: "AuditResult", *, source: str, out_dir: str | Path | None = None,
+def record_audit(result: AuditResult, *, source: str, out_dir: str | Path | None = None,
                  path: str | Path | None = None, before_commit: Callable[[int], None] | None = None) -> int:
     """Record one audit in the history; returns its id.
 
@@ -218,7 +219,7 @@ def record_audit(result: "AuditResult", *, source: str, out_dir: str | Path | No
         raise ValueError(f"source must be one of {SOURCES}, found {source!r}")
     file = Path(path) if path is not None else history_path()
     config = result.config
-    row = {"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "source": source,
+    row = {"created_at": datetime.now(UTC).isoformat(timespec="seconds"), "source": source,
            "config_id": config.config_id, "config": _dumps(config.to_dict()),
            "checksums": _dumps({k: result.inputs[k] for k in ("documents", "registry") if k in result.inputs}),
            "summary": _dumps(summary_document(result)),
@@ -369,7 +370,7 @@ def load_audit(audit_id: int, path: str | Path | None = None) -> HistoryEntry:
                         None if snapshot is None else str(file.parent / snapshot), snapshot_sha256)
 
 
-def load_result(audit_id: int, path: str | Path | None = None) -> "AuditResult":
+def load_result(audit_id: int, path: str | Path | None = None) -> AuditResult:
     """The :class:`~cpa_core.audit.results.AuditResult` of a recorded audit, rebuilt from its snapshot (no attack).
 
     The snapshot's SHA-256 is checked against the one recorded first; a missing or changed snapshot raises

@@ -21,7 +21,7 @@ import json
 import os
 import tempfile
 import zipfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -89,7 +89,8 @@ def snapshot_arrays(result: AuditResult) -> dict[str, np.ndarray]:
     for name, attribute in SPLITS.items():
         split: ScoredSplit = getattr(result, attribute)
         table = split.table
-        labels = {"truth_ids": _ids(split.truth_ids), "groups": None if split.groups is None else _ids(split.groups)}
+        labels = {"truth_ids": _ids(split.truth_ids), "groups": None if split.groups is None else _ids(split.groups),
+                  "strata": None if split.strata is None else _ids(split.strata)}
         rows = None if name == "test" else _same_rows(split, result.test_split)
         if rows is not None:
             arrays[f"{name}.rows"] = rows
@@ -202,8 +203,10 @@ def _split(name: str, stored: dict, arrays: dict, config: AuditConfig, splits: d
     else:
         groups = None if stored["groups"] is None else np.array(stored["groups"], dtype=object)
         # the stored table is already cut to top_k: scoring it again is what run_audit did after the attack
-        splits[name] = score_table(_table(name, stored, arrays), np.array(stored["truth_ids"], dtype=object), groups,
-                                   config)
+        split = score_table(_table(name, stored, arrays), np.array(stored["truth_ids"], dtype=object), groups, config)
+        if stored.get("strata") is not None:
+            split = replace(split, strata=np.array(stored["strata"], dtype=object))
+        splits[name] = split
     return splits[name]
 
 

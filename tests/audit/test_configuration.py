@@ -59,10 +59,12 @@ OTHER_VALUES = {
     "n_test": 21,
     "seed": 1,
     "group_column": "group",
+    "certainty_bins": 2,
     "top_k": 50,
     "miss_policy": "exclude",
     "flag_below": 5,
     "leakage_threshold": 0.2,
+    "acceptable_linkage": 0.05,
     "flag_confidence": 0.9,
     "data": {"documents": {"sha256": SHA_A, "rows": 30}},
     "placeholders": (r"\[NAME\]",),
@@ -81,6 +83,15 @@ def test_the_id_changes_with_any_declared_field(name):
     assert replace(other, **{key: getattr(config, key) for key in changes}).config_id == config.config_id
 
 
+def test_declaring_the_default_acceptable_linkage_keeps_the_id():
+    config = split_config()
+    assert config.policy.linkage_rate == pytest.approx(1 / config.flag_below)
+    assert replace(config, acceptable_linkage=1 / config.flag_below).config_id == config.config_id
+    assert replace(config, flag_below=5).policy.linkage_rate == pytest.approx(0.2)
+    with pytest.raises(ConfigError, match="acceptable_linkage: expected a number greater than 0 and less than 1"):
+        replace(config, acceptable_linkage=1.0)
+
+
 def test_declaring_the_default_flagging_level_keeps_the_id():
     config = split_config()
     assert config.policy_confidence == 0.8  # the lowest audited level
@@ -91,14 +102,15 @@ def test_declaring_the_default_flagging_level_keeps_the_id():
 def test_the_declared_defaults_are_the_configurations_and_the_policys():
     by_field = {"confidences": "confidence"}  # the [audit] key of a field, where the names differ
     declared = {f.name: f.default for f in fields(AuditConfig) if f.default is not MISSING}
-    assert set(declared) == {"score", "confidences", "protocol", "n_cal", "n_test", "seed", "group_column", "top_k",
-                             "miss_policy", "flag_below", "leakage_threshold", "flag_confidence", "placeholders"}
+    assert set(declared) == {"score", "confidences", "protocol", "n_cal", "n_test", "seed", "group_column",
+                             "certainty_bins", "top_k", "miss_policy", "flag_below", "leakage_threshold",
+                             "acceptable_linkage", "flag_confidence", "placeholders"}
     for name, default in declared.items():
         if name != "placeholders":  # the [evidence] table, not [audit]
             assert AUDIT_DEFAULTS[by_field.get(name, name)] == default, name
     policy = ReleasePolicy()
-    assert (policy.flag_below, policy.leakage_threshold) == (AUDIT_DEFAULTS["flag_below"],
-                                                             AUDIT_DEFAULTS["leakage_threshold"])
+    assert (policy.flag_below, policy.leakage_threshold, policy.acceptable_linkage) == (
+        AUDIT_DEFAULTS["flag_below"], AUDIT_DEFAULTS["leakage_threshold"], AUDIT_DEFAULTS["acceptable_linkage"])
     assert AUDIT_DEFAULTS == {param.name: param.default for param in AUDIT_PARAMS}
     # the defaults the parameters' help texts state
     assert (AUDIT_DEFAULTS["score"], AUDIT_DEFAULTS["protocol"], AUDIT_DEFAULTS["miss_policy"]) == (

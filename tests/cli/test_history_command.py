@@ -35,7 +35,7 @@ def test_history_commands(recorded, history, cli_inprocess):
     rows = json.loads(cli_inprocess("history", "list", "--history", history, "--json").stdout)
     assert [row["id"] for row in rows] == list(recorded)
     shown = cli_inprocess("history", "show", recorded[0], "--history", history)
-    assert shown.returncode == 0 and f"audit {recorded[0]}:" in shown.stdout and "worklist at 0.8 (|C| < 5)" in shown.stdout
+    assert shown.returncode == 0 and f"audit {recorded[0]}:" in shown.stdout and "worklist at 0.8 (|C| < 5 or linkage > 0.2)" in shown.stdout
     entry = json.loads(cli_inprocess("history", "show", recorded[0], "--history", history, "--json").stdout)
     assert entry["flagged"] == list(load_audit(recorded[0], history).flagged)
     compared = cli_inprocess("history", "compare", *recorded, "--history", history)
@@ -81,9 +81,9 @@ def test_show_by_hand():
         ""]
     assert lines[8].split() == ["confidence", "coverage", "median_set_size", "n_flagged", "threshold"]
     assert lines[9].split() == ["0.9", "0.91", "4.0", "2", "0.8"] and lines[10] == ""
-    assert lines[11:] == ["worklist at 0.9 (|C| < 3): 2 documents, smallest set first: d1 (1), d2 (2)"]
+    assert lines[11:] == ["worklist at 0.9 (|C| < 3 or linkage > 0.333): 2 documents, smallest set first: d1 (1), d2 (2)"]
     nothing = show(entry(8, {"d3": 5}, (), source="dashboard", out_dir=None, snapshot="/h/s.npz"))
-    assert nothing.splitlines()[-1] == "worklist at 0.9 (|C| < 3): 0 documents, smallest set first"
+    assert nothing.splitlines()[-1] == "worklist at 0.9 (|C| < 3 or linkage > 0.333): 0 documents, smallest set first"
     assert "  records    –" in nothing and "  snapshot   /h/s.npz" in nothing and "(dashboard)" in nothing
 
 

@@ -89,7 +89,12 @@ def test_a_toy_audit_from_the_command_to_its_folder(toy_data, tmp_path, cli_inpr
     lines = result.stderr_lines
     said = [line for line in lines if line.startswith("cpa: confidence 0.8: coverage ")]
     assert len(said) == 1 and f"coverage {level['coverage']:.3f} " in said[0] and "n_cal 20, n_test 28" in said[0]
-    assert f"cpa: {level['n_flagged']} documents flagged (|C| < 11 at confidence 0.8); results in {out}" in lines
+    assert (f"cpa: {level['n_flagged']} documents flagged (|C| < 11 or linkage > 0.0909 at confidence 0.8: "
+            f"{level['n_flagged_by_set']} by set size, {level['n_flagged_by_linkage']} by linkage probability); results "
+            f"in {out}") in lines
+    rate = level["first_guess_rate"]
+    assert any(line.startswith(f"cpa: attack: the attacker's first guess is the right person for {100 * rate:.1f} %")
+               for line in lines)
     assert any(line.startswith("cpa: verdict (") for line in lines)
     assert lines[-1] == f"cpa: recorded as audit {before + 1} in {audit_history}"
     assert len(list_audits(audit_history)) == before + 1

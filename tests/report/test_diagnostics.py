@@ -34,7 +34,8 @@ def warnings_at(result, confidence):
 
 def test_a_miss_rate_above_alpha_under_the_conservative_policy_is_said():
     documents, registry, table = open_world(missing=0.04)
-    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9, 0.99), protocol="split")
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9, 0.99),
+                         protocol="split", certainty_bins=1)  # one stratum (misses gather where the attacker is unsure)
     result = run_audit(documents, registry, None, config, table=table)
     assert not warnings_at(result, 0.9)  # a miss rate below alpha = 10 %: a real certificate
     [warning] = warnings_at(result, 0.99)
@@ -59,7 +60,7 @@ def test_a_group_without_calibration_documents_is_said():
     groups = np.array(["a"] * 400 + ["b"] * 400)
     documents, registry, table = open_world(missing=0.0, groups=groups)
     config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), n_cal=400, n_test=400, confidences=(0.9,),
-                         group_column="group", protocol="split")
+                         group_column="group", protocol="split", certainty_bins=1)
     result = run_audit(documents, registry, None, config, table=table)
     assert not warnings_at(result, 0.9)
     calibrated_on_a = result.calibration.__class__(result.calibration.confidences,
@@ -98,18 +99,19 @@ def test_few_subjects_in_the_registry_are_said_and_none_is_an_error(tmp_path):
 
 
 def test_the_command_line_says_it_on_the_sample_data(sample_paths, tmp_path):
-    """The sample data at K3 and 99 %: a 3 % miss rate under the conservative policy makes every set the
-    whole registry; the run says so on stderr and in summary.json."""
+    """The sample data at K3 and 99 %: a 3 % miss rate under the conservative policy makes the sets of the strata
+    where misses gather (the attacker unsure) the whole registry; the run says so on stderr and in summary.json."""
     out = tmp_path / "k3"
     done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
                              "--config", sample_paths["config"], "--knowledge", "K3", "--out", out)
     assert done.returncode == 0, done.describe()
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     entry = summary["confidence"]["0.99"]
-    assert entry["whole_pool_rate"] == 1.0 and entry["warnings"]
-    assert any("outside the candidate pool" in w for w in entry["warnings"])
+    assert entry["whole_pool_rate"] > 0.5 and entry["warnings"]
+    assert any("outside the candidate pool" in w and "in stratum '" in w for w in entry["warnings"])
     assert any(line.startswith("cpa: warning:") and "outside the candidate pool" in line for line in done.stderr_lines)
-    assert "q_hat per group (" in done.stderr and " infinite" in done.stderr
+    assert "q_hat per stratum (" in done.stderr and " infinite" in done.stderr
+    assert None in entry["strata_thresholds"].values()
 
 
 def test_the_command_line_refuses_a_registry_that_matches_no_document(sample_paths, tmp_path):
