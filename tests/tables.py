@@ -108,7 +108,8 @@ def audited_groups(confidences=(0.8, 0.9)):
 SECRET_TEXT = "the confidential released sentence"  # the query of every synthetic document
 
 
-def small_audit(seed: int, flag_below: int = 5, confidences=(0.8, 0.9), unknown_every: int | None = None):
+def small_audit(seed: int, flag_below: int = 5, confidences=(0.8, 0.9), unknown_every: int | None = None,
+                acceptable_linkage: float | None = None):
     """120 documents against 20 profiles, release protocol; the same doc ids whatever the seed (``unknown_every``:
     every such document's subject is unknown, so the calibration documents are not a run of rows)."""
     rng = np.random.default_rng(seed)
@@ -118,5 +119,19 @@ def small_audit(seed: int, flag_below: int = 5, confidences=(0.8, 0.9), unknown_
         truth[1::unknown_every] = [None] * len(truth[1::unknown_every])
     documents, registry = documents_and_registry(truth, m=20)
     table = replace(table_from_matrix(probabilities), queries=tuple(f"{SECRET_TEXT} {i}" for i in range(120)))
-    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=confidences, flag_below=flag_below)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=confidences, flag_below=flag_below,
+                         acceptable_linkage=acceptable_linkage)
     return run_audit(documents, registry, None, config, table=table)
+
+
+def mixed_release(n: int, m: int, rng: np.random.Generator, share_sure: float = 0.3, lift: float = 6.0):
+    """A release mixing documents the attacker is sure about and right on (the truth's logit lifted by ``lift``) with
+    documents it cannot place (no lift: the truth is a draw from its own flat-ish output): ``(probabilities, truth,
+    sure)``."""
+    logits = rng.normal(size=(n, m))
+    sure = rng.random(n) < share_sure
+    truth = rng.integers(0, m, n)
+    logits[np.flatnonzero(sure), truth[sure]] += lift
+    probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    return probabilities, truth, sure

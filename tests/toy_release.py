@@ -28,7 +28,7 @@ def toy_release_fixture():
     attacker = TfidfAttacker(temperature=0.1)
     config = AuditConfig(knowledge=KnowledgeLevel("K3", ("city", "occupation", "keywords")),
                          attacker=AttackerConfig.of(attacker), confidences=(0.8, 0.9), protocol="split", n_cal=36,
-                         n_test=36, seed=1, flag_below=4)
+                         n_test=36, seed=1, flag_below=4, acceptable_linkage=0.999, certainty_bins=1)  # sets decide
     result = run_audit(documents, registry, attacker, config)
     explainer = audit_explainer(attacker, registry, config)
     assert explainer is not None

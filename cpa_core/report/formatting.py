@@ -111,6 +111,11 @@ def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: 
              "probability": "one minus the candidate's weight"}.get(config.score, config.score)
     per_group = (f" Thresholds are calibrated separately for each group ({_join([str(g) for g in groups])}), so the "
                  "guarantee holds within each group." if config.group_column else "")
+    if config.certainty_bins > 1:
+        per_group += (f" Within {'each group' if config.group_column else 'the release'}, documents are calibrated "
+                      f"against documents on which the attacker is about as sure (up to {config.certainty_bins} "
+                      "strata of its top-1 margin, each with enough labelled documents), so the guarantee holds "
+                      "within each stratum.")
     miss = ("calibration documents whose identity is missing from the pool count as infinitely nonconforming "
             "(conservative)" if config.miss_policy == "infinite" else
             "calibration documents whose identity is missing from the pool are left out, so the guarantee is "
@@ -120,8 +125,7 @@ def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: 
     return (f"The attacker knows the registry fields {fields} (knowledge level {config.knowledge.name}), queries "
             f"with {query}, and {how}; it considers {pool} of the {n_profiles:,} registry profiles. Out of "
             f"{n_documents:,} documents, {protocol}; candidates are scored by {score}, and {miss}.{per_group} "
-            f"Certificates are computed at {levels} confidence and "
-            f"{flag}. They are valid only for this exact configuration (id {config.config_id}): any change needs "
+            f"Certificates are computed at {levels} confidence; {flag}. They are valid only for this exact configuration (id {config.config_id}): any change needs "
             "a new calibration.")
 
 

@@ -47,14 +47,20 @@ def drift(calibrated: AuditResult, shifted: AuditResult) -> pd.DataFrame:
     """Calibrate under configuration A, certify the test split of configuration B.
 
     Coverage can fall below the target: A's threshold is only valid for A's score distribution.
-    The row ``own`` recalibrates on B for comparison.
+    The row ``own`` recalibrates on B for comparison. Both calibrate one pooled stratum (B's strata need not match
+    A's), so the rows differ only by where the threshold was learnt.
     """
     rows = []
-    scores, _ = calibrated.calibration_split.calibration_scores(calibrated.config.miss_policy)
-    calibration = calibrate(scores, calibrated.config.confidences)  # pooled: B's strata need not match A's
+
+    def pooled(result: AuditResult):
+        scores, _ = result.calibration_split.calibration_scores(result.config.miss_policy)
+        return calibrate(scores, calibrated.config.confidences)
+
+    calibration, own = pooled(calibrated), pooled(shifted)
+    test = replace(shifted.test_split, strata=None, groups=None)
     for level in calibrated.config.confidences:
-        for label, cert in (("drift (calibrated on A)", certify(shifted.test_split, calibration, level)),
-                            ("own (recalibrated on B)", shifted.certificate(level))):
+        for label, cert in (("drift (calibrated on A)", certify(test, calibration, level)),
+                            ("own (recalibrated on B)", certify(test, own, level))):
             metrics = certificate_metrics(cert).to_dict()
             rows.append({"calibration": label, "calibrated_on": calibrated.config.config_id,
                          "tested_on": shifted.config.config_id, **{k: metrics[k] for k in COLUMNS}})

@@ -35,7 +35,7 @@ def test_history_commands(recorded, history, cli_inprocess):
     rows = json.loads(cli_inprocess("history", "list", "--history", history, "--json").stdout)
     assert [row["id"] for row in rows] == list(recorded)
     shown = cli_inprocess("history", "show", recorded[0], "--history", history)
-    assert shown.returncode == 0 and f"audit {recorded[0]}:" in shown.stdout and "worklist at 0.8 (|C| < 5 or linkage > 0.2)" in shown.stdout
+    assert shown.returncode == 0 and f"audit {recorded[0]}:" in shown.stdout and "worklist at 0.8 (|C| < 5 or linkage > 0.7)" in shown.stdout
     entry = json.loads(cli_inprocess("history", "show", recorded[0], "--history", history, "--json").stdout)
     assert entry["flagged"] == list(load_audit(recorded[0], history).flagged)
     compared = cli_inprocess("history", "compare", *recorded, "--history", history)

@@ -70,8 +70,10 @@ def test_the_configuration_in_words():
                            "queries with the released text alone, and ")
     assert "it considers the whole registry of the 400 registry profiles. Out of 1,200 documents, every document " \
            "gets a certified set" in text
-    assert "Certificates are computed at 90 %, 95 % and 99 % confidence and documents whose certified set has " \
-           "fewer than 5 people are flagged." in text
+    assert "Certificates are computed at 90 %, 95 % and 99 % confidence; documents whose certified set has " \
+           "fewer than 5 people are flagged, and those whose linkage probability exceeds the acceptable linkage rate " \
+           "0.2." in text
+    assert "up to 4 strata of its top-1 margin" in text
     assert text.endswith(f"(id {config.config_id}): any change needs a new calibration.")
     assert "infinitely nonconforming (conservative)" in text
     temperature = get_spec("tfidf").param("temperature").label.lower()

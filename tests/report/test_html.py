@@ -119,7 +119,7 @@ def test_report_states_what_was_audited_and_the_configuration(audit):
     html, result = audit["html"], audit["result"]
     config = result.config
     for text in (config.config_id, "K2", "age_band, gender, occupation, city, keywords, events", "aps",
-                 "whole registry", "80 %", "flag |C| &lt; 30 or leakage &gt; 0.2", "2026-01-02T03:04:05+00:00",
+                 "whole registry", "80 %", "flag |C| &lt; 30 or leakage &gt; 0.2 or linkage &gt; 0.0333", "2026-01-02T03:04:05+00:00",
                  result.inputs["documents"]["sha256"], result.inputs["registry"]["sha256"]):
         assert text in html, text
     for section in ("What was audited", "The declared threat configuration", "The guarantee, in plain words",
@@ -131,7 +131,8 @@ def test_report_states_what_was_audited_and_the_configuration(audit):
 def test_report_numbers_match_the_core(audit):
     html, result = audit["html"], audit["result"]
     cert = result.certificate(CONFIDENCE)
-    flagged = int(((cert.set_sizes < 30) | (1 / cert.set_sizes.clip(min=1) > 0.2)).sum())
+    by_set = (cert.set_sizes < 30) | (1 / cert.set_sizes.clip(min=1) > 0.2)
+    flagged = int((by_set | (cert.linkage > 1 / 30)).sum())  # the acceptable linkage rate: 1/k by default
     assert len(audit["worklist"]) == flagged
     assert f"<b>{flagged:,}</b> of {len(cert.set_sizes):,}" in html
     for doc_id in audit["worklist"]["doc_id"].head(20):

@@ -1,4 +1,5 @@
-"""The release verdict: never "release" on a vacuous certificate, and the coverage interval it reads."""
+"""The release verdict: the attack's success first (not releasable when what is left after the flagged documents is
+linked above the acceptable rate), never "release" on a vacuous certificate, and the intervals it reads."""
 
 from __future__ import annotations
 
@@ -60,8 +61,17 @@ def figures(**changes) -> dict:
             "open_world_bound": 0.882, "median_set_size": 40.0, "mean_set_size": 44.0, "min_set_size": 12,
             "max_set_size": 90, "p10_set_size": 20.0, "p90_set_size": 70.0, "mean_leakage": 0.03, "empty_rate": 0.0,
             "pool_size": 400, "q_hat": 0.42, "varies": None, "infinite_threshold_rate": 0.0, "top1": 0.3,
-            "top5": 0.6, "top10": 0.7, "mrr": 0.45, "mean_rank": 12.0, "n_flagged": 0, "flagged_share": 0.0}
+            "top5": 0.6, "top10": 0.7, "mrr": 0.45, "mean_rank": 12.0, "n_flagged": 0, "flagged_share": 0.0,
+            "first_guess_rate": 0.03, "first_guess_low": clopper_pearson(6, 200)[0],
+            "first_guess_high": clopper_pearson(6, 200)[1], "top_k": 11, "top_k_rate": 0.2, "top_k_low": 0.15,
+            "top_k_high": 0.26, "n_flagged_by_set": 0, "n_flagged_by_linkage": 0, "n_uninformative": 0,
+            "mean_linkage": 0.03, "remainder_documents": 200, "remainder_labelled": 200,
+            "remainder_first_guess": 0.03, "remainder_first_guess_low": clopper_pearson(6, 200)[0],
+            "remainder_first_guess_high": clopper_pearson(6, 200)[1], "remainder_bound": clopper_pearson(6, 200)[1]}
     base.update(changes)
+    if "n_flagged" in changes and "n_flagged_by_set" not in changes:
+        base["n_flagged_by_set"] = changes["n_flagged"]
+        base["remainder_documents"] = base["remainder_labelled"] = 200 - changes["n_flagged"]
     return base
 
 
@@ -91,7 +101,11 @@ def test_nothing_flagged_and_every_check_passed_is_release():
     verdict = release_verdict(summary(), 0.9)
     assert verdict.status == "release" and verdict.status in STATUSES and not verdict.failed
     assert verdict.headline.startswith("No document flagged: none of the 200 held-out test documents")
-    assert "(|C| < 11) at 90 % confidence" in verdict.headline
+    assert "has a certified set below 11 or a linkage probability above 9.1 % at 90 % confidence" in verdict.headline
+    assert "first guess is the right person for 3.0 % of the 200 labelled documents (95 % CI 1.1–6.4 %)" in \
+        verdict.headline
+    assert verdict.remainder_bound == pytest.approx(clopper_pearson(6, 200)[1]) and verdict.acceptable_linkage == \
+        pytest.approx(1 / 11)
     assert all(c.passed for c in verdict.checks)
     assert "91.0 % (95 % CI 86.1–94.6 %) against the target 90 %" in check(verdict, "coverage").reason
     # the split protocol certified the test documents only: the curator is told
@@ -102,8 +116,9 @@ def test_nothing_flagged_and_every_check_passed_is_release():
 def test_flagged_documents_with_every_check_passed_is_redact():
     verdict = release_verdict(summary(entry(n_flagged=12, empty_rate=0.02)), 0.9)
     assert verdict.status == "redact" and verdict.n_flagged == 12
-    assert verdict.headline == ("12 of 200 held-out test documents flagged at 90 % confidence (|C| < 11): redact or "
-                                "withhold them before release.")
+    assert verdict.headline.startswith("12 of 200 held-out test documents flagged at 90 % confidence (|C| < 11 or "
+                                       "linkage > 0.0909) (by set size): redact or withhold them before release. ")
+    assert verdict.title == "Release after redacting or withholding the flagged documents"
     assert verdict.actions[0].startswith("Redact or withhold the 12 flagged documents")
     assert any(action.startswith("4 of them have an empty set (|C| = 0)") for action in verdict.actions)
     assert any("The other 188 held-out test documents" in action for action in verdict.actions)
@@ -117,8 +132,8 @@ VACUOUS = {
     "k at least the pool size": (dict(pool_size=8), "k below the pool size"),
     "few subjects in the registry": (dict(share_in_registry=0.3), "subjects in the registry"),
     "coverage below its interval": (dict(coverage=0.8, coverage_low=0.74, coverage_high=0.85), "coverage"),
-    "a diagnostic warning": (dict(warnings=["confidence 0.9: 3 documents have empty sets because the attacker ranks "
-                                            "all their candidates equally"]), "no diagnostic warning"),
+    "a diagnostic warning": (dict(warnings=["only 30.0 % of the documents' subjects are in the registry"]),
+                             "no diagnostic warning"),
 }
 
 
@@ -177,12 +192,42 @@ def test_coverage_lost_to_identities_outside_the_pool_says_so():
 def test_verdict_is_frozen_and_serialisable():
     verdict = release_verdict(summary(entry(n_flagged=3)), 0.9)
     as_dict = json.loads(json.dumps(verdict.to_dict()))
-    assert as_dict["status"] == "redact" and as_dict["config_id"] == "cfg123" and as_dict["rule"] == "|C| < 11"
+    assert as_dict["status"] == "redact" and as_dict["config_id"] == "cfg123"
+    assert as_dict["rule"] == "|C| < 11 or linkage > 0.0909" and as_dict["first_guess_rate"] == 0.03
     assert [c["name"] for c in as_dict["checks"]] == [c.name for c in verdict.checks]
     with pytest.raises(FrozenInstanceError):
         verdict.status = "release"
     with pytest.raises(KeyError):
         release_verdict(summary(), 0.95)
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_a_remainder_linked_above_the_acceptable_rate_is_not_releasable(failed):
+    """Half the documents named at first guess and few flagged: not releasable, whatever the set sizes and the checks;
+    the headline says by how much."""
+    low, high = clopper_pearson(100, 200)
+    level = entry(first_guess_rate=0.5, first_guess_low=low, first_guess_high=high, n_flagged=20,
+                  n_flagged_by_set=1, n_flagged_by_linkage=20, remainder_documents=180, remainder_labelled=180,
+                  remainder_first_guess=0.45, remainder_bound=0.52, **(dict(whole_pool_rate=0.6) if failed else {}))
+    verdict = release_verdict(summary(level), 0.9)
+    assert verdict.status == "unsafe" and verdict.title == "Not releasable as it is"
+    assert verdict.headline.startswith("Not releasable as it is: the attacker's first guess is the right person for "
+                                       "50.0 % of the 200 labelled documents (95 % CI 42.9–57.1 %).")
+    assert "(1 by set size, 20 by linkage probability)" in verdict.headline
+    assert "the 180 left would be linked at up to 52.0 % (95 % upper bound), 42.9 % above the acceptable linkage " \
+           "rate 9.1 %" in verdict.headline
+    assert any(a.startswith("Withhold or redact the 20 flagged documents first") for a in verdict.actions)
+    assert any("failed validity check" in a for a in verdict.actions) == failed
+    # a declared acceptable rate above the remainder's bound: released after the flagged documents (or inconclusive)
+    lenient = replace(summary(level), policy=ReleasePolicy(11, acceptable_linkage=0.6))
+    assert release_verdict(lenient, 0.9).status == ("inconclusive" if failed else "redact")
+
+
+def test_documents_the_attacker_cannot_tell_apart_are_a_per_document_action_never_a_failed_check():
+    verdict = release_verdict(summary(entry(n_uninformative=3)), 0.9)
+    assert verdict.status == "release" and not verdict.failed
+    assert any(a.startswith("3 documents give the attacker nothing to go on") and "withhold" in a
+               for a in verdict.actions)
 
 
 # --- real audits -------------------------------------------------------------------------------------------------
@@ -201,4 +246,5 @@ def test_an_attacker_that_knows_nothing_is_never_a_release():
     assert verdict.n_flagged == 0 and verdict.status == "inconclusive"
     assert check(verdict, "whole-pool sets").passed is False
     informative = release_verdict(summarize(run_audit(documents, registry, None, config, table=table)), 0.9)
-    assert informative.status in ("release", "redact") and not informative.failed
+    # ten people, an attacker that often names the right one: the certificate holds, the release is not safe
+    assert informative.status == "unsafe" and not informative.failed and informative.first_guess_rate > 0.5

@@ -19,13 +19,18 @@ def audited():
     return audited_groups()
 
 
-def test_worklist_sorted_smallest_first_and_csv_neutralised(audited):
+def test_worklist_sorted_riskiest_first_and_csv_neutralised(audited):
     result = audited[0]
     cert = result.certificate(0.8)
-    frame = worklist(cert, ReleasePolicy(5), result.config.config_id)
-    assert (np.diff(frame["set_size"].to_numpy()) >= 0).all()
-    assert (frame["set_size"] < 5).all()
-    assert len(frame) == int((cert.set_sizes < 5).sum())
+    policy = ReleasePolicy(5, acceptable_linkage=0.3)
+    frame = worklist(cert, policy, result.config.config_id)
+    keys = list(zip(-frame["linkage_probability"].round(12), frame["set_size"]))
+    assert keys == sorted(keys)  # highest linkage probability first, then the smallest set
+    by_set, by_linkage = frame["set_size"] < 5, frame["linkage_probability"] > 0.3
+    assert (by_set | by_linkage).all() and by_set.any() and by_linkage.any()
+    assert frame["flagged_by"].tolist() == ["set+linkage" if a and b else "set" if a else "linkage"
+                                            for a, b in zip(by_set, by_linkage)]
+    assert len(frame) == int(cert.flags(policy).sum())
     frame.at[0, "driving_terms"] = ["=cmd", "term"]  # words of a released text that a spreadsheet would run
     frame.at[0, "evidence"] = [{"offset": 3, "length": 4}, {"offset": 12, "length": 4}]
     text = worklist_csv(frame)
@@ -40,13 +45,18 @@ def toy():
 
 
 def test_the_toy_worklist_by_hand(toy):
+    """Linkage probabilities by hand: margins d3 0 < d1 .1 < d0 .3 (a miss) < d2 .5 (a hit), one level each; d1 and
+    d3 lie below both calibration documents, so p0 = 0, p1 = 1/2 (pooled with the miss) and p = .5 / 1.5 = 1/3,
+    not above the acceptable 1/3 at k = 3: flagged by their sets alone."""
     frame = worklist(toy.certificate(0.5), ReleasePolicy(3), "cfg-1")
     assert list(frame.columns) == list(WORKLIST_COLUMNS)
     assert frame.to_dict(orient="records") == [
-        {"doc_id": "d1", "group": None, "set_size": 2, "leakage": 0.5, "top_candidates": ["p1", "p0", "p2"],
+        {"doc_id": "d1", "group": None, "flagged_by": "set", "linkage_probability": 0.333333, "set_size": 2,
+         "leakage": 0.5, "top_candidates": ["p1", "p0", "p2"],
          "top_weights": [0.5, 0.4, 0.1], "driving_terms": [], "evidence": [], "inferred_clues": [],
          "config_id": "cfg-1", "confidence": 0.5},
-        {"doc_id": "d3", "group": None, "set_size": 2, "leakage": 0.5, "top_candidates": ["p0", "p2", "p1"],
+        {"doc_id": "d3", "group": None, "flagged_by": "set", "linkage_probability": 0.333333, "set_size": 2,
+         "leakage": 0.5, "top_candidates": ["p0", "p2", "p1"],
          "top_weights": [0.4, 0.4, 0.2], "driving_terms": [], "evidence": [], "inferred_clues": [],
          "config_id": "cfg-1", "confidence": 0.5}]
 

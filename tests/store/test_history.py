@@ -85,7 +85,9 @@ def test_an_entry_holds_the_configuration_checksums_summary_set_sizes_and_workli
         sizes = result.certificate(float(label)).set_sizes
         assert entry.set_sizes_at(label).tolist() == sizes.tolist()
         assert list(entry.set_sizes[label]) == [f"d{i}" for i in range(120)]
-    assert list(entry.flagged) == worklist_ids(result)  # smallest set first, as the worklist
+    assert set(entry.flagged) == set(worklist_ids(result))
+    sizes = entry.set_sizes[entry.flag_confidence]
+    assert list(entry.flagged) == sorted(entry.flagged, key=lambda doc: (sizes[doc], doc))  # smallest set first
     assert entry.versions["cpa-core"] and entry.created_at.endswith("+00:00")
     assert json.loads(json.dumps(entry.to_dict()))["flagged"] == list(entry.flagged)
 

@@ -1,0 +1,80 @@
+"""Certainty strata in an audit: the attacker's top-1 margin by hand, the strata it calibrates in (with groups, too),
+and a release mixing documents the attacker is sure about with documents it cannot place."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from tables import LEVEL, documents_and_registry, mixed_release, table_from_matrix, toy_attacker
+
+from cpa_core.attack.candidates import CandidateTable
+from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.pipeline import run_audit
+from cpa_core.audit.stratification import certainty, minimum_members, stratify
+from cpa_core.report.metrics import summarize
+
+
+def test_the_margin_by_hand():
+    table = CandidateTable(np.array(["a", "b", "c", "d", "e"], dtype=object),
+                           np.array([[0, 1, 2], [1, 0, 2], [0, 1, -1], [2, -1, -1], [-1, -1, -1]]),
+                           np.array([[0.6, 0.3, 0.1], [0.4, 0.4, 0.2], [0.9, 0.1, 0.0], [0.7, 0.0, 0.0], [0, 0, 0]]),
+                           np.array([3, 3, 2, 1, 0]), np.array(["p0", "p1", "p2"], dtype=object))
+    assert certainty(table).tolist() == pytest.approx([0.3, 0.0, 0.8, 0.7, 0.0])
+    tied_at_the_cut = replace(table.rows(np.array([3])), cut_ties=np.array([2]))  # one listed, two cut, all tied
+    assert certainty(tied_at_the_cut).tolist() == [0.0]
+
+
+def test_a_stratum_holds_enough_calibration_documents_for_every_certified_level():
+    assert minimum_members([0.9], "split") == 9 and minimum_members([0.9], "release") == 10
+    assert minimum_members([0.8, 0.95], "release") == 20
+    margin = np.linspace(0, 1, 100)
+    labels, strata = stratify(margin, None, np.ones(100, dtype=bool), 4, 20)
+    assert [s.label for s in strata] == [f"certainty {i} of 4" for i in (1, 2, 3, 4)]
+    assert [s.calibrating for s in strata] == [25] * 4 and labels[0] == "certainty 1 of 4"
+    labels, strata = stratify(margin, None, np.ones(100, dtype=bool), 4, 30)  # 25 each is too few: merged twice
+    assert [s.calibrating for s in strata] == [50, 50]
+    assert stratify(margin, None, np.ones(100, dtype=bool), 1, 10) == (None, ())  # one stratum
+    groups = np.where(np.arange(100) < 40, "a", "b")
+    labels, strata = stratify(margin, groups, np.ones(100, dtype=bool), 4, 20)
+    assert [s.label for s in strata] == ["a · certainty 1 of 2", "a · certainty 2 of 2", "b · certainty 1 of 2",
+                                         "b · certainty 2 of 2"]  # 40 and 60 documents: quarters of 10 and 15, merged
+    assert {s.group for s in strata} == {"a", "b"} and all(label.startswith(("a ·", "b ·")) for label in labels)
+    assert stratify(margin, groups, np.ones(100, dtype=bool), 4, 60) == (None, ())  # one bin per group: the groups
+
+
+@pytest.mark.parametrize("protocol", ["release", "split"])
+def test_documents_the_attacker_is_sure_about_are_certified_against_each_other(protocol):
+    """A release where 30 % of the documents are named by a sure attacker and the rest cannot be placed: one stratum
+    gives every document about the same large set (the unplaceable ones set the threshold) and flags none of the
+    sure ones by set size; certainty strata give them smaller sets, the linkage probability flags nearly all of them,
+    and coverage holds in every stratum."""
+    rng = np.random.default_rng(7)
+    probabilities, truth, sure = mixed_release(3000, 200, rng)
+    documents, registry = documents_and_registry([f"p{t}" for t in truth], m=200)
+    table = table_from_matrix(probabilities)
+    sizes = {"n_cal": 1500, "n_test": 1500, "seed": 2} if protocol == "split" else {}
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=(0.9,), protocol=protocol, **sizes)
+    pooled = run_audit(documents, registry, None, replace(config, certainty_bins=1), table=table)
+    stratified = run_audit(documents, registry, None, config, table=table)
+    assert len(stratified.strata) >= 3 and not pooled.strata
+    rows = np.array([int(d[1:]) for d in stratified.test_split.table.doc_ids])
+    mine = sure[rows] & stratified.first_guess_right  # named at first guess, with certainty
+    pooled_flags = pooled.certificate(0.9).set_sizes < 11
+    strata_flags = stratified.certificate(0.9).set_sizes < 11
+    assert pooled_flags[mine].mean() < 0.05 and strata_flags[mine].mean() > pooled_flags[mine].mean() + 0.1
+    assert np.median(stratified.certificate(0.9).set_sizes[mine]) < np.median(pooled.certificate(0.9).set_sizes[mine])
+    flags = stratified.certificate(0.9).flags(config.policy)
+    assert flags[mine].mean() > 0.95  # the linkage rule: the attacker names them
+    unplaceable = ~sure[rows]
+    assert flags[unplaceable].mean() < 0.2  # and few of those it cannot place
+    if protocol == "split":  # held-out coverage, overall and within each stratum
+        cert = stratified.certificate(0.9)
+        assert cert.covered.mean() >= 0.9 - 3 * np.sqrt(0.09 / len(cert.covered))
+        for label in np.unique(stratified.test_split.strata):
+            inside = stratified.test_split.strata == label
+            assert cert.covered[inside].mean() >= 0.9 - 4 * np.sqrt(0.09 / inside.sum()), label
+    summary = summarize(stratified)
+    assert summary.stratification.startswith(f"{len(stratified.strata)} strata, bins of the attacker's certainty")
+    assert summary.to_dict()["strata"] == [dict(s) for s in stratified.strata]
