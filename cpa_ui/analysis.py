@@ -39,6 +39,13 @@ def group_table(summary: AuditSummary, confidence: float) -> pd.DataFrame:
     return frame[GROUP_COLUMNS] if len(frame) else pd.DataFrame(columns=GROUP_COLUMNS)
 
 
+def strata_table(summary: AuditSummary) -> pd.DataFrame:
+    """The strata the audit calibrated in: label, group, margin range, documents and calibration documents."""
+    columns = ["label", "group", "margin_low", "margin_high", "documents", "calibrating"]
+    frame = pd.DataFrame([dict(s) for s in summary.strata], columns=columns).rename(columns={"label": "stratum"})
+    return without_empty(frame, ("group",))
+
+
 def calibration_table(summary: AuditSummary) -> pd.DataFrame:
     """q̂, coverage (conditional and unconditional), miss rate and calibration-size check per level of a summary;
     under the split protocol, where coverage is an empirical check, with its 95 % interval."""
@@ -89,6 +96,9 @@ def document_facts(cert: Certificate, row: int) -> dict:
         "true_rank": int(split.truth_ranks[row]) if in_pool else None,
         "pool_size": int(split.table.pool_sizes[row]),
         "q_hat": float(cert.q_hat[row]),
+        "linkage_probability": None if cert.linkage is None else float(cert.linkage[row]),
+        "stratum": None if split.strata is None else str(split.strata[row]),
+        "uninformative": bool(split.uninformative[row]),
     }
 
 

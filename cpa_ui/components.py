@@ -49,6 +49,7 @@ def adopt_data(data: DataSet) -> None:
     state.scores = None
     state.flag_below = int(data.project.audit.get("flag_below", AUDIT_DEFAULTS["flag_below"]))
     state.leakage_threshold = data.project.audit.get("leakage_threshold")
+    state.acceptable_linkage = data.project.audit.get("acceptable_linkage")
     state.forget_results()
     forget_widgets("w.threat.")
 
@@ -138,8 +139,9 @@ def confidence_control(page: str) -> float:
 
 
 def policy_controls(page: str) -> ReleasePolicy:
-    """The release policy: flag sets smaller than ``k``, and optionally by the leakage proxy (shared by pages)."""
-    left, middle, right = st.columns([3, 1.3, 1.7], vertical_alignment="bottom")
+    """The release policy: flag sets smaller than ``k``, optionally by the leakage proxy, and documents whose linkage
+    probability exceeds the acceptable linkage rate (default 1/k); shared by pages."""
+    left, middle, right, last = st.columns([3, 1.2, 1.5, 1.8], vertical_alignment="bottom")
     flag_below = left.slider("Flag documents whose set has fewer than k members", 1, MAX_FLAG_BELOW,
                              key=widget_key(f"{page}.flag_below", min(state.flag_below, MAX_FLAG_BELOW)),
                              help=HELP["flag_below"])
@@ -149,9 +151,40 @@ def policy_controls(page: str) -> ReleasePolicy:
                                    format="%.3f", disabled=not use_leakage,
                                    key=widget_key(f"{page}.leakage_threshold", state.leakage_threshold or 0.09),
                                    help=HELP["leakage_threshold"])
+    rate = last.number_input("Acceptable linkage rate (empty: 1/k)", min_value=0.001, max_value=0.999, step=0.01,
+                             format="%.3f", placeholder=f"1/k = {1 / int(flag_below):.3f}",
+                             key=widget_key(f"{page}.acceptable_linkage", state.acceptable_linkage),
+                             help=HELP["acceptable_linkage"])
     state.flag_below = int(flag_below)
     state.leakage_threshold = float(threshold) if use_leakage else None
+    state.acceptable_linkage = None if rate is None else float(rate)
     return state.policy
+
+
+def attack_row(metrics: LevelSummary, policy: ReleasePolicy) -> None:
+    """The attack's success, stated first: first-guess and top-k rates with their exact intervals, the flags by rule,
+    and what is left after the flagged documents against the acceptable linkage rate."""
+    columns = st.columns(4)
+    if metrics.first_guess_rate is None:
+        columns[0].metric("First guess right", "unknown", delta="no labelled document", delta_color="off",
+                          help=HELP["first_guess"])
+    else:
+        columns[0].metric("First guess right", fmt_percent(metrics.first_guess_rate),
+                          delta=f"95 % CI {fmt_percent(metrics.first_guess_low)}–{fmt_percent(metrics.first_guess_high)}"
+                          f" of {metrics.n_labelled:,}", delta_color="off", help=HELP["first_guess"])
+    columns[1].metric(f"In the top {metrics.top_k}", fmt_percent(metrics.top_k_rate),
+                      delta=None if metrics.top_k_rate is None else
+                      f"95 % CI {fmt_percent(metrics.top_k_low)}–{fmt_percent(metrics.top_k_high)}",
+                      delta_color="off", help=HELP["top_k_rate"])
+    columns[2].metric("Flagged", f"{metrics.n_flagged:,} of {metrics.n_test:,}",
+                      delta=f"{metrics.n_flagged_by_set:,} by set size, {metrics.n_flagged_by_linkage:,} by linkage",
+                      delta_color="off", help=HELP["flagged_by"])
+    bound, rate = metrics.remainder_bound, policy.linkage_rate
+    columns[3].metric("The rest, linked at most", "nothing left" if bound is None else fmt_percent(bound),
+                      delta=None if bound is None else
+                      (f"within the acceptable {fmt_percent(rate)}" if bound <= rate else
+                       f"{100 * (bound - rate):.1f} pts above the acceptable {fmt_percent(rate)}"),
+                      delta_color="off" if bound is None or bound <= rate else "inverse", help=HELP["remainder_bound"])
 
 
 def kpi_row(metrics: LevelSummary, confidence: float, protocol: str) -> None:

@@ -21,7 +21,7 @@ from cpa_ui.state import AuditRun, DataSet
 from cpa_ui.text import plain
 
 HISTORY_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "documents_sha256",
-                   "n_flagged", "median_set_size")
+                   "verdict", "first_guess_rate", "n_flagged", "median_set_size")
 """The History page's list of audits (labelled by :data:`~cpa_core.report.help.COLUMNS`)."""
 
 

@@ -143,13 +143,15 @@ class AuditState:
     confidence: _Slot[float] = _Slot(lambda: 0.95)
     flag_below: _Slot[int] = _Slot(lambda: AUDIT_DEFAULTS["flag_below"])
     leakage_threshold: _Slot[float | None] = _Slot(lambda: None)
+    acceptable_linkage: _Slot[float | None] = _Slot(lambda: None)  # None: 1/k
     comparison: _Slot[Comparison] = _Slot(Comparison)
     redaction: _Slot[RedactionRun | None] = _Slot(lambda: None)
 
     @property
     def policy(self) -> ReleasePolicy:
-        """The release policy the pages view the results under (k and the leakage threshold)."""
-        return ReleasePolicy(self.flag_below, self.leakage_threshold)
+        """The release policy the pages view the results under (k, the leakage threshold and the acceptable linkage
+        rate)."""
+        return ReleasePolicy(self.flag_below, self.leakage_threshold, self.acceptable_linkage)
 
     def adopt_policy(self, config: AuditConfig) -> None:
         """View the results at the configuration's flagging level under its release policy (a reopened audit
@@ -157,6 +159,7 @@ class AuditState:
         self.confidence = float(config.policy_confidence)
         self.flag_below = config.flag_below
         self.leakage_threshold = config.leakage_threshold
+        self.acceptable_linkage = config.acceptable_linkage
 
     def forget_results(self) -> None:
         """Drop everything computed from the current data (after new data is loaded)."""

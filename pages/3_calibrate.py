@@ -8,11 +8,12 @@ from cpa_core.common.errors import CPAError
 from cpa_core.report.formatting import fmt_confidence, fmt_percent
 from cpa_core.report.help import HELP
 from cpa_core.report.metrics import summarize
+from cpa_core.report.verdict import release_verdict
 from cpa_core.store.bundle import declared_toml
 from cpa_ui import nav
-from cpa_ui.analysis import calibration_table, group_table
+from cpa_ui.analysis import calibration_table, group_table, strata_table
 from cpa_ui.cache import audit_run
-from cpa_ui.components import declared, require_data, show_error, show_warnings, table_columns
+from cpa_ui.components import attack_row, declared, require_data, show_error, show_warnings, table_columns
 from cpa_ui.history import record_calibration
 from cpa_ui.state import state
 from cpa_ui.text import plain
@@ -88,6 +89,9 @@ columns[1].metric("Certified documents" if result.config.protocol == "release" e
 columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics.candidate_miss_rate), help=HELP["miss_rate"])
 columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics.top1), help=HELP["top1"])
 
+st.subheader(f"The attack at {fmt_confidence(state.confidence)} confidence")
+attack_row(metrics, state.policy)
+st.caption(plain(release_verdict(summary, state.confidence).headline))
 show_warnings(w for level in levels for w in summary.level(level).warnings)
 for name, value in result.inputs.get("learned", {}).items():
     if name.endswith("temperature"):
@@ -101,6 +105,12 @@ st.caption("Read coverage against the confidence level: with exchangeable data i
            "average; a test split of n documents fluctuates by about ±1/√n. An infinite q̂ certifies nothing: "
            "every set is the whole pool." + (" With per-group calibration each group has its own q̂ (below)."
                                 if result.config.group_column else ""))
+
+st.subheader("Certainty strata")
+st.caption(plain(summary.stratification.split(";")[0]) + ". " + HELP["strata"])
+if summary.strata:
+    strata = strata_table(summary)
+    st.dataframe(strata, hide_index=True, width="stretch", column_config=table_columns(strata))
 
 if result.config.group_column:
     st.subheader("Per-group thresholds")

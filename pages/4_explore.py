@@ -12,6 +12,7 @@ from cpa_ui import nav
 from cpa_ui.analysis import group_table
 from cpa_ui.cache import curve
 from cpa_ui.components import (
+    attack_row,
     confidence_control,
     kpi_row,
     policy_controls,
@@ -33,6 +34,7 @@ def certificate_at_level(result: AuditResult) -> None:
     cert = result.certificate(confidence)
     summary = summarize(result, [confidence], policy)  # the KPIs and the group table, computed once
     metrics = summary.level(confidence)
+    attack_row(metrics, policy)
     kpi_row(metrics, confidence, result.config.protocol)
     show_warnings(metrics.warnings)
 

@@ -1,4 +1,4 @@
-"""Step 5: the documents the release policy flags, smallest set first, and a drill-down on each."""
+"""Step 5: the documents the release policy flags, riskiest first, and a drill-down on each."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from cpa_core.report.worklist import worklist
 from cpa_ui import nav
 from cpa_ui.analysis import DRILLDOWN_CHOICES, candidate_table, document_facts, flagged_table, kpis, row_of, text_of
 from cpa_ui.cache import explainer
-from cpa_ui.components import policy_controls, results_page, show_warnings, table_columns
+from cpa_ui.components import attack_row, policy_controls, results_page, show_warnings, table_columns
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.redaction import STRATEGIES, STRATEGY_LABELS, document_suggestion, edits_table, rescore
 from cpa_ui.state import reseeded_widget, set_widget, state, value_changed, widget_key, widget_value
@@ -28,9 +28,9 @@ policy = policy_controls("flagged")
 cert = result.certificate(confidence)
 flagged = worklist(cert, policy, result.config.config_id)
 show_warnings(kpis(result, confidence, policy).warnings)
-st.metric("Flagged documents", f"{len(flagged):,} of {len(cert.set_sizes):,}", help=HELP["n_flagged"])
-st.caption(f"Flagged when {policy.rule}; smallest set (highest risk) first. The export on the Report page adds the "
-           "terms that drive each match.")
+attack_row(kpis(result, confidence, policy), policy)
+st.caption(f"Flagged when {policy.rule}; the column 'flagged by' says which rule. Riskiest first: highest linkage "
+           "probability, then smallest set. The export on the Report page adds the terms that drive each match.")
 shown = flagged_table(flagged).drop(columns=["driving_terms", "evidence", "config_id", "confidence"])
 picked = st.dataframe(shown, hide_index=True, width="stretch", height=320, key="flagged.table",
                       column_config=table_columns(shown), on_select="rerun", selection_mode="single-row")
@@ -61,14 +61,19 @@ doc_id = st.selectbox("Document", listed, key=key, format_func=lambda d: f"{d} Â
 row = row_of(cert, doc_id)
 facts = document_facts(cert, row)
 level = result.config.knowledge
-columns = st.columns(5)
-columns[0].metric("Set size |C|", f"{facts['set_size']:,}", help=HELP["set_size"])
-columns[1].metric("Leakage proxy", fmt_number(facts["leakage"]), help=HELP["leakage"])
+columns = st.columns(6)
+columns[0].metric("Set size |C|", f"{facts['set_size']:,}", help=HELP["set_size"],
+                  delta="no information: every candidate ties" if facts["uninformative"] else None, delta_color="off")
+columns[1].metric("Linkage probability", "â€“" if facts["linkage_probability"] is None else
+                  fmt_number(facts["linkage_probability"]),
+                  delta=None if facts["stratum"] is None else f"stratum {facts['stratum']}", delta_color="off",
+                  help=HELP["linkage_probability"])
 columns[2].metric("True identity's rank", "not in pool" if facts["true_rank"] is None else f"{facts['true_rank']:,}",
                   help=HELP["true_rank"])
 columns[3].metric("Truth in the set", "yes" if facts["covered"] else "no",
                   help="Whether this document's certified set contains its true identity (labelled data).")
 columns[4].metric("Pool size", f"{facts['pool_size']:,}", help=HELP["pool_size"])
+columns[5].metric("Leakage proxy", fmt_number(facts["leakage"]), help=HELP["leakage"])
 candidates = candidate_table(cert, row, data.registry, level.fields)
 explain = explainer(run.key, data, run)
 spans = document_evidence(cert.split, row, explain)  # what the worklist and the report list for this document

@@ -72,7 +72,8 @@ SCHEMA = (
         PRIMARY KEY (audit_id, confidence, doc_id))""",
 )
 LIST_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "protocol", "documents_sha256",
-                "registry_sha256", "n_documents", "flag_confidence", "n_flagged", "median_set_size", "out_dir")
+                "registry_sha256", "n_documents", "flag_confidence", "first_guess_rate", "verdict", "n_flagged",
+                "median_set_size", "out_dir")
 SHORT_SHA = 12
 
 
@@ -335,11 +336,13 @@ def list_audits(path: str | Path | None = None) -> pd.DataFrame:
     for audit_id, created_at, source, config_id, summary, checksums, flag_confidence, out_dir in records:
         summary, checksums = json.loads(summary), json.loads(checksums)
         level = summary.get("confidence", {}).get(flag_confidence, {})
+        verdict = summary.get("verdict")
         rows.append({"id": audit_id, "created_at": created_at, "source": source, "config_id": config_id,
                      "knowledge": summary.get("knowledge"), "attacker": summary.get("attacker"),
                      "protocol": summary.get("protocol"), "documents_sha256": _short(checksums, "documents"),
                      "registry_sha256": _short(checksums, "registry"), "n_documents": level.get("n_test"),
-                     "flag_confidence": flag_confidence, "n_flagged": level.get("n_flagged"),
+                     "flag_confidence": flag_confidence, "first_guess_rate": level.get("first_guess_rate"),
+                     "verdict": verdict.get("status") if isinstance(verdict, dict) else None, "n_flagged": level.get("n_flagged"),
                      "median_set_size": level.get("median_set_size"), "out_dir": out_dir})
     return pd.DataFrame(rows, columns=list(LIST_COLUMNS))
 

@@ -5,12 +5,15 @@ scores, the true identity's rank and score, and the certified sets, so any resul
 widest set once (``set``, in ranked order; a set that is the entire candidate pool is the pool, not listed
 again) and, at each confidence level, the set's size (the level's set is that many first members of ``set``,
 or the entire pool when the size is ``pool_size``), the threshold, the leakage proxy, whether the truth is
-covered and whether the set is (nearly) the whole pool (``whole_pool``: no certificate of safety). The manifest holds the full declared configuration, the checksums of the
-inputs, the seed, the split sizes and the package versions.
+covered and whether the set is (nearly) the whole pool (``whole_pool``: no certificate of safety). Each record
+also holds the document's calibration ``stratum``, the attacker's ``certainty`` (its top-1 margin), the
+``linkage_probability`` (the calibrated chance that the attacker's first guess is its subject) and whether the
+attacker tells its candidates apart at all (``uninformative``: a pool tied throughout). The manifest holds the full
+declared configuration, the checksums of the inputs, the seed, the split sizes and the package versions.
 
 Evidence: the record of a document the worklist flags (at the declared flagging level, under the declared
-policy) also carries that document's worklist evidence, joined by doc id, never computed again:
-``evidence`` (spans ``{offset, length, text, term, weight}`` into the released text, see
+policy) also carries that document's worklist evidence, joined by doc id, never computed again: the rule that
+flagged it (``flagged_by``), ``evidence`` (spans ``{offset, length, text, term, weight}`` into the released text, see
 :func:`cpa_core.report.evidence.document_evidence`), ``driving_terms`` and ``inferred_clues``, the very values of
 ``worklist.json``. A document that is not flagged has no such fields (nor has any calibration record: the
 worklist is about the audited documents). Neither has any record when the attacker does not explain its
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from cpa_core.audit.stratification import certainty
 from cpa_core.common.errors import ConfigError
 from cpa_core.conformal.calibration import confidence_label
 from cpa_core.conformal.scores import get_score
@@ -50,7 +54,7 @@ if TYPE_CHECKING:
 RECORD_CANDIDATES = 20
 VERSIONED_PACKAGES = ("cpa-core", "numpy", "pandas", "scikit-learn", "scipy", "pyarrow", "sentence-transformers",
                       "torch", "openai")
-EVIDENCE_FIELDS = ("evidence", "driving_terms", "inferred_clues")
+EVIDENCE_FIELDS = ("flagged_by", "evidence", "driving_terms", "inferred_clues")
 """The worklist's columns that a flagged document's record carries too."""
 REPORT_FILE = "report.html"
 """The certificate report :func:`write_audit` writes on request (the command line's ``cpa audit``)."""
@@ -113,6 +117,11 @@ def split_records(split: "ScoredSplit", certificates: list["Certificate"], split
     certified_by = [_certified_by(certificates[0], row) for row in range(n)] if certificates else [None] * n
     doc_ids, truth_ids = table.doc_ids.tolist(), split.truth_ids.tolist()
     groups = [None] * n if split.groups is None else split.groups.tolist()
+    strata = [None] * n if split.strata is None else split.strata.tolist()
+    margins = certainty(table).tolist() if table.width else [None] * n
+    linkage = [None] * n if not certificates or certificates[0].linkage is None else \
+        _numbers(certificates[0].linkage)
+    uninformative = split.uninformative.tolist()
     in_pool, ranks = split.in_pool.tolist(), split.truth_ranks.tolist()
     truth_scores, pool_sizes = _numbers(split.truth_scores), table.pool_sizes.tolist()
     for row in range(n):
@@ -128,6 +137,10 @@ def split_records(split: "ScoredSplit", certificates: list["Certificate"], split
             "true_rank": int(ranks[row]) if in_pool[row] else None,
             "true_score": truth_scores[row],
             "pool_size": int(pool_sizes[row]),
+            "stratum": strata[row],
+            "certainty": margins[row],
+            "linkage_probability": linkage[row],
+            "uninformative": uninformative[row],
             "certified_by": certified_by[row],
             "candidates": [{"id": cid, "weight": weight, "score": score} for cid, weight, score in
                            zip(top_ids[row][:k], top_weights[row][:k] if top_weights is not None else [None] * k,
