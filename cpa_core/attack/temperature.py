@@ -7,9 +7,10 @@ temperature was fitted to. ``auto`` therefore fits on a **tuning fold** and neve
 
 - the fold is the labelled documents whose id hashes lowest (:func:`tuning_fold`), a share
   :data:`TUNING_SHARE` of them, at most :data:`TUNING_MAX`: a function of the ids alone, never of a text or a label;
-- the temperature is the grid point with the smallest negative log-likelihood of the fold's identities under the
-  softmax over the whole registry (temperature scaling, :func:`fit_temperature`): only the fold's similarities are
-  read, a few hundred rows, so ``auto`` costs a small share of the attack;
+- the temperature is the grid point whose certificates of the fold are the most informative: the smallest mean
+  certified set (APS, leave-one-out thresholds among the fold at 90 %; the conformal layer's own scores, thresholds
+  and set rule, :func:`fit_temperature`); only the fold's similarities are read, a few hundred rows, so ``auto``
+  costs a small share of the attack;
 - the audit leaves the fold out of calibration (its documents are audited like documents whose subject is unknown),
   so calibration documents and every other document stay exchangeable, and the certificates keep their guarantee.
 """
@@ -21,11 +22,19 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from cpa_core.attack.candidates import softmax_rows
+from cpa_core.conformal.calibration import leave_one_out_thresholds, set_sizes
+from cpa_core.conformal.scores import SCORES
+
+APS = SCORES["aps"]
+FIT_CONFIDENCE = 0.9
+"""The confidence level at which ``auto`` compares the certified set sizes of the grid's temperatures."""
+
 AUTO = "auto"
 DEFAULT_TEMPERATURE = AUTO
 """The retrieval attackers' default temperature: fitted on a tuning fold of the labelled documents."""
 
-TEMPERATURE_GRID = tuple(float(t) for t in np.geomspace(0.002, 2.0, 31))
+TEMPERATURE_GRID = tuple(float(t) for t in np.geomspace(0.002, 2.0, 21))
 FALLBACK_TEMPERATURE = 1.0
 """The temperature ``auto`` falls back to when no tuning document's identity is in the registry."""
 
@@ -74,32 +83,42 @@ def tuning_fold(doc_ids: Sequence[str], labelled: np.ndarray) -> np.ndarray:
 
 
 def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, truth_columns: np.ndarray,
-                    chunk_size: int, grid: tuple[float, ...] = TEMPERATURE_GRID) -> float | None:
-    """The grid temperature ``T`` with the smallest mean negative log-likelihood of the documents' identities under
-    ``softmax(similarities / T)`` over the whole registry (ties go to the larger ``T``); ``None`` when no document's
-    identity is in the registry.
+                    chunk_size: int, grid: tuple[float, ...] = TEMPERATURE_GRID,
+                    confidence: float = FIT_CONFIDENCE) -> float | None:
+    """The grid temperature ``T`` whose certificates of the ``n`` (tuning) documents are the most informative: the
+    smallest mean certified set, each document's set under the leave-one-out threshold of the others at
+    ``confidence`` (ties go to the larger ``T``); ``None`` when no document's identity is in the registry.
+
+    Two passes over the similarity blocks: the truths' scores (hence the thresholds), then the set sizes (each
+    block sorted once for the whole grid: the softmax keeps the order of the similarities).
 
     Parameters
     ----------
-    similarities : ``(start, stop) -> (stop - start, m)`` block function over the ``n`` tuning documents
+    similarities : ``(start, stop) -> (stop - start, m)`` block function over the ``n`` documents
     truth_columns : ndarray of shape (n,), the column of each document's identity, ``-1`` when unknown or absent
     """
     truth_columns = np.asarray(truth_columns)
     members = truth_columns >= 0
     if not members.any():
         return None
-    grid_array = np.asarray(grid, dtype=float)
-    loss = np.zeros(len(grid))
-    for start in range(0, n, chunk_size):
+    truth_scores = np.full((len(grid), n), np.inf)
+    blocks = list(range(0, n, chunk_size))
+    for start in blocks:
         stop = min(start + chunk_size, n)
         rows = np.flatnonzero(members[start:stop])
-        if rows.size == 0:
-            continue
-        block = np.asarray(similarities(start, stop), dtype=np.float64)[rows]
-        truth = block[np.arange(rows.size), truth_columns[start:stop][rows]]
-        top = block.max(axis=1)
-        for j, temperature in enumerate(grid_array):
-            log_total = np.log(np.exp((block - top[:, None]) / temperature).sum(axis=1))
-            loss[j] += float(np.sum(log_total - (truth - top) / temperature))
-    best = np.flatnonzero(loss <= loss.min() * (1 + 1e-12) + 1e-300)
-    return float(grid_array[int(best[-1])])
+        if rows.size:
+            block = np.asarray(similarities(start, stop), dtype=np.float64)[rows]
+            for j, temperature in enumerate(grid):
+                truth_scores[j, start + rows] = APS.truth_scores(softmax_rows(block, temperature),
+                                                                 truth_columns[start:stop][rows])
+    thresholds = [leave_one_out_thresholds(truth_scores[j], members, confidence) for j in range(len(grid))]
+    totals = np.zeros(len(grid))
+    for start in blocks:
+        stop = min(start + chunk_size, n)
+        ranked = -np.sort(-np.asarray(similarities(start, stop), dtype=np.float64), axis=1)
+        pools = np.full(stop - start, ranked.shape[1])
+        for j, temperature in enumerate(grid):
+            scores = APS.sorted_scores(softmax_rows(ranked, temperature), pools)
+            totals[j] += float(set_sizes(scores, pools, thresholds[j][start:stop]).sum())
+    best = np.flatnonzero(totals == totals.min())
+    return float(grid[int(best[-1])])

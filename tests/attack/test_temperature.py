@@ -1,5 +1,5 @@
-"""The softmax temperature ``auto``: the grid temperature with the smallest negative log-likelihood (brute force over
-the grid) on a tuning fold fixed by the documents' ids, which the audit then leaves out of calibration; through an
+"""The softmax temperature ``auto``: the grid temperature with the smallest mean certified set (brute force over the
+grid) on a tuning fold fixed by the documents' ids, which the audit then leaves out of calibration; through an
 audit, the choice is recorded and used, and the split protocol's test labels are never read."""
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from cpa_core.common.errors import ConfigError
 
 def test_the_grid_and_the_default():
     assert DEFAULT_TEMPERATURE == AUTO == "auto"
-    assert len(TEMPERATURE_GRID) == 31 and TEMPERATURE_GRID[0] == pytest.approx(0.002)
+    assert len(TEMPERATURE_GRID) == 21 and TEMPERATURE_GRID[0] == pytest.approx(0.002)
     assert TEMPERATURE_GRID[-1] == pytest.approx(2.0)
     ratios = np.array(TEMPERATURE_GRID[1:]) / np.array(TEMPERATURE_GRID[:-1])
-    assert ratios == pytest.approx(np.full(30, 1000 ** (1 / 30)))  # geometric: a constant ratio
+    assert ratios == pytest.approx(np.full(20, 1000 ** (1 / 20)))  # geometric: a constant ratio
 
 
 @pytest.mark.parametrize("chunk_size, n_registry, rows", [
@@ -43,28 +43,36 @@ def test_a_block_holds_at_most_the_fit_block_entries(chunk_size, n_registry, row
     assert fit_block_rows(chunk_size, n_registry) == rows
 
 
-def test_the_temperature_has_the_smallest_negative_log_likelihood_over_the_grid():
+def test_the_temperature_gives_the_smallest_mean_certified_set_over_the_grid():
+    from cpa_core.attack.temperature import FIT_CONFIDENCE
+    from cpa_core.conformal.calibration import leave_one_out_thresholds, set_sizes
+    from cpa_core.conformal.scores import get_score
+
     rng = np.random.default_rng(3)
     similarities = rng.random((150, 12))
     truth = np.where(rng.random(150) < 0.6, similarities.argmax(axis=1), rng.integers(0, 12, 150))
-    truth[:10] = -1  # unknown identities never count
+    truth[:10] = -1  # unknown identities never calibrate
     chosen = fit_temperature(lambda a, b: similarities[a:b], 150, truth, chunk_size=64)
-    known = truth >= 0
 
-    def loss(t):  # brute force: minus the log of the truth's softmax weight
-        weights = softmax_rows(similarities[known], t)
-        return -np.log(weights[np.arange(known.sum()), truth[known]]).sum()
+    def mean_set(t):  # the audit's own functions: sorted APS scores, leave-one-out thresholds, set sizes
+        weights = softmax_rows(similarities, t)
+        ranked = -np.sort(-weights, axis=1)
+        stored = get_score("aps").sorted_scores(ranked, np.full(150, 12))
+        position = np.argsort(np.argsort(-weights, axis=1, kind="stable"), axis=1)
+        members = truth >= 0
+        own = np.where(members, stored[np.arange(150), position[np.arange(150), np.maximum(truth, 0)]], np.inf)
+        q = leave_one_out_thresholds(own, members, FIT_CONFIDENCE)
+        return set_sizes(stored, np.full(150, 12), q).mean()
 
-    losses = {t: loss(t) for t in TEMPERATURE_GRID}
-    assert losses[chosen] == pytest.approx(min(losses.values()), rel=1e-9)
-    assert TEMPERATURE_GRID[0] < chosen < TEMPERATURE_GRID[-1]  # an interior optimum on this data
+    sizes = {t: mean_set(t) for t in TEMPERATURE_GRID}
+    assert sizes[chosen] == pytest.approx(min(sizes.values()), abs=0.02)
     order = rng.permutation(150)  # the order of the documents does not matter
     assert fit_temperature(lambda a, b: similarities[order][a:b], 150, truth[order], chunk_size=7) == chosen
     assert fit_temperature(lambda a, b: similarities[a:b], 150, np.full(150, -1), chunk_size=50) is None
 
 
-def test_when_every_temperature_fits_alike_the_largest_wins():
-    similarities = np.random.default_rng(0).random((30, 1))  # one candidate: likelihood 1 at any temperature
+def test_when_every_temperature_gives_the_same_sets_the_largest_wins():
+    similarities = np.random.default_rng(0).random((30, 1))  # one candidate: every set has one member
     assert fit_temperature(lambda a, b: similarities[a:b], 30, np.zeros(30, dtype=int), chunk_size=7,
                            grid=(0.1, 0.5, 2.0)) == 2.0
 
