@@ -18,12 +18,13 @@ temperature was fitted to. ``auto`` therefore fits on a **tuning fold** and neve
 from __future__ import annotations
 
 import hashlib
+from fractions import Fraction
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from cpa_core.attack.candidates import softmax_rows
-from cpa_core.conformal.calibration import leave_one_out_thresholds, set_sizes
+from cpa_core.conformal.calibration import leave_one_out_thresholds, minimum_calibration_size, set_sizes
 from cpa_core.conformal.scores import SCORES
 
 APS = SCORES["aps"]
@@ -87,7 +88,9 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
                     confidence: float = FIT_CONFIDENCE) -> float | None:
     """The grid temperature ``T`` whose certificates of the ``n`` (tuning) documents are the most informative: the
     smallest mean certified set, each document's set under the leave-one-out threshold of the others at
-    ``confidence`` (ties go to the larger ``T``); ``None`` when no document's identity is in the registry.
+    ``confidence`` (ties go to the larger ``T``); ``None`` when no document's identity is in the registry. Documents
+    too few for a finite leave-one-out threshold certify nothing at any ``T``: then the likeliest temperature
+    (:func:`likeliest_temperature`).
 
     Two passes over the similarity blocks: the truths' scores (hence the thresholds), then the set sizes (each
     block sorted once for the whole grid: the softmax keeps the order of the similarities).
@@ -101,6 +104,8 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
     members = truth_columns >= 0
     if not members.any():
         return None
+    if members.sum() <= minimum_calibration_size(1 - Fraction(str(confidence))):  # too few for a finite threshold
+        return likeliest_temperature(similarities, n, truth_columns, chunk_size, grid)
     truth_scores = np.full((len(grid), n), np.inf)
     blocks = list(range(0, n, chunk_size))
     for start in blocks:
@@ -121,4 +126,26 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
             scores = APS.sorted_scores(softmax_rows(ranked, temperature), pools)
             totals[j] += float(set_sizes(scores, pools, thresholds[j][start:stop]).sum())
     best = np.flatnonzero(totals == totals.min())
+    return float(grid[int(best[-1])])
+
+
+def likeliest_temperature(similarities: Callable[[int, int], np.ndarray], n: int, truth_columns: np.ndarray,
+                          chunk_size: int, grid: tuple[float, ...] = TEMPERATURE_GRID) -> float:
+    """The grid temperature with the smallest negative log-likelihood of the documents' identities under the softmax
+    over the whole registry (temperature scaling; ties go to the larger ``T``)."""
+    truth_columns = np.asarray(truth_columns)
+    members = truth_columns >= 0
+    loss = np.zeros(len(grid))
+    for start in range(0, n, chunk_size):
+        stop = min(start + chunk_size, n)
+        rows = np.flatnonzero(members[start:stop])
+        if rows.size == 0:
+            continue
+        block = np.asarray(similarities(start, stop), dtype=np.float64)[rows]
+        truth = block[np.arange(rows.size), truth_columns[start:stop][rows]]
+        top = block.max(axis=1)
+        for j, temperature in enumerate(grid):
+            log_total = np.log(np.exp((block - top[:, None]) / temperature).sum(axis=1))
+            loss[j] += float(np.sum(log_total - (truth - top) / temperature))
+    best = np.flatnonzero(loss <= loss.min() + 1e-9 * max(1.0, abs(loss.min())))
     return float(grid[int(best[-1])])

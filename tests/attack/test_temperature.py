@@ -140,3 +140,20 @@ def test_under_the_split_protocol_auto_tunes_on_calibration_documents_only(sampl
     assert not tuning & set(result.test_split.table.doc_ids.tolist())  # test labels are never read
     assert not tuning & set(result.calibration_split.table.doc_ids.tolist())
     assert len(result.calibration_split) == 240
+
+
+def test_a_fold_too_small_for_a_threshold_takes_the_likeliest_temperature():
+    from cpa_core.attack.temperature import likeliest_temperature
+
+    rng = np.random.default_rng(5)
+    similarities = rng.random((8, 12))
+    truth = similarities.argmax(axis=1)
+    truth[:3] = rng.integers(0, 12, 3)
+    chosen = fit_temperature(lambda a, b: similarities[a:b], 8, truth, chunk_size=3)  # 8 documents: none at 90 %
+    assert chosen == likeliest_temperature(lambda a, b: similarities[a:b], 8, truth, chunk_size=3)
+
+    def loss(t):  # brute force: minus the log of the truth's softmax weight
+        return -np.log(softmax_rows(similarities, t)[np.arange(8), truth]).sum()
+
+    losses = {t: loss(t) for t in TEMPERATURE_GRID}
+    assert losses[chosen] == pytest.approx(min(losses.values()), rel=1e-9)
