@@ -287,7 +287,7 @@ def _metrics_of(cert: Certificate, mask: np.ndarray | None, policy: ReleasePolic
         "empty_rate": float(np.mean(sizes == 0)) if n else None,
         "pool_size": int(np.median(pools)) if pools.size else None,
         "q_hat": float(split.score.to_method(q[0])) if one_threshold else None,
-        "varies": None if one_threshold else "per stratum" if cert.left_out is None else "per document (leave-one-out)",
+        "varies": None if one_threshold else "per-stratum" if cert.left_out is None else "per document (leave-one-out)",
         "infinite_threshold_rate": float(np.mean(np.isinf(q))) if n else None,
         **ranking_metrics(split.truth_ranks[mask][labelled]),
     }

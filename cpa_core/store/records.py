@@ -74,7 +74,8 @@ def _certified_by(cert: "Certificate", row: int) -> str:
     """How a document's threshold was calibrated (the protocol, and whether its own score was left out)."""
     if cert.left_out is None:
         return "split: the calibration split's threshold"
-    return "leave-one-out: the other labelled documents" if cert.left_out[row] else "all labelled documents"
+    return ("leave-one-out: the other calibration documents" if cert.left_out[row] else
+            "all calibration documents (its subject unknown, or in the temperature's tuning fold)")
 
 
 def worklist_evidence(work: "pd.DataFrame") -> dict[str, dict]:

@@ -123,8 +123,10 @@ def test_summary_has_every_metric_per_level_and_group(runs, sample_paths):
     for label, entry in levels.items():
         for key in SUMMARY_KEYS:
             assert key in entry, (label, key)
-        # the release protocol: every labelled document calibrates, every document is certified
-        assert entry["n_cal"] == entry["n_test"] == len(pd.read_csv(sample_paths["documents"]))
+        # the release protocol: every labelled document but the temperature's tuning fold (a fifth, at most 200)
+        # calibrates, every document is certified
+        n = len(pd.read_csv(sample_paths["documents"]))
+        assert entry["n_test"] == n and entry["n_cal"] == n - min(200, round(n / 5))
         assert 0 <= entry["coverage"] <= 1 and 0 <= entry["candidate_miss_rate"] <= 1
         assert set(entry["groups"]) == groups  # audit.toml declares group_column = "group"
         for group, metrics in entry["groups"].items():
@@ -140,7 +142,9 @@ def test_records_agree_with_the_summary(runs, sample_paths):
     summary = read_json(out / "summary.json")["confidence"]
     test = read_jsonl(out / "documents.jsonl")
     assert len(test) == summary["0.9"]["n_test"] == len(pd.read_csv(sample_paths["documents"]))
-    assert {r["certified_by"] for r in test} == {"leave-one-out: the other labelled documents"}
+    assert {r["certified_by"] for r in test} == {"leave-one-out: the other calibration documents",
+                                                 "all calibration documents (its subject unknown, or in the "
+                                                 "temperature's tuning fold)"}
     for label, entry in summary.items():
         sizes = [r["sets"][label]["set_size"] for r in test]
         assert statistics.median(sizes) == pytest.approx(entry["median_set_size"])
@@ -171,7 +175,8 @@ def test_manifest_records_the_configuration(runs, sample_paths):
     assert manifest["score"] == declared["audit"]["score"]
     assert manifest["confidences"] == ["0.9", "0.95", "0.99"]
     assert manifest["protocol"] == "release"
-    assert manifest["split"]["n_cal"] == manifest["split"]["n_test"] == len(pd.read_csv(sample_paths["documents"]))
+    n = len(pd.read_csv(sample_paths["documents"]))
+    assert manifest["split"]["n_test"] == n and manifest["split"]["n_cal"] == n - 200  # the tuning fold
     assert manifest["seed"] == declared["audit"]["seed"]
     versions = manifest["versions"]
     for package in ("python", "numpy", "pandas", "scikit-learn"):
@@ -181,22 +186,23 @@ def test_manifest_records_the_configuration(runs, sample_paths):
 
 def check_worklist(out):
     rows = read_json(out / "worklist.json")
-    keys = [(r["set_size"], str(r["doc_id"])) for r in rows]
-    assert keys == sorted(keys), "worklist not sorted smallest set first"
+    keys = [(-round(r["linkage_probability"], 6), r["set_size"], str(r["doc_id"])) for r in rows]
+    assert keys == sorted(keys), "worklist not sorted riskiest first (linkage probability, then set size)"
     with (out / "worklist.csv").open(encoding="utf-8", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert [int(r["set_size"]) for r in table] == [r["set_size"] for r in rows]
     return rows, table
 
 
-def test_worklist_is_sorted_smallest_set_first(runs):
+def test_worklist_is_sorted_riskiest_first(runs):
     for name in ("main", "imported"):
         result, out = result_of(runs, name)
         ok(result)
         check_worklist(out)
     rows, _ = check_worklist(result_of(runs, "imported")[1])
     assert len(rows) > 10 and len({r["set_size"] for r in rows}) > 2  # a non-trivial order was checked
-    assert all(r["set_size"] < 11 for r in rows)
+    assert all(r["set_size"] < 11 or r["linkage_probability"] > 1 / 11 for r in rows)
+    assert {r["flagged_by"] for r in rows} <= {"set", "linkage", "set+linkage"}
     assert len({r["confidence"] for r in rows}) == 1 and rows[0]["confidence"] in (0.8, 0.9)
 
 

@@ -166,8 +166,9 @@ def test_release_certificates_cover_every_document(confidence):
     for kind in ("labelled", "unlabelled"):
         mean, se = result[kind]
         assert mean >= confidence - 4 * se - 1e-12, (kind, confidence, mean, se)
-    # within a release the labelled documents' coverage is ceil(n(1 - alpha))/n by construction, ties aside
-    assert result["labelled"][0] <= confidence + 2 / 100 + 4 * result["labelled"][1]
+    # within a release the labelled documents' coverage is ceil(n(1 - alpha))/n by construction within each certainty
+    # stratum (of 25 or more of the 100 labelled documents here), ties aside
+    assert result["labelled"][0] <= confidence + 1 / 25 + 4 * result["labelled"][1]
 
 
 def test_release_certificates_per_group():

@@ -90,6 +90,7 @@ def test_a_release_audit_writes_one_record_per_document_and_says_how_it_was_cert
     lines = [json.loads(line) for line in paths["documents.jsonl"].read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 120 and {r["split"] for r in lines} == {"documents"}
     by_doc = {r["doc_id"]: r for r in lines}
-    assert by_doc["d5"]["certified_by"] == "all labelled documents" and by_doc["d5"]["identity_id"] is None
-    assert by_doc["d0"]["certified_by"] == "leave-one-out: the other labelled documents"
+    assert by_doc["d5"]["certified_by"] == ("all calibration documents (its subject unknown, or in the temperature's "
+                                            "tuning fold)") and by_doc["d5"]["identity_id"] is None
+    assert by_doc["d0"]["certified_by"] == "leave-one-out: the other calibration documents"
     assert json.loads(paths["manifest.json"].read_text(encoding="utf-8"))["protocol"] == "release"
