@@ -58,8 +58,10 @@ def sample(sample_paths) -> dict:
     audit = load_config(sample_paths["config"]).audit
     return {"documents": len(pd.read_csv(sample_paths["documents"])),
             "profiles": len(pd.read_csv(sample_paths["registry"])), "seed": audit["seed"],
-            # the release protocol: every (labelled) sample document calibrates and is certified
-            "n_cal": len(pd.read_csv(sample_paths["documents"])), "n_test": len(pd.read_csv(sample_paths["documents"])),
+            # the release protocol: every (labelled) sample document is certified, and calibrates unless it is in the
+            # temperature's tuning fold (a fifth of them, at most 200)
+            "n_cal": len(pd.read_csv(sample_paths["documents"])) - min(200, round(len(pd.read_csv(
+                sample_paths["documents"])) / 5)), "n_test": len(pd.read_csv(sample_paths["documents"])),
             "confidences": [float(c) for c in audit["confidence"]]}
 
 

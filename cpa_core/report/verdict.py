@@ -272,8 +272,9 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
     elif n_flagged:
         status = "redact"
         headline = (f"{n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}){by_rule}: redact or "
-                    f"withhold them before release. {attack[0].upper() + attack[1:]}; the rest is linked at up to "
-                    f"{_percent(bound or 0)}, within the acceptable {_percent(rate)}.")
+                    f"withhold them before release. {attack[0].upper() + attack[1:]}; "
+                    + ("nothing is left to release." if bound is None else
+                       f"the rest is linked at up to {_percent(bound)}, within the acceptable {_percent(rate)}."))
         actions = [f"Redact or withhold the {n_flagged:,} flagged documents, highest linkage probability and smallest "
                    "set first (the redaction worklist; its driving terms are where to start)."]
         if n_empty:

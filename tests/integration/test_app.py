@@ -7,6 +7,7 @@ first calibration attacks anything.
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -97,14 +98,20 @@ def test_full_flow_sample_k2_calibrate_slide_flag_export(sample, downloads):
     assert_clean(at)
     flagged_k11 = at.dataframe[0].value
     assert len(flagged_k11) == int(at_60[0].replace(",", ""))
-    assert list(flagged_k11["set_size"]) == sorted(flagged_k11["set_size"])
+    risk = list(zip(-flagged_k11["linkage_probability"], flagged_k11["set_size"]))
+    assert risk == sorted(risk)  # riskiest first: the linkage probability, then the set
+    assert metric(at, "First guess right").endswith("%") and metric(at, "Flagged").startswith(f"{len(flagged_k11):,} of")
+    # the set rule alone: an acceptable linkage rate no document exceeds
+    at.number_input(key="w.flagged.acceptable_linkage").set_value(0.999).run()
+    by_set = at.dataframe[0].value
+    assert len(by_set) < len(flagged_k11) and (by_set["set_size"] < 11).all() and set(by_set["flagged_by"]) == {"set"}
     at.slider(key="w.flagged.flag_below").set_value(2).run()
     flagged_k2 = at.dataframe[0].value
     assert set(flagged_k2["set_size"]) <= {0, 1}
     at.slider(key="w.flagged.flag_below").set_value(30).run()
     flagged_k30 = at.dataframe[0].value
     assert len(flagged_k2) < len(flagged_k30) and (flagged_k30["set_size"] < 30).all()
-    assert metric(at, "Flagged documents").startswith(f"{len(flagged_k30):,} of")
+    assert metric(at, "Flagged").startswith(f"{len(flagged_k30):,} of")
     # the drill-down shows the escaped text of the first flagged document, with highlights
     shown = at.get("html")[0].proto.body
     assert "cpa-document" in shown and "<mark>" in shown
@@ -122,6 +129,7 @@ def test_full_flow_sample_k2_calibrate_slide_flag_export(sample, downloads):
     assert "dashboard_view" not in manifest
     declared = manifest["config"]
     assert (declared["flag_below"], declared["leakage_threshold"], declared["flag_confidence"]) == (30, None, "0.6")
+    assert declared["acceptable_linkage"] == 0.999
     assert "0.6" in declared["confidences"]
     assert set(worklist["config_id"]) == {manifest["config_id"]}
     assert manifest["inputs"]["documents"]["sha256"]
@@ -138,6 +146,7 @@ def test_leakage_threshold_adds_flags(calibrated):
     at = calibrated
     at.session_state["cpa.confidence"] = 0.6  # small sets, so that the two rules differ
     at.switch_page(nav.FLAGGED).run()
+    at.number_input(key="w.flagged.acceptable_linkage").set_value(0.999).run()  # the set rules alone
     at.slider(key="w.flagged.flag_below").set_value(2).run()
     by_size = at.dataframe[0].value
     at.checkbox(key="w.flagged.use_leakage").check().run()
@@ -147,6 +156,7 @@ def test_leakage_threshold_adds_flags(calibrated):
     assert len(both) > len(by_size) and set(both["set_size"]) <= set(range(10))
     at.checkbox(key="w.flagged.use_leakage").uncheck().run()
     at.slider(key="w.flagged.flag_below").set_value(11).run()
+    at.number_input(key="w.flagged.acceptable_linkage").set_value(None).run()
     at.session_state["cpa.confidence"] = 0.95
 
 
@@ -457,7 +467,12 @@ def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path,
     for label, entry in summary["confidence"].items():
         for column in columns:
             assert levels.loc[float(label), column] == pytest.approx(entry[column]), (label, column)
-    groups = at.dataframe[1].value.set_index("group")
+    strata = next(frame.value for frame in at.dataframe if "calibrating" in frame.value.columns)
+    assert strata.to_dict("records") == [{k: v for k, v in s.items() if k in strata.columns or k == "label"}
+                                         | {"stratum": s["label"]} for s in summary["strata"]] or \
+        list(strata["stratum"]) == [s["label"] for s in summary["strata"]]
+    groups = next(frame.value for frame in at.dataframe if "threshold" in frame.value.columns and "group" in
+                  frame.value.columns).set_index("group")
     for group, metrics in summary["confidence"]["0.9"]["groups"].items():
         for column in ("n_cal", "n_test", "coverage", "candidate_miss_rate"):
             assert groups.loc[group, column] == pytest.approx(metrics[column]), (group, column)
@@ -544,7 +559,7 @@ def test_dashboard_exports_reproduce_through_the_command_line(sample_paths, tmp_
     assert summary == json.loads((tmp_path / "expected-summary.json").read_text())
     verdict = summary["verdict"]  # the command line's verdict is the one the Report page and the report state
     assert any(f"Verdict: {verdict['title']}. {verdict['headline']}" == shown(alert) for alert in [*at.warning, *at.success])
-    assert verdict["headline"].replace("<", "&lt;") in report
+    assert html.escape(verdict["headline"]) in report
     assert summary["confidence"]["0.93"]["n_flagged"] == len(worklist)
     cli_worklist = json.loads((out / "worklist.json").read_text())
     assert [row["doc_id"] for row in cli_worklist] == [row["doc_id"] for row in worklist]
