@@ -128,8 +128,8 @@ def before_after(before: Certificate, after: Certificate, policy: ReleasePolicy,
     ids_before = before.split.table.doc_ids.astype(str)
     ids_after = after.split.table.doc_ids.astype(str)
     after_size = dict(zip(ids_after, after.set_sizes.tolist()))
-    after_flag = dict(zip(ids_after, policy.flags(after.set_sizes).tolist()))
-    flagged_before = policy.flags(before.set_sizes)
+    after_flag = dict(zip(ids_after, policy.flags_by_set(after.set_sizes).tolist()))
+    flagged_before = policy.flags_by_set(before.set_sizes)
     frame = pd.DataFrame({
         "doc_id": ids_before,
         "set_size_before": before.set_sizes.astype(np.int64),

@@ -33,11 +33,15 @@ result = run.result
 confidence = state.confidence
 policy = policy_controls("redact")
 cert = result.certificate(confidence)
-n_flagged = int(policy.flags(cert.set_sizes).sum())
+n_flagged = int(policy.flags_by_set(cert.set_sizes).sum())
+n_by_linkage = int((cert.flags(policy) & ~policy.flags_by_set(cert.set_sizes)).sum())
 st.markdown(f"At {fmt_confidence(confidence)} confidence, **{n_flagged:,}** of {len(cert.set_sizes):,} documents are "
-            f"flagged ({plain(policy.rule)}). For each, the fewest words of its evidence whose redaction lifts its set "
-            "to k under the stored calibration are suggested; applying them gives a new release, which is audited "
-            "again with the same declared threat model and calibrated anew."
+            f"flagged by their set size (|C| < {policy.flag_below}). For each, the fewest words of its evidence whose "
+            "redaction lifts its set to k under the stored calibration are suggested; applying them gives a new "
+            "release, which is audited again with the same declared threat model and calibrated anew."
+            + (f" {n_by_linkage:,} more are flagged by their linkage probability alone: no set is to be lifted, "
+               "so no edit is suggested; withhold them or redact them by hand (the Flagged documents page shows "
+               "their evidence)." if n_by_linkage else "")
             + (" Under the split protocol the calibration documents the stored thresholds flag are redacted too: "
                "the redacted release must be one release mechanism for its new calibration to certify it."
                if result.config.protocol == "split" else ""))
@@ -121,7 +125,7 @@ if redaction.after is None:
         st.stop()
 
 after_cert = redaction.after.result.certificate(confidence)
-flagged_after = int(policy.flags(after_cert.set_sizes).sum())
+flagged_after = int(policy.flags_by_set(after_cert.set_sizes).sum())
 columns = st.columns(3)
 columns[0].metric("Flagged before", f"{n_flagged:,}")
 columns[1].metric("Flagged after (recalibrated)", f"{flagged_after:,}", delta=flagged_after - n_flagged,

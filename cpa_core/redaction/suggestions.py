@@ -229,8 +229,8 @@ def suggest_redactions(result: AuditResult, attacker: Attacker, registry: Regist
 
 def release_flags(result: AuditResult, policy: ReleasePolicy | None = None,
                   confidence=None) -> list[tuple[Certificate, int]]:
-    """Every document of the release the policy flags under the stored calibration, as (certificate, row),
-    smallest set first (then by doc id): the audited documents and, under the split protocol, the calibration
+    """Every document of the release the policy's set rule flags under the stored calibration, as (certificate, row),
+    riskiest first (:func:`~cpa_core.report.worklist.risk_order`): the audited documents and, under the split protocol, the calibration
     documents too. Redaction changes the release mechanism, and a new calibration certifies the redacted release
     only when its calibration documents went through the same mechanism as its audited ones: so the rule
     "redact what the audit flags" is applied to every document alike, whichever split it fell in."""
@@ -239,7 +239,9 @@ def release_flags(result: AuditResult, policy: ReleasePolicy | None = None,
     certificates = [result.certificate(confidence)]
     if result.config.protocol == "split":
         certificates.append(result.calibration_certificate(confidence))
-    flagged = [(cert, int(row)) for cert in certificates for row in np.flatnonzero(cert.flags(policy))]
+    # the search lifts a set to k: it serves the documents the set rule flags (a document flagged by its linkage
+    # probability alone is on the worklist, for the curator to redact or withhold)
+    flagged = [(cert, int(row)) for cert in certificates for row in np.flatnonzero(policy.flags_by_set(cert.set_sizes))]
     return sorted(flagged, key=lambda item: risk_order(item[0], item[1]))
 
 

@@ -39,7 +39,10 @@ def test_cli_audits_are_recorded_and_compared(toy_data, tmp_path, cli, cli_pool)
         assert result.returncode == 0 and "Traceback" not in result.output, result.describe()
         assert not any(text in result.output for text in texts)
     worklist = json.loads((tmp_path / "K3" / "worklist.json").read_text(encoding="utf-8"))
-    assert json.loads(shown.stdout)["flagged"] == [row["doc_id"] for row in worklist]
+    entry = json.loads(shown.stdout)
+    assert set(entry["flagged"]) == {row["doc_id"] for row in worklist}  # the history lists them smallest set first
+    sizes = entry["set_sizes"][entry["flag_confidence"]]
+    assert entry["flagged"] == sorted(entry["flagged"], key=lambda doc: (sizes[doc], doc))
     assert "worklist (A at 0.8, B at 0.8)" in compared.stdout
 
     missing = cli("history", "show", "7", "--history", history)
