@@ -535,14 +535,17 @@ being right.</li>
 {group_html}
 
 <h2>Flagged documents (redaction worklist)</h2>
-<p>Flagged when {rule}, smallest set first. The driving terms are the words shared by the document and the
+<p>Flagged when {rule}; riskiest first (highest linkage probability, then smallest set), each with the rule that
+flagged it. The driving terms are the words shared by the document and the
 profiles of its top candidates that weigh most in the match: redacting them is where to start. Document text is
 not included in this report.</p>
 {flagged_html}
 
+<section class="keep">
 <h2>Data checksums and versions</h2>
 {_pairs(checksums, 'hash')}
 {_pairs(version_rows)}
 <p>Manifest created {_e(manifest.get('created_at'))}. Per-document records (JSONL) re-derive every number above.</p>
+</section>
 </body></html>
 """
