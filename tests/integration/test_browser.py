@@ -24,6 +24,7 @@ from browser import (
     dashboard,
     edit_and_rescore_seconds,
     go,
+    metric_value,
     missing,
     no_errors,
     screenshot,
@@ -97,14 +98,12 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     labels = " ".join(m.text for m in metrics)
     for label in ("Documents at risk", "Smallest set", "Median set", "Mean leakage proxy", "Coverage (release)"):
         assert label in labels
-    before = driver.find_element(By.CSS_SELECTOR, '[data-testid="stMetric"] [data-testid="stMetricValue"]').text
+    before = metric_value(driver, "Documents at risk")
     # lower the confidence to the slider's minimum with the keyboard: sets shrink, documents get flagged
     slider = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSlider"] input[type="range"]')[0]
     driver.execute_script("arguments[0].focus();", slider)
     ActionChains(driver).send_keys(Keys.HOME).perform()
-    wait(driver, lambda d: d.find_element(
-        By.CSS_SELECTOR, '[data-testid="stMetric"] [data-testid="stMetricValue"]').text != before,
-          "the KPIs to follow the confidence slider")
+    wait(driver, lambda d: metric_value(d, "Documents at risk") != before, "the KPIs to follow the confidence slider")
     wait(driver, settled, "the explore page to settle")
     charts = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')
     assert len(charts) >= 2
@@ -114,7 +113,7 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     screenshot(driver, "4-explore")
 
     go(driver, "Flagged documents", "Drill-down")
-    count = driver.find_element(By.CSS_SELECTOR, '[data-testid="stMetric"] [data-testid="stMetricValue"]').text
+    count = metric_value(driver, "Flagged")
     assert not count.startswith("0 of"), f"expected flagged documents at the lowest confidence, found {count}"
     wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas'), "the flagged table")
     wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".cpa-document"), "the document text")
@@ -164,7 +163,7 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
             p.suffix == ".crdownload" for p in downloads.iterdir())
         wait(driver, finished, f"the download of {label}", 120)
     worklist = next(downloads.glob("*-worklist.csv")).read_text(encoding="utf-8")
-    assert worklist.startswith("doc_id,group,set_size,leakage,top_candidates")
+    assert worklist.startswith("doc_id,group,flagged_by,linkage_probability,set_size,leakage,top_candidates")
     config_id = pd.read_csv(next(downloads.glob("*-worklist.csv")), dtype=str)["config_id"].iloc[0]
     # every export declares one configuration
     assert all(name.name.startswith(f"cpa-{config_id}-") for name in downloads.iterdir())
@@ -258,8 +257,9 @@ def test_hostile_content_is_shown_as_text_and_fetches_nothing(browser, app_url, 
                 raise AssertionError(f"an alert opened on {title}")
             except NoAlertPresentException:
                 pass
-        go(driver, "Flagged documents", "Drill-down")
-        assert "group-image.png" in driver.find_element(By.TAG_NAME, "body").text  # the group shown as text
+        go(driver, "Explore", "Documents at risk")
+        wait(driver, lambda d: "group-image.png" in d.find_element(By.TAG_NAME, "body").text,
+             "the group shown as text (the per-group breakdown)")
         screenshot(driver, "9-hostile-content")
         time.sleep(1.0)
         assert listener.requests == [], listener.requests
@@ -288,7 +288,11 @@ def test_click_a_flagged_row_then_edit_and_rescore_in_a_real_browser(browser, ap
     config, attacker = declare_audit(project, registry, documents=documents)
     result = run_audit(documents, registry, attacker, config)
     cert = result.certificate(0.95)
-    ids = worklist(cert, config.policy, config.config_id)["doc_id"].astype(str).tolist()
+    work = worklist(cert, config.policy, config.config_id)
+    ids = work["doc_id"].astype(str).tolist()
+    # the first row after the first whose set is below k: a suggestion lifts sets (linkage flags get none)
+    target = next(i for i, rule in enumerate(work["flagged_by"]) if i > 0 and "set" in rule)
+    assert target < 7, "the row to click must be visible without scrolling the table"
 
     driver = browser
     driver.get(app_url)
@@ -298,19 +302,19 @@ def test_click_a_flagged_row_then_edit_and_rescore_in_a_real_browser(browser, ap
     go(driver, "Flagged documents", "Drill-down")
     wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".cpa-document"), "the document text")
     wait(driver, text_present(f"Released text of {ids[0]}"), "the first flagged document's drill-down")
-    # click the row marker of the table's third row
+    # click the row marker of that row
     canvas = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas')[0]
     width, height = canvas.size["width"], canvas.size["height"]
     row_height = 35
-    ActionChains(driver).move_to_element_with_offset(canvas, -width // 2 + 18,
-                                                     -height // 2 + row_height * 3 + row_height // 2).click().perform()
-    wait(driver, text_present(f"Released text of {ids[2]}"), "the clicked row's drill-down")
+    ActionChains(driver).move_to_element_with_offset(
+        canvas, -width // 2 + 18, -height // 2 + row_height * (target + 1) + row_height // 2).click().perform()
+    wait(driver, text_present(f"Released text of {ids[target]}"), "the clicked row's drill-down")
     wait(driver, settled, "the drill-down to settle")
     wait(driver, text_present("Suggested:"), "the suggested edits")
     no_errors(driver)
     screenshot(driver, "5-flagged-clicked-row")
     # the curator's own edit, re-scored against the stored threshold
-    row = list(cert.split.table.doc_ids.astype(str)).index(ids[2])
+    row = list(cert.split.table.doc_ids.astype(str)).index(ids[target])
     rescore = rescorer(result, cert, row, attacker, registry)
     own = "Seen in clinic for a review; no changes."
     seconds, shown = edit_and_rescore_seconds(driver, own)
