@@ -38,6 +38,7 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 	$(PY) bench/bench_temperature.py
+	$(PY) bench/bench_default_run.py
 
 clean:
 	rm -rf $(VENV) out test-artifacts .pytest_cache

@@ -71,8 +71,10 @@ def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None 
         "query_mode": threat.query_mode,
     }
     llm = {**project.llm, **{name: value for name, value in threat.llm if value}}
-    # the release policy is declared once in the file; the rest of [audit] is what the page declares
-    policy = {k: v for k, v in project.audit.items() if k in ("flag_below", "leakage_threshold", "flag_confidence")}
+    # the release policy and the certainty strata are declared once in the file; the rest of [audit] is what the
+    # page declares
+    policy = {k: v for k, v in project.audit.items()
+              if k in ("flag_below", "leakage_threshold", "acceptable_linkage", "flag_confidence", "certainty_bins")}
     project = replace(project, llm=llm, audit=policy)
     if spec.needs_scores and scores is None:
         raise ConfigError("the imported-scores attacker needs a table of candidate scores: upload one above")
