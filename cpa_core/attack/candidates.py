@@ -111,8 +111,8 @@ def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: i
 
     The weights are bitwise those of :func:`softmax_rows` (the same operations on the same values: float64
     similarities over ``T``, minus the row maximum, exponentials, their row sum); the tail is the row sum of the
-    left-out exponentials over that total, the dense path's sorted sum of the left-out weights up to rounding
-    (a sum of positive terms: relative difference of a few ``1e-16`` times ``log2 m``).
+    left-out exponentials below the last kept one over that total, the dense path's sorted sum of those weights up
+    to rounding (a sum of positive terms: relative difference of a few ``1e-16`` times ``log2 m``).
     """
     rows = np.arange(similarities.shape[0])[:, None]
     columns = ranked_columns(similarities, top_k)
@@ -129,6 +129,8 @@ def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: i
     tail = None
     if columns.shape[1] < scratch.shape[1]:
         scratch[rows, columns] = 0.0
+        if ties.any():  # the cut candidates tied with the last kept one are its tie group, not the tail
+            scratch[similarities == similarities[rows[:, 0], columns[:, -1]][:, None]] = 0.0
         left = scratch.sum(axis=1, keepdims=True)
         tail = np.divide(left, total, out=np.zeros_like(left), where=total > 0)[:, 0]
     return columns, weights, tail, ties
@@ -205,6 +207,8 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
                 weights[start:stop] = np.take_along_axis(block, index, axis=1)
                 if width < m:
                     np.put_along_axis(block, index, 0.0, axis=1)  # what is left: the cut candidates
+                    last = np.take_along_axis(raw, index[:, -1:], axis=1)
+                    block[raw == last] = 0.0  # those tied with the last kept one are its tie group, not the tail
                     tail[start:stop] = np.sort(block, axis=1).sum(axis=1)
                     ties[start:stop] = cut_ties_of(raw, index)
             if progress:
@@ -245,11 +249,12 @@ class CandidateTable:
         The query string each document was attacked with.
     weight_kind : str
     tail_mass : ndarray of shape (n,), optional
-        Probability mass of each pool outside the table: candidates cut by a shortlist, invalid LLM picks.
-        The APS score counts it below every listed candidate (``None``: none).
+        Probability mass of each pool outside the table below its last listed candidate: candidates cut by a
+        shortlist, invalid LLM picks. The APS score counts it below every listed candidate (``None``: none).
     cut_ties : ndarray of shape (n,), int, optional
-        Candidates outside the table tied with each row's last listed candidate (cut by a shortlist at a tie): they
-        weigh what it weighs, and the scores count them in its tie group (:mod:`cpa_core.conformal.scores`).
+        Candidates outside the table tied with each row's last listed candidate (cut by a shortlist at a tie): each
+        weighs what it weighs (their mass is *not* in ``tail_mass``), and the scores count them in its tie group
+        (:mod:`cpa_core.conformal.scores`).
     clues : tuple of tuples of str, optional
         The LLM clues each query carried (``direct_plus_clues``: the query is the released text followed by
         them, :func:`~cpa_core.attack.explainers.clue_query`); ``None`` when the queries are the released texts.
@@ -285,24 +290,28 @@ class CandidateTable:
 
     def truncate(self, k: int) -> CandidateTable:
         """The top-``k`` shortlist of each pool; the weights of the kept candidates are unchanged and the
-        mass of the cut ones joins ``tail_mass`` (no renormalisation over the shortlist), and the cut ones tied with
-        the last kept candidate are counted (``cut_ties``)."""
+        mass of the cut ones below the last kept candidate joins ``tail_mass`` (no renormalisation over the
+        shortlist), and the cut ones tied with it are counted (``cut_ties``)."""
         if k < 1:
             raise ValueError(f"top-K must be at least 1, found {k}")
         if k >= self.width:
             return self
         real = np.arange(k, self.width)[None, :] < self.pool_sizes[:, None]
-        cut = np.where(real, self.weights[:, k:], 0.0)
-        tail = (np.zeros(len(self)) if self.tail_mass is None else self.tail_mass)
-        if self.weight_kind == "probability":
-            tail = tail + np.sort(np.where(np.isfinite(cut), cut, 0.0), axis=1).sum(axis=1)
         pools = np.minimum(self.pool_sizes, k)
         rows = np.arange(len(self))
         last = self.weights[rows, np.maximum(pools - 1, 0)]
-        ties = np.count_nonzero(real & (self.weights[:, k:] == last[:, None]), axis=1).astype(np.int64)
-        if self.cut_ties is not None:  # ties cut before: still tied with the new last candidate when all are tied
+        tied = real & (self.weights[:, k:] == last[:, None])
+        ties = np.count_nonzero(tied, axis=1).astype(np.int64)
+        tail = (np.zeros(len(self)) if self.tail_mass is None else self.tail_mass)
+        if self.weight_kind == "probability":
+            cut = np.where(real & ~tied, self.weights[:, k:], 0.0)
+            tail = tail + np.sort(np.where(np.isfinite(cut), cut, 0.0), axis=1).sum(axis=1)
+        if self.cut_ties is not None:  # ties cut before: the new last's tie group when they tie with it, else below
             old_last = self.weights[rows, np.maximum(np.minimum(self.pool_sizes, self.width) - 1, 0)]
-            ties += np.where(old_last == last, self.cut_ties, 0)
+            same = old_last == last
+            ties += np.where(same, self.cut_ties, 0)
+            if self.weight_kind == "probability":
+                tail = tail + np.where(same, 0.0, self.cut_ties * np.where(np.isfinite(old_last), old_last, 0.0))
         ties = np.where(pools > 0, ties, 0)
         return replace(self, candidates=self.candidates[:, :k].copy(), weights=self.weights[:, :k].copy(),
                        pool_sizes=pools, tail_mass=tail, cut_ties=ties)

@@ -23,7 +23,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from cpa_core.attack.candidates import softmax_rows
 from cpa_core.conformal.calibration import leave_one_out_thresholds, minimum_calibration_size, set_sizes
 from cpa_core.conformal.scores import SCORES
 
@@ -83,6 +82,12 @@ def tuning_fold(doc_ids: Sequence[str], labelled: np.ndarray) -> np.ndarray:
     return np.sort(rows[order[:size]])
 
 
+SCORED_PREFIX = 256
+"""Candidates per tuning document that :func:`fit_temperature` scores at every temperature (the mass of the others
+below them, their ties at the cut counted, as a top-K shortlist does): a set that ends within them is the set of
+the whole row; a row whose set reaches the cut is scored whole."""
+
+
 def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, truth_columns: np.ndarray,
                     chunk_size: int, grid: tuple[float, ...] = TEMPERATURE_GRID,
                     confidence: float = FIT_CONFIDENCE) -> float | None:
@@ -92,8 +97,10 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
     too few for a finite leave-one-out threshold certify nothing at any ``T``: then the likeliest temperature
     (:func:`likeliest_temperature`).
 
-    Two passes over the similarity blocks: the truths' scores (hence the thresholds), then the set sizes (each
-    block sorted once for the whole grid: the softmax keeps the order of the similarities).
+    Scores, thresholds and sets are the conformal layer's own (APS, leave-one-out thresholds, the set rule, ties and
+    tolerance included). Each block of rows is read and sorted once; at each temperature one exponential pass over
+    it gives the truths' scores and the first :data:`SCORED_PREFIX` candidates' weights with the mass below them;
+    only a row whose set reaches past them is scored whole (its block read again).
 
     Parameters
     ----------
@@ -107,26 +114,60 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
     if members.sum() <= minimum_calibration_size(1 - Fraction(str(confidence))):  # too few for a finite threshold
         return likeliest_temperature(similarities, n, truth_columns, chunk_size, grid)
     truth_scores = np.full((len(grid), n), np.inf)
-    blocks = list(range(0, n, chunk_size))
-    for start in blocks:
+    blocks = []  # per block: its rows, and per temperature the prefix weights and the mass below them
+    for start in range(0, n, chunk_size):
         stop = min(start + chunk_size, n)
-        rows = np.flatnonzero(members[start:stop])
-        if rows.size:
-            block = np.asarray(similarities(start, stop), dtype=np.float64)[rows]
-            for j, temperature in enumerate(grid):
-                truth_scores[j, start + rows] = APS.truth_scores(softmax_rows(block, temperature),
-                                                                 truth_columns[start:stop][rows])
+        raw = np.asarray(similarities(start, stop), dtype=np.float64)
+        ranked = -np.sort(-raw, axis=1)
+        rows, m = ranked.shape
+        width = min(SCORED_PREFIX, m)
+        cut_ties = np.count_nonzero(ranked[:, width:] == ranked[:, width - 1:width], axis=1) if width < m else None
+        below_cut = None if cut_ties is None or not cut_ties.any() else ranked[:, width:] < ranked[:, width - 1:width]
+        truth = truth_columns[start:stop]
+        known = truth >= 0
+        value = np.where(known, raw[np.arange(rows), np.maximum(truth, 0)], np.inf)
+        end = np.count_nonzero(ranked >= value[:, None], axis=1)  # the truth's tie group ends before ``end``
+        deep = np.flatnonzero(known & (end > width))
+        per_temperature = []
+        for j, temperature in enumerate(grid):
+            exps = np.exp((ranked - ranked[:, :1]) / temperature)
+            total = exps.sum(axis=1)
+            weights = exps[:, :width] / total[:, None]  # bitwise :func:`_weights`'s
+            tail = (exps[:, width:].sum(axis=1) if below_cut is None else
+                    np.where(below_cut, exps[:, width:], 0.0).sum(axis=1)) / total  # below the last listed weight
+            prefix = APS.sorted_scores(weights, np.full(rows, width), tail, cut_ties)
+            # the truth's tie group ends within the listed candidates: its score is theirs
+            scores = np.where(known & (end <= width), prefix[np.arange(rows), np.clip(end - 1, 0, width - 1)], np.inf)
+            for row in deep:
+                scores[row] = -exps[row, end[row]:].sum() / total[row]
+            scores = np.where(known & np.isneginf(prefix[:, 0]), -np.inf, scores)  # a fully tied row (deep truth too)
+            truth_scores[j, start:stop] = np.where(known, scores, np.inf)
+            per_temperature.append((prefix, weights.shape[1]))
+        blocks.append((start, stop, m, per_temperature))
     thresholds = [leave_one_out_thresholds(truth_scores[j], members, confidence) for j in range(len(grid))]
     totals = np.zeros(len(grid))
-    for start in blocks:
-        stop = min(start + chunk_size, n)
-        ranked = -np.sort(-np.asarray(similarities(start, stop), dtype=np.float64), axis=1)
-        pools = np.full(stop - start, ranked.shape[1])
-        for j, temperature in enumerate(grid):
-            scores = APS.sorted_scores(softmax_rows(ranked, temperature), pools)
-            totals[j] += float(set_sizes(scores, pools, thresholds[j][start:stop]).sum())
+    for start, stop, m, per_temperature in blocks:
+        whole = None
+        for j, (prefix, width) in enumerate(per_temperature):
+            q_hat = thresholds[j][start:stop]
+            sizes = set_sizes(prefix, np.full(stop - start, width), q_hat)
+            wide = np.flatnonzero((sizes >= width) & (width < m))
+            if wide.size:  # the set reaches the cut: the whole row decides
+                if whole is None:
+                    whole = -np.sort(-np.asarray(similarities(start, stop), dtype=np.float64), axis=1)
+                pools = np.full(wide.size, m)
+                full = APS.sorted_scores(_weights(whole[wide], grid[j]), pools)
+                sizes[wide] = set_sizes(full, pools, q_hat[wide])
+            totals[j] += float(sizes.sum())
     best = np.flatnonzero(totals == totals.min())
     return float(grid[int(best[-1])])
+
+
+def _weights(ranked: np.ndarray, temperature: float) -> np.ndarray:
+    """The softmax of rows sorted by decreasing similarity, by the operations :func:`fit_temperature` applies to its
+    listed candidates (so that a row scored whole gives bitwise the same weights)."""
+    exps = np.exp((ranked - ranked[:, :1]) / temperature)
+    return exps / exps.sum(axis=1)[:, None]
 
 
 def likeliest_temperature(similarities: Callable[[int, int], np.ndarray], n: int, truth_columns: np.ndarray,

@@ -24,7 +24,8 @@ converts stored scores back to the METHOD's scale for display.
 
 **Ties at the cut.** Cut candidates tied with the last listed one (``cut_ties`` of them) weigh what it weighs and
 belong to its tie group: their mass counts at or above the group (APS), their number in its rank, exactly as
-without the shortlist.
+without the shortlist. ``tail_mass`` is then the mass strictly below the last listed candidate (no subtraction
+ever takes the tied mass out of a sum: a tiny mass below the tie keeps its relative precision).
 
 **Ties carry no information.** A pool whose candidates all tie (nothing outside the table but their own ties)
 certifies nothing: every score gives its candidates the lowest score, ``-inf``, so its set is the whole pool at
@@ -171,7 +172,7 @@ def last_tie_group(weights: np.ndarray, pool_sizes: np.ndarray, cut_ties: np.nda
 def fully_tied(weights: np.ndarray, pool_sizes: np.ndarray, tail_mass: np.ndarray | None,
                cut_ties: np.ndarray | None) -> np.ndarray:
     """Rows whose whole pool ties: at least two candidates (listed or cut), every listed weight equal, and no mass
-    outside the table but the cut ties' own (the attacker tells the candidates apart in no way)."""
+    below them outside the table (the attacker tells the candidates apart in no way)."""
     n, width = weights.shape
     if width == 0:
         return np.zeros(n, dtype=bool)
@@ -180,10 +181,8 @@ def fully_tied(weights: np.ndarray, pool_sizes: np.ndarray, tail_mass: np.ndarra
     first, last = weights[:, 0], weights[rows, np.maximum(pool_sizes - 1, 0)]
     ties = np.zeros(n) if cut_ties is None else np.asarray(cut_ties, dtype=float)
     tied = (pool_sizes > 0) & (pool_sizes + ties >= 2) & (first == last)
-    if tail_mass is not None:
-        with np.errstate(invalid="ignore"):
-            rest = np.asarray(tail_mass, dtype=float) - ties * np.where(np.isfinite(last), last, 0.0)
-        tied &= ~(rest > RELATIVE_TOLERANCE * np.maximum(np.asarray(tail_mass, dtype=float), 1e-300) * 8)
+    if tail_mass is not None:  # the mass below the last listed candidate: none in a fully tied pool
+        tied &= ~(np.asarray(tail_mass, dtype=float) > 0)
     return tied
 
 
@@ -253,14 +252,19 @@ class Score:
         tied pool (:func:`fully_tied`).
         """
         tail = np.zeros(weights.shape[0]) if tail_mass is None else np.asarray(tail_mass, dtype=float)
+        group = last_tie_group(weights, pool_sizes, cut_ties)
+        below = tail
+        if group is not None:  # the cut ties' mass lies below every listed candidate but their own tie group
+            rows = np.arange(weights.shape[0])
+            last = weights[rows, np.clip(np.minimum(pool_sizes, weights.shape[1]) - 1, 0, weights.shape[1] - 1)]
+            tail = tail + np.asarray(cut_ties) * np.where(np.isfinite(last), last, 0.0)
         padding = _padding(weights, pool_sizes)
         if padding is None:
             scores = self._compute(weights, tail)
         else:
             scores = self._compute(np.where(padding, -np.inf, weights), tail)
-        group = last_tie_group(weights, pool_sizes, cut_ties)
         if group is not None:
-            scores = self._at_cut(scores, group, weights, tail, np.asarray(cut_ties))
+            scores = self._at_cut(scores, group, below, np.asarray(cut_ties))
         tied = fully_tied(weights, pool_sizes, tail_mass, cut_ties)
         if tied.any():
             scores[tied] = -np.inf
@@ -268,14 +272,11 @@ class Score:
             scores[padding] = np.inf
         return scores
 
-    def _at_cut(self, scores: np.ndarray, group: np.ndarray, weights: np.ndarray, tail: np.ndarray,
-                cut_ties: np.ndarray) -> np.ndarray:
+    def _at_cut(self, scores: np.ndarray, group: np.ndarray, below: np.ndarray, cut_ties: np.ndarray) -> np.ndarray:
         """The last listed tie group's scores with its cut ties counted in it (not below it)."""
         rows = np.flatnonzero(group.any(axis=1))
         if self.name == "aps":  # minus the mass strictly below the group: the tail without the tied mass
-            last = np.where(group[rows], weights[rows], -np.inf).max(axis=1)
-            below = np.maximum(tail[rows] - cut_ties[rows] * last, 0.0)
-            scores[rows] = np.where(group[rows], -below[:, None], scores[rows])
+            scores[rows] = np.where(group[rows], -below[rows, None], scores[rows])
         elif self.name == "rank":
             scores[rows] = np.where(group[rows], scores[rows] + cut_ties[rows, None], scores[rows])
         return scores

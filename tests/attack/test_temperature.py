@@ -157,3 +157,28 @@ def test_a_fold_too_small_for_a_threshold_takes_the_likeliest_temperature():
 
     losses = {t: loss(t) for t in TEMPERATURE_GRID}
     assert losses[chosen] == pytest.approx(min(losses.values()), rel=1e-9)
+
+
+@pytest.mark.parametrize("prefix", [1, 2, 4, 7])
+def test_scoring_a_prefix_gives_the_choice_of_the_whole_rows(prefix, monkeypatch):
+    """Rows scored on their first candidates (the mass of the others below them, their ties at the cut counted,
+    deep truths and sets reaching the cut scored whole) choose what the whole rows choose, with ties and fully tied
+    rows in the data."""
+    from cpa_core.attack import temperature
+
+    rng = np.random.default_rng(prefix)
+    similarities = np.round(rng.random((160, 12)), 1)  # many ties, across every cut
+    similarities[:10] = 0.5  # fully tied rows
+    truth = np.where(rng.random(160) < 0.6, similarities.argmax(axis=1), rng.integers(0, 12, 160))
+    truth[::17] = -1
+    grid = TEMPERATURE_GRID[::2]
+    whole = fit_temperature(lambda a, b: similarities[a:b], 160, truth, chunk_size=40, grid=grid)
+    monkeypatch.setattr(temperature, "SCORED_PREFIX", prefix)
+    calls = []
+
+    def blocks(a, b):
+        calls.append((a, b))
+        return similarities[a:b]
+
+    assert fit_temperature(blocks, 160, truth, chunk_size=40, grid=grid) == whole
+    assert len(calls) >= 4  # every block read once, and again only where a set reaches the cut

@@ -50,6 +50,7 @@ def assert_same(fast, reference):
     np.testing.assert_array_equal(fast[0], reference[0])
     np.testing.assert_array_equal(fast[1], reference[1])  # the same operations on the same values
     np.testing.assert_allclose(fast[2], reference[2], rtol=TAIL_RTOL, atol=0)
+    np.testing.assert_array_equal(fast[3], reference[3])
 
 
 @pytest.mark.parametrize("n, m, chunk_size", [(9, 13, 4), (57, 211, 16), (300, 1500, 128)])
@@ -64,9 +65,13 @@ def test_the_kernel_gives_the_dense_path_results(n, m, chunk_size, temperature):
         np.testing.assert_array_equal(reference[0], expected)
         full = softmax_rows(similarities.astype(np.float64), temperature)
         np.testing.assert_array_equal(reference[1], np.take_along_axis(full, expected, axis=1))
-        if k is not None and k < m:
+        if k is not None and k < m:  # the tail: the cut mass below the last kept candidate; its ties are counted
             left = full.copy()
             np.put_along_axis(left, expected, 0.0, axis=1)
+            last = np.take_along_axis(similarities, expected[:, -1:], axis=1)
+            tied = similarities == last
+            np.testing.assert_array_equal(fast[3], tied.sum(axis=1) - np.take_along_axis(tied, expected, 1).sum(1))
+            left[tied] = 0.0
             np.testing.assert_allclose(fast[2], np.sort(left, axis=1).sum(axis=1), rtol=TAIL_RTOL)
         else:
             assert not fast[2].any()
@@ -92,7 +97,7 @@ def test_all_zero_rows_keep_the_lowest_columns_with_uniform_weights():
     assert_same(fast, reference)
     assert fast[0].tolist() == [[0, 1, 2]] * 3
     np.testing.assert_allclose(fast[1], 0.2)
-    np.testing.assert_allclose(fast[2], 0.4)
+    assert fast[2].tolist() == [0.0] * 3 and fast[3].tolist() == [2] * 3  # the two cut ones tie with the kept
 
 
 def test_ranked_columns_breaks_ties_by_column_when_the_cut_splits_them():

@@ -108,8 +108,23 @@ def test_a_fully_tied_pool_scores_lowest_so_its_set_is_the_whole_pool(name):
     assert np.isfinite(get_score(name).sorted_scores(np.array([[1.0]]), np.array([1]))).all()
     assert np.isfinite(get_score(name).sorted_scores(np.array([[0.3, 0.3]]), np.array([2]), np.array([0.4]))).all()
     # the whole pool tied through a shortlist cut at the tie: two listed, two cut, nothing below
-    stored = get_score(name).sorted_scores(np.array([[0.25, 0.25]]), np.array([2]), np.array([0.5]), np.array([2]))
+    stored = get_score(name).sorted_scores(np.array([[0.25, 0.25]]), np.array([2]), np.array([0.0]), np.array([2]))
     assert np.isneginf(stored).all()
+
+
+def test_a_tiny_mass_below_a_tie_at_the_cut_keeps_its_precision():
+    """Weights 1 - 2e-30 - 1e-60 (top), 1e-30, 1e-30 and 1e-60, cut after the second: the last kept candidate's APS
+    mass below is 1e-60 (not 0, as subtracting the tied mass from the whole tail would give)."""
+    from cpa_core.attack.candidates import CandidateTable
+
+    full = CandidateTable(np.array(["d"], dtype=object), np.array([[0, 1, 2, 3]]),
+                          np.array([[1 - 2e-30 - 1e-60, 1e-30, 1e-30, 1e-60]]), np.array([4]),
+                          np.array(["r0", "r1", "r2", "r3"], dtype=object))
+    short = full.truncate(2)
+    assert short.cut_ties.tolist() == [1] and short.tail_mass.tolist() == [1e-60]
+    whole = get_score("aps").sorted_scores(full.weights, full.pool_sizes)[0]
+    kept = get_score("aps").sorted_scores(short.weights, short.pool_sizes, short.tail_mass, short.cut_ties)[0]
+    assert kept.tolist() == pytest.approx(whole[:2].tolist(), rel=1e-12) and kept[1] == -1e-60
 
 
 def test_the_cut_mass_tied_with_a_kept_candidate_counts_at_or_above_it():
@@ -121,7 +136,7 @@ def test_the_cut_mass_tied_with_a_kept_candidate_counts_at_or_above_it():
     full = CandidateTable(np.array(["d"], dtype=object), np.array([[0, 1, 2]]), np.array([[0.4, 0.3, 0.3]]),
                           np.array([3]), np.array(["r0", "r1", "r2"], dtype=object))
     short = full.truncate(2)
-    assert short.cut_ties.tolist() == [1] and short.tail_mass.tolist() == pytest.approx([0.3])
+    assert short.cut_ties.tolist() == [1] and short.tail_mass.tolist() == [0.0]  # the tied .3 is no tail: its group
     for name in ("aps", "rank"):
         whole = get_score(name).sorted_scores(full.weights, full.pool_sizes)
         kept = get_score(name).sorted_scores(short.weights, short.pool_sizes, short.tail_mass, short.cut_ties)
