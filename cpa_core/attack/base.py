@@ -60,7 +60,7 @@ class ClueExtractor(Protocol):
 
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.001, 1000.0  # beyond them softmax weights overflow or are all equal
-TEMPERATURE_RULE = ("the temperature of a 21-point grid from 0.002 to 2 giving the smallest mean certified set (APS, "
+TEMPERATURE_RULE = ("the temperature of a 11-point grid from 0.002 to 2 giving the smallest mean certified set (APS, "
                     "leave-one-out thresholds at 90 % confidence) over a tuning fold "
                     f"({TUNING_SHARE:.0%} of the labelled documents, at most {TUNING_MAX}, those whose ids hash "
                     "lowest), which is then left out of calibration")

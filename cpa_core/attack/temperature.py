@@ -34,7 +34,7 @@ AUTO = "auto"
 DEFAULT_TEMPERATURE = AUTO
 """The retrieval attackers' default temperature: fitted on a tuning fold of the labelled documents."""
 
-TEMPERATURE_GRID = tuple(float(t) for t in np.geomspace(0.002, 2.0, 21))
+TEMPERATURE_GRID = tuple(float(t) for t in np.geomspace(0.002, 2.0, 11))
 FALLBACK_TEMPERATURE = 1.0
 """The temperature ``auto`` falls back to when no tuning document's identity is in the registry."""
 
@@ -129,12 +129,15 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
         end = np.count_nonzero(ranked >= value[:, None], axis=1)  # the truth's tie group ends before ``end``
         deep = np.flatnonzero(known & (end > width))
         per_temperature = []
+        shifted = ranked - ranked[:, :1]
+        exps = np.empty_like(shifted)
         for j, temperature in enumerate(grid):
-            exps = np.exp((ranked - ranked[:, :1]) / temperature)
-            total = exps.sum(axis=1)
-            weights = exps[:, :width] / total[:, None]  # bitwise :func:`_weights`'s
-            tail = (exps[:, width:].sum(axis=1) if below_cut is None else
-                    np.where(below_cut, exps[:, width:], 0.0).sum(axis=1)) / total  # below the last listed weight
+            np.divide(shifted, temperature, out=exps)  # the operations of :func:`_weights`, in place
+            np.exp(exps, out=exps)
+            listed, cut = exps[:, :width].sum(axis=1), exps[:, width:].sum(axis=1)
+            total = listed + cut
+            weights = exps[:, :width] / total[:, None]
+            tail = (cut if below_cut is None else np.where(below_cut, exps[:, width:], 0.0).sum(axis=1)) / total
             prefix = APS.sorted_scores(weights, np.full(rows, width), tail, cut_ties)
             # the truth's tie group ends within the listed candidates: its score is theirs
             scores = np.where(known & (end <= width), prefix[np.arange(rows), np.clip(end - 1, 0, width - 1)], np.inf)
@@ -167,7 +170,8 @@ def _weights(ranked: np.ndarray, temperature: float) -> np.ndarray:
     """The softmax of rows sorted by decreasing similarity, by the operations :func:`fit_temperature` applies to its
     listed candidates (so that a row scored whole gives bitwise the same weights)."""
     exps = np.exp((ranked - ranked[:, :1]) / temperature)
-    return exps / exps.sum(axis=1)[:, None]
+    width = min(SCORED_PREFIX, ranked.shape[1])
+    return exps / (exps[:, :width].sum(axis=1) + exps[:, width:].sum(axis=1))[:, None]
 
 
 def likeliest_temperature(similarities: Callable[[int, int], np.ndarray], n: int, truth_columns: np.ndarray,

@@ -30,10 +30,10 @@ from cpa_core.common.errors import ConfigError
 
 def test_the_grid_and_the_default():
     assert DEFAULT_TEMPERATURE == AUTO == "auto"
-    assert len(TEMPERATURE_GRID) == 21 and TEMPERATURE_GRID[0] == pytest.approx(0.002)
+    assert len(TEMPERATURE_GRID) == 11 and TEMPERATURE_GRID[0] == pytest.approx(0.002)
     assert TEMPERATURE_GRID[-1] == pytest.approx(2.0)
     ratios = np.array(TEMPERATURE_GRID[1:]) / np.array(TEMPERATURE_GRID[:-1])
-    assert ratios == pytest.approx(np.full(20, 1000 ** (1 / 20)))  # geometric: a constant ratio
+    assert ratios == pytest.approx(np.full(10, 1000 ** (1 / 10)))  # geometric: a constant ratio (about 2)
 
 
 @pytest.mark.parametrize("chunk_size, n_registry, rows", [
