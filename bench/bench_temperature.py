@@ -89,9 +89,9 @@ def main() -> None:
         cells = []
         for level_ in LEVELS:
             entry = summary.level(level_)
-            cells += [f"{entry['median_set_size']:g}", f"{entry['mean_set_size']:.1f}",
-                      f"{100 * entry['whole_pool_rate']:.0f} %"]
-        top1 = summary.level(LEVELS[0])["top1"]
+            cells += [f"{entry.median_set_size:g}", f"{entry.mean_set_size:.1f}",
+                      f"{100 * entry.whole_pool_rate:.0f} %"]
+        top1 = summary.level(LEVELS[0]).top1
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {100 * top1:.1f} % |")
     table = "\n".join(lines)
     print(table)

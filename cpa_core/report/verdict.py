@@ -269,6 +269,11 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
         if n_flagged:
             actions.append(f"Meanwhile, do not release the {n_flagged:,} flagged documents.")
         actions.append("Re-run the audit and sign off on a report whose checks all pass.")
+    elif n_flagged and n_flagged == n:
+        status = "redact"
+        headline = (f"Every one of the {n:,} {documents} is flagged at {level} confidence ({rule}){by_rule}: none can be "
+                    f"released as it is. {attack[0].upper() + attack[1:]}.")
+        actions = [f"Withhold the {n:,} documents, or redact every one of them and audit the redacted release again."]
     elif n_flagged:
         status = "redact"
         headline = (f"{n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}){by_rule}: redact or "

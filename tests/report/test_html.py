@@ -185,7 +185,9 @@ def test_report_opens_with_the_verdict_and_the_sign_off(audit, version):
     block = _between(body, 'id="verdict"', 'id="signoff"')
     assert f"Verdict: {escape(verdict.title)}" in block
     assert f'<p class="headline">{escape(verdict.headline)}</p>' in block
-    assert f"{verdict.n_flagged:,} of 200 held-out test documents flagged at 80 % confidence" in verdict.headline
+    assert (f"{verdict.n_flagged:,} of 200 held-out test documents flagged at 80 % confidence" in verdict.headline or
+            "Every one of the 200 held-out test documents is flagged at 80 % confidence" in verdict.headline)
+    assert "first guess is the right person for" in verdict.headline and "attack" in block
     for check in verdict.checks:
         result = {True: "passed", False: "FAILED", None: "not a test"}[check.passed]
         assert f"<td>{escape(check.name)}</td><td class='" in block

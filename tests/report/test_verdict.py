@@ -223,6 +223,15 @@ def test_a_remainder_linked_above_the_acceptable_rate_is_not_releasable(failed):
     assert release_verdict(lenient, 0.9).status == ("inconclusive" if failed else "redact")
 
 
+def test_every_document_flagged_says_none_is_releasable_as_it_is():
+    verdict = release_verdict(summary(entry(n_flagged=200, remainder_documents=0, remainder_labelled=0,
+                                            remainder_bound=None)), 0.9)
+    assert verdict.status == "redact" and verdict.headline.startswith(
+        "Every one of the 200 held-out test documents is flagged at 90 % confidence")
+    assert "none can be released as it is" in verdict.headline
+    assert verdict.actions[0].startswith("Withhold the 200 documents")
+
+
 def test_documents_the_attacker_cannot_tell_apart_are_a_per_document_action_never_a_failed_check():
     verdict = release_verdict(summary(entry(n_uninformative=3)), 0.9)
     assert verdict.status == "release" and not verdict.failed
