@@ -8,6 +8,7 @@ import json
 import numpy as np
 import streamlit as st
 
+from cpa_core.audit.policy import BY_LINKAGE
 from cpa_core.common.errors import CPAError
 from cpa_core.redaction.suggestions import redacted_file, redaction_log, suggested_worklist
 from cpa_core.report.formatting import fmt_confidence
@@ -34,7 +35,7 @@ confidence = state.confidence
 policy = policy_controls("redact")
 cert = result.certificate(confidence)
 n_flagged = int(policy.flags_by_set(cert.set_sizes).sum())
-n_by_linkage = int((cert.flags(policy) & ~policy.flags_by_set(cert.set_sizes)).sum())
+n_by_linkage = int((cert.flag_reasons(policy) == BY_LINKAGE).sum())
 st.markdown(f"At {fmt_confidence(confidence)} confidence, **{n_flagged:,}** of {len(cert.set_sizes):,} documents are "
             f"flagged by their set size (|C| < {policy.flag_below}). For each, the fewest words of its evidence whose "
             "redaction lifts its set to k under the stored calibration are suggested; applying them gives a new "

@@ -56,20 +56,25 @@ def blog_release() -> tuple[Documents, Registry] | None:
 TEXTWASH_NAME = re.compile(r"^(famous|semifamous|fict)_(\d+)_d_(\d)_(\d+)\.txt$")
 
 
-def textwash_release(category: str = "semifamous") -> tuple[Documents, Registry] | None:
-    """TextWash study 1: 30 people, each profile one held-out original description (the person's first); the release
-    is the anonymised descriptions of the people of ``category`` (their other descriptions)."""
-    if not (TEXTWASH / "anon").is_dir():
-        return None
+def textwash_files() -> dict[str, list[tuple[int, str]]]:
+    """TextWash study 1's description files by identity (``category:target``): ``[(docno, filename), ...]`` sorted by
+    document number, for the files with both an original and an anonymised version."""
     by_identity = defaultdict(list)
     for path in (TEXTWASH / "anon").iterdir():
         match = TEXTWASH_NAME.match(path.name)
         if match and (TEXTWASH / "orig" / path.name).is_file():
             kind, docno, _, target = match.groups()
             by_identity[f"{kind}:{target}"].append((int(docno), path.name))
+    return {identity: sorted(items) for identity, items in sorted(by_identity.items())}
+
+
+def textwash_release(category: str = "semifamous") -> tuple[Documents, Registry] | None:
+    """TextWash study 1: 30 people, each profile one held-out original description (the person's first); the release
+    is the anonymised descriptions of the people of ``category`` (their other descriptions)."""
+    if not (TEXTWASH / "anon").is_dir():
+        return None
     documents, registry = [], []
-    for identity, items in sorted(by_identity.items()):
-        items.sort()
+    for identity, items in textwash_files().items():
         registry.append({"identity_id": identity,
                          "profile": (TEXTWASH / "orig" / items[0][1]).read_text(encoding="utf-8").strip()})
         if identity.startswith(f"{category}:"):

@@ -9,36 +9,20 @@ sane conformal output.
 from __future__ import annotations
 
 import json
-import re
-from collections import defaultdict
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import run_cli
+from real_releases import TEXTWASH, textwash_files
 
-DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
-TEXTWASH = DATASETS / "textwash" / "study1"
-NAME = re.compile(r"^(famous|semifamous|fict)_(\d+)_d_(\d)_(\d+)\.txt$")
 PROFILE_DOCS, AUDIT_DOCS = 3, 10  # per identity: 30 x 10 = 300 documents
-
-
-def slice_files() -> dict[str, list[tuple[int, str]]]:
-    """``{identity: [(docno, filename), ...]}`` sorted by document number."""
-    by_identity = defaultdict(list)
-    for path in (TEXTWASH / "anon").iterdir():
-        match = NAME.match(path.name)
-        if match and (TEXTWASH / "orig" / path.name).is_file():
-            category, docno, _, target = match.groups()
-            by_identity[f"{category}:{target}"].append((int(docno), path.name))
-    return {k: sorted(v) for k, v in sorted(by_identity.items())}
 
 
 @pytest.fixture(scope="module")
 def textwash_slice(tmp_path_factory):
     if not (TEXTWASH / "anon").is_dir() or not (TEXTWASH / "orig").is_dir():
         pytest.skip(f"TextWash data not available: ../shared/datasets not found (looked in {TEXTWASH})")
-    files = slice_files()
+    files = textwash_files()
     if len(files) < 30 or min(len(v) for v in files.values()) < PROFILE_DOCS + AUDIT_DOCS:
         pytest.skip(f"TextWash study 1 in {TEXTWASH} is incomplete")
     base = tmp_path_factory.mktemp("textwash")
