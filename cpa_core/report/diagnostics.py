@@ -9,8 +9,8 @@ The cases:
 
 - the calibration set is too small for the level (``k > n``: an infinite threshold), or, under the release
   protocol, one document short for the labelled documents, each calibrated by the other ``n - 1``;
-- under the conservative miss policy, the share of calibration documents whose identity is outside the
-  pool exceeds ``alpha``: the ``k``-th smallest calibration score is ``+inf``;
+- under the conservative miss policy, more calibration documents have their identity outside the pool than the
+  level allows (``n - k`` of ``n``): the ``k``-th smallest calibration score is ``+inf``;
 - a group of audited documents has no calibration document (per-group calibration): no threshold;
 - most sets are (nearly) the whole pool, whatever the cause;
 - the release policy's ``k`` is at least the pool size: every set is smaller than ``k``;
@@ -69,10 +69,12 @@ def certificate_warnings(result: AuditResult, cert: Certificate, policy: Release
         where = "" if stratum == ALL else f" in {'stratum' if 'certainty ' in str(stratum) else 'group'} '{stratum}'"
         if config.miss_policy == "infinite" and missed > 0:
             n = int(mask.sum())
+            k = threshold_rank(n, alpha)
             out.append(
-                f"confidence {level}{where}: {_percent(missed)} of the calibration documents have their identity "
-                f"outside the candidate pool, more than alpha = {_percent(float(alpha))} allows under the conservative "
-                f"miss policy (the {threshold_rank(n, alpha)}-th smallest of {n} scores is infinite): the threshold "
+                f"confidence {level}{where}: {int(round(missed * n)):,} of the {n:,} calibration documents "
+                f"({_percent(missed)}) have their identity outside the candidate pool, and their scores are infinite "
+                f"under the conservative miss policy; at this level the threshold is the {k:,}-th smallest of the "
+                f"{n:,} scores, so at most {n - k:,} of them may be infinite: the threshold "
                 "is infinite and every set is the whole pool. Certify with miss_policy = 'exclude' (a guarantee "
                 "conditional on the identity being in the pool, unconditional coverage at least (1 - rho)(1 - alpha)), "
                 "a larger top-K shortlist, or a registry that holds more of the documents' subjects")
