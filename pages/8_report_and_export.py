@@ -75,7 +75,8 @@ if no_pdf:
     right.caption(plain(no_pdf[0].upper() + no_pdf[1:] + "."))
 
 st.subheader("Redaction worklist")
-st.caption(f"{len(work):,} flagged test documents, smallest set first, with the terms that drive each match.")
+st.caption(f"{len(work):,} flagged documents, riskiest first (highest linkage probability, then smallest set), each "
+           "with the rule that flagged it and the terms that drive its match.")
 shown = flagged_table(work).drop(columns=["evidence", "config_id", "confidence"])
 st.dataframe(shown, hide_index=True, width="stretch", height=240, column_config=table_columns(shown))
 left, right = st.columns(2)

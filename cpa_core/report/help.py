@@ -20,8 +20,9 @@ HELP: dict[str, str] = {
                "is certifiably down to 10 people.",
     "mean_leakage": "Mean of the leakage proxy 1 / max(1, |C|) over the test documents. Not a probability of "
                     "re-identification; larger means smaller sets on average.",
-    "at_risk": "Test documents whose certified set has fewer than k members (or whose leakage proxy exceeds the "
-               "leakage threshold): candidates for withholding or further redaction.",
+    "at_risk": "Documents flagged under the release policy: a certified set smaller than k (or a leakage proxy above "
+               "the leakage threshold), or a linkage probability above the acceptable linkage rate: candidates for "
+               "withholding or further redaction.",
     "min_set": "The smallest certified set among the test documents.",
     "median_set": "Median certified set size over the test documents: half of them have a set at most this large.",
     "mean_set": "Mean certified set size over the test documents.",
@@ -99,7 +100,8 @@ HELP: dict[str, str] = {
               "probability: the guarantee never depends on it).",
     "score": "Nonconformity score of the candidate: it is in the set when the score is at most q̂.",
     "pool_size": "Number of candidates the attacker ranked for this document.",
-    "n_flagged": "Number of flagged test documents under the current k and leakage threshold.",
+    "n_flagged": "Number of flagged documents under the current release policy: a certified set smaller than k (or a "
+                 "leakage proxy above the threshold), or a linkage probability above the acceptable linkage rate.",
     "llm_calls": "How many requests the attack would send to the LLM endpoint for the calibration and test "
                  "documents (m per document and attribute, or one per document for clues and log-probabilities). "
                  "Answers already in the local cache are free and not counted.",

@@ -1,4 +1,4 @@
-"""The redaction worklist: the flagged documents smallest set first (then by id) with their top candidates and
+"""The redaction worklist: the flagged documents riskiest first (linkage probability, then smallest set, then id) with their top candidates and
 evidence, by hand on the toy audit; its CSV (lists joined, formula-like cells neutralised) and JSON."""
 
 from __future__ import annotations
