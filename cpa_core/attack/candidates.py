@@ -93,16 +93,15 @@ class BlockBuffers:
         self.exponentials = np.empty((rows, m), dtype=np.float64)
 
 
-def cut_ties_of(similarities: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """Per row, the columns left out of ``columns`` whose similarity equals the last kept one's (equal similarities
-    give bitwise equal weights: the cut candidates tied with the last listed one)."""
+def cut_ties_of(similarities: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the entries whose similarity equals the last kept one's (a mask over ``similarities``), and how many of
+    them ``columns`` leaves out (equal similarities give bitwise equal weights: the cut candidates tied with the last
+    listed one). ``columns`` keeps at least one column and cuts some."""
     rows = np.arange(similarities.shape[0])
-    if columns.shape[1] == 0 or columns.shape[1] >= similarities.shape[1]:
-        return np.zeros(similarities.shape[0], dtype=np.int64)
-    last = similarities[rows, columns[:, -1]]
-    equal = np.count_nonzero(similarities == last[:, None], axis=1)
-    kept = np.count_nonzero(similarities[rows[:, None], columns] == last[:, None], axis=1)
-    return (equal - kept).astype(np.int64)
+    last = similarities[rows, columns[:, -1]][:, None]
+    tied = similarities == last
+    kept = np.count_nonzero(np.take_along_axis(similarities, columns, axis=1) == last, axis=1)
+    return tied, (np.count_nonzero(tied, axis=1) - kept).astype(np.int64)
 
 
 def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: int | None, temperature: float
@@ -116,7 +115,8 @@ def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: i
     """
     rows = np.arange(similarities.shape[0])[:, None]
     columns = ranked_columns(similarities, top_k)
-    ties = cut_ties_of(similarities, columns) if columns.shape[1] < similarities.shape[1] else None
+    cut = 0 < columns.shape[1] < similarities.shape[1]
+    tied, ties = cut_ties_of(similarities, columns) if cut else (None, None)
     np.copyto(scratch, similarities)  # float64, as the dense path's astype
     np.divide(scratch, temperature, out=scratch)
     top = np.max(scratch, axis=1, keepdims=True)
@@ -127,10 +127,9 @@ def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: i
     kept = scratch[rows, columns]
     weights = np.divide(kept, total, out=np.zeros_like(kept), where=total > 0)
     tail = None
-    if columns.shape[1] < scratch.shape[1]:
+    if cut:
         scratch[rows, columns] = 0.0
-        if ties.any():  # the cut candidates tied with the last kept one are its tie group, not the tail
-            scratch[similarities == similarities[rows[:, 0], columns[:, -1]][:, None]] = 0.0
+        scratch[tied] = 0.0  # the cut candidates tied with the last kept one are its tie group, not the tail
         left = scratch.sum(axis=1, keepdims=True)
         tail = np.divide(left, total, out=np.zeros_like(left), where=total > 0)[:, 0]
     return columns, weights, tail, ties
@@ -205,12 +204,11 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
                 index = ranked_columns(raw, top_k)
                 candidates[start:stop] = index
                 weights[start:stop] = np.take_along_axis(block, index, axis=1)
-                if width < m:
+                if 0 < width < m:
                     np.put_along_axis(block, index, 0.0, axis=1)  # what is left: the cut candidates
-                    last = np.take_along_axis(raw, index[:, -1:], axis=1)
-                    block[raw == last] = 0.0  # those tied with the last kept one are its tie group, not the tail
+                    tied, ties[start:stop] = cut_ties_of(raw, index)
+                    block[tied] = 0.0  # those tied with the last kept one are its tie group, not the tail
                     tail[start:stop] = np.sort(block, axis=1).sum(axis=1)
-                    ties[start:stop] = cut_ties_of(raw, index)
             if progress:
                 progress(stop, n, "ranking the registry")
     finally:

@@ -145,13 +145,13 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
                 scores[row] = -exps[row, end[row]:].sum() / total[row]
             scores = np.where(known & np.isneginf(prefix[:, 0]), -np.inf, scores)  # a fully tied row (deep truth too)
             truth_scores[j, start:stop] = np.where(known, scores, np.inf)
-            per_temperature.append((prefix, weights.shape[1]))
-        blocks.append((start, stop, m, per_temperature))
+            per_temperature.append(prefix)
+        blocks.append((start, stop, m, width, per_temperature))
     thresholds = [leave_one_out_thresholds(truth_scores[j], members, confidence) for j in range(len(grid))]
     totals = np.zeros(len(grid))
-    for start, stop, m, per_temperature in blocks:
+    for start, stop, m, width, per_temperature in blocks:
         whole = None
-        for j, (prefix, width) in enumerate(per_temperature):
+        for j, prefix in enumerate(per_temperature):
             q_hat = thresholds[j][start:stop]
             sizes = set_sizes(prefix, np.full(stop - start, width), q_hat)
             wide = np.flatnonzero((sizes >= width) & (width < m))

@@ -106,19 +106,14 @@ def stratified(test_split: ScoredSplit, cal_split: ScoredSplit, config: AuditCon
     when there is one."""
     exclude = config.miss_policy == "exclude"
     if config.protocol == "release":  # every document is audited; the calibration documents are among them
-        split = test_split
-        calibrating = np.isin(split.table.doc_ids.astype(str), cal_split.table.doc_ids.astype(str)) & split.labelled
-        members = calibrating & (split.in_pool if exclude else True)
-        labels, strata = stratify(certainty(split.table), split.groups, members, config.certainty_bins,
+        # the calibration documents are the audited ones of the calibration split, in file order
+        calibrating = test_split.labelled & test_split.among(cal_split)
+        members = calibrating & (test_split.in_pool if exclude else True)
+        labels, strata = stratify(certainty(test_split.table), test_split.groups, members, config.certainty_bins,
                                   minimum_members(config.confidences, "release"))
         if labels is None:
             return test_split, cal_split, ()
-        test_split = replace(test_split, strata=labels)
-        rows = np.flatnonzero(calibrating) if len(cal_split) == int(calibrating.sum()) else None
-        if rows is None or not np.array_equal(split.table.doc_ids[rows].astype(str), cal_split.table.doc_ids.astype(str)):
-            position = {doc: row for row, doc in enumerate(split.table.doc_ids.astype(str).tolist())}
-            rows = np.array([position[doc] for doc in cal_split.table.doc_ids.astype(str).tolist()], dtype=np.int64)
-        return test_split, replace(cal_split, strata=labels[rows]), strata
+        return replace(test_split, strata=labels), replace(cal_split, strata=labels[calibrating]), strata
     n_cal = len(cal_split)
     margin = np.concatenate([certainty(cal_split.table), certainty(test_split.table)])
     groups = None if cal_split.groups is None else np.concatenate([cal_split.groups, test_split.groups])

@@ -103,6 +103,10 @@ class ScoredSplit:
             return np.zeros(len(self), dtype=bool)
         return np.isneginf(self.sorted_scores[:, 0])
 
+    def among(self, other: ScoredSplit) -> np.ndarray:
+        """Mask of this split's documents that are documents of ``other`` too (by doc id)."""
+        return np.isin(self.table.doc_ids.astype(str), other.table.doc_ids.astype(str))
+
     @property
     def in_pool(self) -> np.ndarray:
         return self.truth_positions >= 0
@@ -252,8 +256,12 @@ class AuditResult:
         """Release protocol: the audited documents that calibrate (the calibration split's: labelled, not in a tuning
         fold; in the pool under 'exclude')."""
         split = self.test_split
-        calibrating = np.isin(split.table.doc_ids.astype(str), self.calibration_split.table.doc_ids.astype(str))
-        return calibrating & split.labelled & (split.in_pool if self.config.miss_policy == "exclude" else True)
+        return self.calibrating & (split.in_pool if self.config.miss_policy == "exclude" else True)
+
+    @cached_property
+    def calibrating(self) -> np.ndarray:
+        """Release protocol: the audited documents of the calibration split (labelled, not in a tuning fold)."""
+        return self.test_split.labelled & self.test_split.among(self.calibration_split)
 
     @cached_property
     def release_ranking(self) -> LeaveOneOutRanking:
@@ -276,9 +284,7 @@ class AuditResult:
         """The Venn-Abers fits of the audited documents and (split protocol) of the calibration documents."""
         test = self.test_split
         if self.config.protocol == "release":
-            calibrating = test.labelled & np.isin(test.table.doc_ids.astype(str),
-                                                  self.calibration_split.table.doc_ids.astype(str))
-            return venn_abers(statistic_levels(certainty(test.table)), self.first_guess_right, calibrating), None
+            return venn_abers(statistic_levels(certainty(test.table)), self.first_guess_right, self.calibrating), None
         cal = self.calibration_split
         margin = np.concatenate([certainty(cal.table), certainty(test.table)])
         events = np.concatenate([cal.labelled & (cal.truth_ranks == 1), np.zeros(len(test), dtype=bool)])

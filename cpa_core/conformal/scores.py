@@ -151,9 +151,14 @@ def tie_pessimistic_ranks(weights: np.ndarray, pool_sizes: np.ndarray, positions
         pool = np.arange(width)[None, :] < pool_sizes[block, None]
         ranks[block] = np.count_nonzero((weights[block] >= chosen[block, None]) & pool, axis=1)
     if cut_ties is not None:
-        last = weights[rows, np.clip(np.minimum(pool_sizes, width) - 1, 0, width - 1)]
-        ranks += np.where(chosen == last, np.asarray(cut_ties, dtype=np.int64), 0)
+        ranks += np.where(chosen == last_listed(weights, pool_sizes), np.asarray(cut_ties, dtype=np.int64), 0)
     return ranks
+
+
+def last_listed(weights: np.ndarray, pool_sizes: np.ndarray) -> np.ndarray:
+    """Each row's last listed weight (the first column's of an empty pool; the table must have a column)."""
+    width = weights.shape[1]
+    return weights[np.arange(weights.shape[0]), np.clip(np.minimum(pool_sizes, width) - 1, 0, width - 1)]
 
 
 def last_tie_group(weights: np.ndarray, pool_sizes: np.ndarray, cut_ties: np.ndarray | None) -> np.ndarray | None:
@@ -161,12 +166,11 @@ def last_tie_group(weights: np.ndarray, pool_sizes: np.ndarray, cut_ties: np.nda
     ``None`` when no row has such ties."""
     if cut_ties is None or not np.any(cut_ties):
         return None
-    n, width = weights.shape
+    width = weights.shape[1]
     if width == 0:
         return None
-    last = weights[np.arange(n), np.clip(np.minimum(pool_sizes, width) - 1, 0, width - 1)]
     pool = np.arange(width)[None, :] < np.minimum(pool_sizes, width)[:, None]
-    return (np.asarray(cut_ties)[:, None] > 0) & pool & (weights == last[:, None])
+    return (np.asarray(cut_ties)[:, None] > 0) & pool & (weights == last_listed(weights, pool_sizes)[:, None])
 
 
 def fully_tied(weights: np.ndarray, pool_sizes: np.ndarray, tail_mass: np.ndarray | None,
@@ -177,10 +181,8 @@ def fully_tied(weights: np.ndarray, pool_sizes: np.ndarray, tail_mass: np.ndarra
     if width == 0:
         return np.zeros(n, dtype=bool)
     pool_sizes = np.minimum(np.asarray(pool_sizes), width)
-    rows = np.arange(n)
-    first, last = weights[:, 0], weights[rows, np.maximum(pool_sizes - 1, 0)]
     ties = np.zeros(n) if cut_ties is None else np.asarray(cut_ties, dtype=float)
-    tied = (pool_sizes > 0) & (pool_sizes + ties >= 2) & (first == last)
+    tied = (pool_sizes > 0) & (pool_sizes + ties >= 2) & (weights[:, 0] == last_listed(weights, pool_sizes))
     if tail_mass is not None:  # the mass below the last listed candidate: none in a fully tied pool
         tied &= ~(np.asarray(tail_mass, dtype=float) > 0)
     return tied
@@ -241,10 +243,10 @@ class Score:
             Each row sorted by decreasing weight; entries beyond the row's pool size are padding.
         pool_sizes : ndarray of shape (n,)
         tail_mass : ndarray of shape (n,), optional
-            Probability mass of each pool outside the table (the APS score counts it below every candidate but
-            those tied with cut ones).
+            Probability mass of each pool outside the table below its last listed candidate (the APS score counts
+            it below every candidate).
         cut_ties : ndarray of shape (n,), optional
-            Cut candidates tied with each row's last listed candidate (their mass is part of ``tail_mass``).
+            Cut candidates tied with each row's last listed candidate (their mass is *not* in ``tail_mass``).
 
         Returns
         -------
@@ -255,8 +257,7 @@ class Score:
         group = last_tie_group(weights, pool_sizes, cut_ties)
         below = tail
         if group is not None:  # the cut ties' mass lies below every listed candidate but their own tie group
-            rows = np.arange(weights.shape[0])
-            last = weights[rows, np.clip(np.minimum(pool_sizes, weights.shape[1]) - 1, 0, weights.shape[1] - 1)]
+            last = last_listed(weights, pool_sizes)
             tail = tail + np.asarray(cut_ties) * np.where(np.isfinite(last), last, 0.0)
         padding = _padding(weights, pool_sizes)
         if padding is None:

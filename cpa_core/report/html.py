@@ -257,18 +257,15 @@ def svg_confidence_curve(curve: pd.DataFrame, confidence: float, title: str) -> 
 
 def attack_rows(verdict: Verdict) -> list[tuple[str, str]]:
     """The attack's success as the verdict reads it: first-guess rate, acceptable rate, flags by rule, remainder."""
-    def percent(value):
-        return "unknown" if value is None else f"{100 * value:.1f} %"
-
     first = ("unknown (no labelled document)" if verdict.first_guess_rate is None else
-             f"{percent(verdict.first_guess_rate)} (95 % CI {percent(verdict.first_guess_low)}–"
-             f"{percent(verdict.first_guess_high)})")
+             f"{fmt_percent(verdict.first_guess_rate)} (95 % CI {fmt_percent(verdict.first_guess_low)}–"
+             f"{fmt_percent(verdict.first_guess_high)})")
     return [("first guess is the right person", first),
-            ("acceptable linkage rate", percent(verdict.acceptable_linkage)),
+            ("acceptable linkage rate", fmt_percent(verdict.acceptable_linkage)),
             ("flagged", f"{verdict.n_flagged:,} of {verdict.n_documents:,} ({verdict.n_flagged_by_set or 0:,} by set "
                         f"size, {verdict.n_flagged_by_linkage or 0:,} by linkage probability)"),
             ("the rest, linked at most", "nothing left" if verdict.remainder_bound is None else
-             f"{percent(verdict.remainder_bound)} (95 % upper bound)"),
+             f"{fmt_percent(verdict.remainder_bound)} (95 % upper bound)"),
             ("documents that give the attacker nothing", f"{verdict.n_uninformative or 0:,}")]
 
 

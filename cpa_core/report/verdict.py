@@ -238,6 +238,7 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
     level, rule = _level(entry.confidence), policy.rule
     rate, bound = policy.linkage_rate, entry.remainder_bound
     attack = attack_sentence(entry)
+    first = attack[0].upper() + attack[1:]  # the attack as a sentence of its own
     by_rule = flag_counts(entry)
     if bound is not None and bound > rate:
         status = "unsafe"
@@ -262,7 +263,7 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
         status = "inconclusive"
         headline = (f"Inconclusive: {n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}), but "
                     f"{len(failed)} validity check{'s' if len(failed) > 1 else ''} failed, so this count is no "
-                    f"evidence of safety. {attack[0].upper() + attack[1:]}.")
+                    f"evidence of safety. {first}.")
         actions = ["Do not release on the strength of this certificate: treat every document as unaudited until "
                    "the failed checks are resolved."]
         actions += list(dict.fromkeys(check.remedy for check in failed if check.remedy))
@@ -272,12 +273,12 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
     elif n_flagged and n_flagged == n:
         status = "redact"
         headline = (f"Every one of the {n:,} {documents} is flagged at {level} confidence ({rule}){by_rule}: none can be "
-                    f"released as it is. {attack[0].upper() + attack[1:]}.")
+                    f"released as it is. {first}.")
         actions = [f"Withhold the {n:,} documents, or redact every one of them and audit the redacted release again."]
     elif n_flagged:
         status = "redact"
         headline = (f"{n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}){by_rule}: redact or "
-                    f"withhold them before release. {attack[0].upper() + attack[1:]}; "
+                    f"withhold them before release. {first}; "
                     + ("nothing is left to release." if bound is None else
                        f"the rest is linked at up to {_percent(bound)}, within the acceptable {_percent(rate)}."))
         actions = [f"Redact or withhold the {n_flagged:,} flagged documents, highest linkage probability and smallest "
@@ -291,7 +292,7 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
     else:
         status = "release"
         headline = (f"No document flagged: none of the {n:,} {documents} has a certified set below {policy.flag_below} "
-                    f"or a linkage probability above {_percent(rate)} at {level} confidence. {attack[0].upper() + attack[1:]}"
+                    f"or a linkage probability above {_percent(rate)} at {level} confidence. {first}"
                     + (f"; at most {_percent(bound)} (95 % upper bound)" if bound is not None else "") + ".")
         actions = [f"The {n:,} {documents} may be released under this configuration."]
     if entry.n_uninformative:
