@@ -27,7 +27,6 @@ from cpa_ui.redaction import (
     suggestions_table,
 )
 from cpa_ui.state import RedactionRun, state, widget_key
-from cpa_ui.text import plain
 
 data, run = results_page("Redact and re-audit")
 result = run.result

@@ -5,7 +5,6 @@ audit, the choice is recorded and used, and the split protocol's test labels are
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 
 import numpy as np
 import pytest
