@@ -21,7 +21,8 @@ from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.results import Certificate
 from cpa_core.common.errors import CPAError
 from cpa_core.io.tables import Documents
-from cpa_core.redaction.suggestions import REPLACEMENTS, Suggestion, apply_edits, rescorer, suggest_redactions
+from cpa_core.audit.rescoring import StoredRisk
+from cpa_core.redaction.suggestions import REPLACEMENTS, Suggestion, apply_edits, suggest_redactions
 from cpa_core.store.reopen import declared_attacker
 from cpa_ui.analysis import row_of
 from cpa_ui.attackers import declare
@@ -100,10 +101,10 @@ def suggestions_table(suggestions) -> pd.DataFrame:
 
 def rescore(run: AuditRun, data: DataSet, confidence: float, doc_id: str, text: str,
             explain) -> Rescored:
-    """Attack an edited text of a document again and count its set under the document's stored threshold."""
+    """Attack an edited text of a document again and count its set under the stored calibration."""
     cert = run.result.certificate(confidence)
-    size, rows = rescorer(run.result, cert, row_of(cert, doc_id), run.attacker, data.registry)(text)
-    return Rescored(size, tuple(explain.spans(text, rows)) if explain is not None else ())
+    found = StoredRisk(run.result, run.attacker, data.registry, confidence).of([(cert, row_of(cert, doc_id))], [text])[0]
+    return Rescored(found.risk.set_size, tuple(explain.spans(text, list(found.rows))) if explain is not None else ())
 
 
 def redacted_documents(documents: Documents, suggestions) -> Documents:

@@ -1,5 +1,6 @@
 """A toy TF-IDF audit with its explainer, as the module-scoped fixture ``toy_release``: import
-``toy_release_fixture`` into a test module (``# noqa: F401``) and ask for it by name."""
+``toy_release_fixture`` into a test module (``# noqa: F401``) and ask for it by name. It unpacks as
+``(result, explainer, documents)`` and names its ``attacker`` and ``registry`` too."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 @pytest.fixture(scope="module", name="toy_release")
 def toy_release_fixture():
-    """A toy TF-IDF audit, its explainer and its documents."""
+    """A toy TF-IDF audit, its explainer and its documents (and its attacker and registry by name)."""
     from conftest import toy_frames
 
     from cpa_core.attack.attackers.tfidf import TfidfAttacker
@@ -32,4 +33,13 @@ def toy_release_fixture():
     result = run_audit(documents, registry, attacker, config)
     explainer = audit_explainer(attacker, registry, config)
     assert explainer is not None
-    return result, explainer, documents
+    return ToyRelease(result, explainer, documents, attacker, registry)
+
+
+class ToyRelease(tuple):
+    """``(result, explainer, documents)``, with the ``attacker`` and ``registry`` of the audit by name."""
+
+    def __new__(cls, result, explainer, documents, attacker, registry):
+        toy = super().__new__(cls, (result, explainer, documents))
+        toy.attacker, toy.registry = attacker, registry
+        return toy

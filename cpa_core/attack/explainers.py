@@ -42,6 +42,8 @@ explainers by :mod:`cpa_core.report.evidence`.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -129,6 +131,19 @@ def _overlaps(start: int, end: int, regions: Sequence[tuple[int, int]]) -> bool:
     return any(a < end and start < b for a, b in regions)
 
 
+class _Regions:
+    """Ranges of a text (sorted by start, possibly overlapping), asked many times whether a range meets one:
+    a bisection on the starts and the furthest end of the ranges that start before."""
+
+    def __init__(self, regions: Sequence[tuple[int, int]]):
+        self.starts = [a for a, _ in regions]
+        self.reach = list(itertools.accumulate((b for _, b in regions), max))
+
+    def overlap(self, start: int, end: int) -> bool:
+        before = bisect.bisect_left(self.starts, end)  # the ranges that start before ``end``
+        return before > 0 and self.reach[before - 1] > start
+
+
 # ------------------------------------------------------------------------------------------------
 # words
 
@@ -146,16 +161,20 @@ def term_spans(text: str, weights: Mapping[str, float], normalize: Callable[[str
                token_pattern: str = r"(?u)\b\w\w+\b", placeholders: Iterable[str] = DEFAULT_PLACEHOLDERS
                ) -> list[Span]:
     """The tokens of ``text`` whose normalised form has a positive weight, outside placeholders, in text order."""
-    regions = placeholder_regions(text, placeholders)
+    covered = _Regions(placeholder_regions(text, placeholders))
     out = []
+    terms: dict[str, str] = {}  # each distinct token normalised once
     for match in re.finditer(token_pattern, text):
         start, end = match.span()
-        if _overlaps(start, end, regions):
+        if covered.overlap(start, end):
             continue
-        term = normalize(match.group(0))
+        token = match.group(0)
+        term = terms.get(token)
+        if term is None:
+            term = terms[token] = normalize(token)
         weight = weights.get(term, 0.0)
         if weight > 0:
-            out.append(Span(start, end, match.group(0), term, float(weight)))
+            out.append(Span(start, end, token, term, float(weight)))
     return out
 
 

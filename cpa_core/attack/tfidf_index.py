@@ -9,6 +9,7 @@ explain its matches otherwise is explained by it (:meth:`cpa_core.attack.base.Re
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Sequence
 
@@ -134,5 +135,6 @@ class TfidfIndex:
         """Evidence spans of a query: its tokens as this index normalises them (lower case, accents stripped),
         weighted by :meth:`term_weights`; the clues of a ``direct_plus_clues`` query weigh what leaving each out
         of the query takes from :meth:`summed_similarity`."""
-        return TermExplainer(self.term_weights, self.vectorizer.build_preprocessor(), self.vectorizer.token_pattern,
+        normalize = functools.lru_cache(maxsize=1 << 16)(self.vectorizer.build_preprocessor())  # tokens repeat
+        return TermExplainer(self.term_weights, normalize, self.vectorizer.token_pattern,
                              similarity=self.summed_similarity, batch_weights=self.term_weights_batch)

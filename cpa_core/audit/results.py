@@ -24,7 +24,7 @@ from cpa_core.conformal.calibration import (
     set_sizes,
 )
 from cpa_core.conformal.scores import Score, get_score, tie_pessimistic_ranks
-from cpa_core.conformal.venn_abers import VennAbers, statistic_levels, venn_abers
+from cpa_core.conformal.venn_abers import VennAbers, VennAbersModel, statistic_levels, venn_abers
 
 
 @dataclass(frozen=True)
@@ -292,6 +292,19 @@ class AuditResult:
         fit = venn_abers(statistic_levels(margin), events, calibrating)
         n = len(cal)
         return VennAbers(fit.low[n:], fit.high[n:]), VennAbers(fit.low[:n], fit.high[:n])
+
+    @cached_property
+    def linkage_model(self) -> VennAbersModel:
+        """The stored fit of :attr:`linkage_fit` for a new document (an edited text): the same calibration documents,
+        the same levels of the attacker's certainty."""
+        test = self.test_split
+        if self.config.protocol == "release":
+            return VennAbersModel.fit(certainty(test.table), self.first_guess_right, self.calibrating)
+        cal = self.calibration_split
+        margin = np.concatenate([certainty(cal.table), certainty(test.table)])
+        events = np.concatenate([cal.labelled & (cal.truth_ranks == 1), np.zeros(len(test), dtype=bool)])
+        calibrating = np.concatenate([cal.labelled, np.zeros(len(test), dtype=bool)])
+        return VennAbersModel.fit(margin, events, calibrating)
 
     @property
     def linkage_fit(self) -> VennAbers:

@@ -20,13 +20,22 @@ LEVELS = 50
 """The most levels the statistic is cut into."""
 
 
-def statistic_levels(statistic: np.ndarray, levels: int = LEVELS) -> np.ndarray:
-    """Level codes ``0..L-1`` of the statistic, cut at its quantiles over every document (ties share a level)."""
+def level_cuts(statistic: np.ndarray, levels: int = LEVELS) -> np.ndarray:
+    """The inner cut points of the statistic's levels: its quantiles over every document (distinct, ascending)."""
     values = np.asarray(statistic, dtype=float)
     if values.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    inner = np.unique(np.quantile(values, np.arange(1, levels) / levels, method="inverted_cdf"))
-    return np.searchsorted(inner, values, side="left").astype(np.int64)
+        return np.zeros(0)
+    return np.unique(np.quantile(values, np.arange(1, levels) / levels, method="inverted_cdf"))
+
+
+def level_of(cuts: np.ndarray, statistic: np.ndarray) -> np.ndarray:
+    """Level codes of values of the statistic under given cut points (a value goes above every cut it exceeds)."""
+    return np.searchsorted(cuts, np.asarray(statistic, dtype=float), side="left").astype(np.int64)
+
+
+def statistic_levels(statistic: np.ndarray, levels: int = LEVELS) -> np.ndarray:
+    """Level codes ``0..L-1`` of the statistic, cut at its quantiles over every document (ties share a level)."""
+    return level_of(level_cuts(statistic, levels), statistic)
 
 
 def isotonic_at(hits: np.ndarray, totals: np.ndarray, level: int) -> float:
@@ -89,3 +98,39 @@ def venn_abers(levels: np.ndarray, events: np.ndarray, calibrating: np.ndarray) 
         rows = (levels == level) & (own == mine)
         low[rows], high[rows] = p0, p1
     return VennAbers(low, high)
+
+
+@dataclass(frozen=True)
+class VennAbersModel:
+    """A stored Venn-Abers fit for documents that do not calibrate: the statistic's cut points and, per level, the
+    calibration documents (``totals``) and their events (``hits``). :meth:`predict` places a new document (an
+    edited text, say) among the same calibration documents, as :func:`venn_abers` places a non-calibrating one."""
+
+    cuts: np.ndarray
+    hits: np.ndarray
+    totals: np.ndarray
+
+    @classmethod
+    def fit(cls, statistic: np.ndarray, events: np.ndarray, calibrating: np.ndarray,
+            levels: int = LEVELS) -> VennAbersModel:
+        cuts = level_cuts(statistic, levels)
+        codes = level_of(cuts, statistic)
+        calibrating = np.asarray(calibrating, dtype=bool)
+        width = cuts.size + 1
+        totals = np.bincount(codes[calibrating], minlength=width).astype(float)
+        hits = np.bincount(codes[calibrating], weights=np.asarray(events, dtype=bool)[calibrating].astype(float),
+                           minlength=width)
+        return cls(cuts, hits, totals)
+
+    def predict(self, statistic: np.ndarray) -> VennAbers:
+        """The Venn-Abers pair of new documents with these values of the statistic."""
+        codes = level_of(self.cuts, statistic)
+        low, high = np.empty(codes.shape[0]), np.empty(codes.shape[0])
+        for level in np.unique(codes).tolist():
+            hits, totals = self.hits.copy(), self.totals.copy()
+            totals[level] += 1
+            p0 = isotonic_at(hits, totals, level)
+            hits[level] += 1
+            rows = codes == level
+            low[rows], high[rows] = p0, isotonic_at(hits, totals, level)
+        return VennAbers(low, high)

@@ -1,41 +1,49 @@
-"""Suggested redactions: for a flagged document, the fewest driving terms whose removal lifts its certified
-set to at least ``k`` under the audit's stored threshold.
+"""Suggested redactions that never raise risk: for a flagged document, the fewest driving terms whose removal
+makes it acceptable to the release policy under the audit's stored calibration.
 
-Greedy: remove every occurrence of the heaviest term of the current match (its evidence, see
-:mod:`cpa_core.attack.explainers`), attack the edited text again, recount its set against the document's stored
-threshold, and repeat until the set holds ``k`` people or no evidence is left. Edits are offsets into the
-*released* text, so they can be applied to the file as written. What a span becomes (nothing, its category
-placeholder, or a generalisation such as a city's region) is decided by a
-:class:`~cpa_core.redaction.replacements.Replacer`, and each edit records which kind it used.
+Greedy, in lockstep over many documents (one attack per round for all of them, :class:`~cpa_core.audit.rescoring.
+StoredRisk`): each round takes the evidence of each text as edited so far (see :mod:`cpa_core.attack.explainers`),
+maps it back to the released text, proposes removing every span of each of its :data:`PROPOSALS` heaviest terms,
+attacks every proposal, and keeps, per document, the proposal that lowers its risk most (its set grows, its linkage
+probability falls; :meth:`~cpa_core.audit.rescoring.Risk.lower_than`). A term whose removal would not lower the risk
+is never redacted (it is recorded as rejected), so every step, and the end, is at most as risky as the start. The
+search ends when the document is acceptable (``|C| >= k`` and its linkage probability within the acceptable rate),
+when no evidence is left, or after :data:`MAX_TERMS` terms; a document it cannot make acceptable is marked
+*withhold*, with the reason.
 
-The new set size is indicative: an edited release is a new release mechanism, and only a new calibration
-certifies it.
+Edits are offsets into the *released* text, so they can be applied to the file as written. What a span becomes
+(nothing, its category placeholder, or a generalisation such as a city's region) is decided by a
+:class:`~cpa_core.redaction.replacements.Replacer`, and each edit records which kind it used. Terms of a deny list
+are never proposed.
+
+The risk after is indicative: an edited release is a new release mechanism, and only a new calibration certifies it.
 """
 
 from __future__ import annotations
 
+import bisect
 import io
 import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from cpa_core.attack.explainers import Explainer, Span
+from cpa_core.attack.explainers import Explainer, Span, fold
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.rescoring import Rescored, Risk, StoredRisk
 from cpa_core.common.errors import DataError
-from cpa_core.conformal.calibration import set_sizes
 from cpa_core.io.reading import FORMATS, read_table
 from cpa_core.redaction.replacements import KINDS, STRATEGIES, Choice, GeneralizationTable, Replacer
-from cpa_core.report.evidence import audit_explainer, evidence_rows
+from cpa_core.report.evidence import audit_explainer
 from cpa_core.report.worklist import risk_order
 
 if TYPE_CHECKING:
     from cpa_core.attack.base import Attacker
     from cpa_core.audit.configuration import AuditConfig
-    from cpa_core.audit.policy import ReleasePolicy
     from cpa_core.audit.results import AuditResult, Certificate
     from cpa_core.io.tables import Documents, Registry
 
@@ -43,6 +51,15 @@ REPLACEMENTS = dict(STRATEGIES)
 """The named strategies: what a redacted span becomes (see :mod:`cpa_core.redaction.replacements`): nothing, its category
 placeholder (never evidence again), or a generalisation where the data allows."""
 MAX_TERMS = 15
+"""The most terms one document's suggestion redacts."""
+PROPOSALS = 3
+"""The heaviest terms tried per document and round."""
+MAX_TRIED = 4 * MAX_TERMS
+"""The most terms tried for one document (accepted or rejected)."""
+CHUNK = 2000
+"""Documents searched together (one attack per round for all of them); progress is reported per chunk."""
+REDACT, WITHHOLD = "redact", "withhold"
+"""What a suggestion says to do with its document."""
 
 
 @dataclass(frozen=True)
@@ -75,14 +92,40 @@ def apply_edits(text: str, edits) -> str:
 
 
 @dataclass(frozen=True)
+class Step:
+    """One redacted term of a suggestion and the document's risk once it (and every earlier one) is redacted."""
+
+    term: str
+    risk: Risk
+
+
+@dataclass(frozen=True)
 class Suggestion:
-    """The suggested redaction of one document: its set size before and after (indicative) and the edits."""
+    """The suggested redaction of one document: its risk before and after (indicative), the edits, the steps that
+    led there, and what to do: ``redact`` (the edits make it acceptable) or ``withhold`` (no safe redaction of its
+    evidence does; ``reason`` says why). ``rejected``: terms whose removal would not have lowered its risk."""
 
     doc_id: str
-    set_size_before: int
-    set_size_after: int
+    before: Risk
+    after: Risk
     edits: tuple[Edit, ...]
-    reaches_k: bool
+    flag_below: int
+    action: str = REDACT
+    reason: str = ""
+    steps: tuple[Step, ...] = ()
+    rejected: tuple[str, ...] = ()
+
+    @property
+    def set_size_before(self) -> int:
+        return self.before.set_size
+
+    @property
+    def set_size_after(self) -> int:
+        return self.after.set_size
+
+    @property
+    def reaches_k(self) -> bool:
+        return self.after.set_size >= self.flag_below
 
     @property
     def characters(self) -> int:
@@ -93,9 +136,17 @@ class Suggestion:
         """How many edits of each kind (see :data:`~cpa_core.redaction.replacements.KINDS`)."""
         return edit_kinds([self])
 
+    def risk_after(self, term: str) -> Risk | None:
+        """The risk once ``term`` (and every term redacted before it) is redacted."""
+        return next((step.risk for step in self.steps if step.term == term), None)
+
     def to_dict(self) -> dict:
-        return {"doc_id": self.doc_id, "set_size_before": self.set_size_before, "set_size_after": self.set_size_after,
+        return {"doc_id": self.doc_id, "action": self.action, "reason": self.reason,
+                "set_size_before": self.set_size_before, "set_size_after": self.set_size_after,
+                "linkage_before": self.before.linkage, "linkage_after": self.after.linkage,
                 "reaches_k": self.reaches_k, "characters": self.characters, "kinds": self.kinds(),
+                "steps": [{"term": step.term, **step.risk.to_dict()} for step in self.steps],
+                "rejected_terms": len(self.rejected),
                 "edits": [edit.to_dict() for edit in self.edits]}
 
 
@@ -108,8 +159,9 @@ def edit_kinds(suggestions: Iterable[Suggestion]) -> dict[str, int]:
     return counts
 
 
-Rescore = Callable[[str], tuple[int, list[int]]]
-"""An edited text -> its set size under the stored threshold, and the registry rows of its top candidates."""
+RescoreBatch = Callable[[Sequence[object], Sequence[str]], list[Rescored]]
+"""Documents (whatever names them for the re-scorer) and an edited text of each -> each text's risk and evidence
+rows under the stored calibration (:meth:`~cpa_core.audit.rescoring.StoredRisk.of` is one)."""
 Replacement = Callable[[Span], str]
 """What a span of evidence becomes in the redacted text (a :class:`~cpa_core.redaction.replacements.Replacer` is one)."""
 
@@ -137,76 +189,226 @@ def _chooser(strategy: str | Replacement) -> Callable[[Span, str], Choice]:
 def released_offsets(edits: Sequence[Edit], start: int, end: int) -> tuple[int, int] | None:
     """Where ``[start, end)`` of the text with ``edits`` applied lies in the released text; ``None`` when it
     touches what an edit wrote (or straddles a deletion)."""
-    shift = 0
-    for edit in sorted(edits, key=lambda e: e.offset):
-        begin = edit.offset + shift
-        finish = begin + len(edit.replacement)
-        if begin >= end:  # this edit, and every later one, lies after the span
+    return OffsetMap(edits).released(start, end)
+
+
+class OffsetMap:
+    """The edits of a text, sorted once, mapping ranges of the edited text back to the released one (a bisection
+    per range)."""
+
+    def __init__(self, edits: Sequence[Edit]):
+        ordered = sorted(edits, key=lambda e: e.offset)
+        self.begins, self.finishes, self.shifts = [], [], [0]
+        for edit in ordered:  # where each edit's replacement lies in the edited text
+            begin = edit.offset + self.shifts[-1]
+            self.begins.append(begin)
+            self.finishes.append(begin + len(edit.replacement))
+            self.shifts.append(self.shifts[-1] + len(edit.replacement) - edit.length)
+
+    def released(self, start: int, end: int) -> tuple[int, int] | None:
+        before = bisect.bisect_left(self.begins, end)  # the edits that begin before the range ends
+        if before and (start < self.finishes[before - 1] or start < self.begins[before - 1]):
+            return None  # overlaps what the last of them wrote, or straddles a deletion
+        shift = self.shifts[before]
+        return start - shift, end - shift
+
+
+def folded_terms(words: Iterable[str]) -> frozenset[str]:
+    """A list of words as the search compares them (case and accents aside, blanks dropped)."""
+    return frozenset(" ".join(fold(w).split()) for w in words if str(w).strip())
+
+
+@dataclass
+class _Search:
+    """One document's search: the released text, the edits so far, its risk and evidence rows now."""
+
+    name: object
+    doc_id: str
+    text: str
+    before: Risk
+    current: Rescored
+    edits: list[Edit] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    redacted: set[str] = field(default_factory=set)
+    rejected: list[str] = field(default_factory=list)
+    named: int | None = None  # the registry row the attacker named first for the released text
+
+    def safe(self, rescored: Rescored, policy: ReleasePolicy) -> bool:
+        """Acceptable to the policy, and the attacker no longer names whom it named first for the released text."""
+        return rescored.risk.acceptable(policy) and not self.names_the_same(rescored)
+
+    def names_the_same(self, rescored: Rescored) -> bool:
+        return self.named is not None and bool(rescored.rows) and rescored.rows[0] == self.named
+
+    @property
+    def edited(self) -> str:
+        return apply_edits(self.text, self.edits)
+
+    def tried(self) -> int:
+        return len(self.redacted) + len(self.rejected)
+
+
+def _proposals(search: _Search, spans: Sequence[Span], deny: frozenset[str], room: int) -> dict[str, list[Span]]:
+    """The ``room`` heaviest terms the document's evidence offers now (a term weighs what its heaviest span does),
+    each with its spans in the released text; terms already redacted or rejected, denied words and spans that
+    touch an edit are left out."""
+    by_term: dict[str, list[Span]] = {}
+    for span in spans:
+        by_term.setdefault(span.term, []).append(span)
+    skip = search.redacted | set(search.rejected)
+    ranked = sorted((t for t in by_term if t not in skip), key=lambda t: (-max(s.weight for s in by_term[t]), t))
+    mapping = OffsetMap(search.edits)
+    offered: dict[str, list[Span]] = {}
+    for term in ranked:
+        if len(offered) >= room:
             break
-        if start < finish or start < begin:  # overlaps what it wrote, or straddles a deletion
-            return None
-        shift += len(edit.replacement) - edit.length
-    return start - shift, end - shift
+        if deny and fold(term) in deny:
+            continue
+        kept = []
+        for span in by_term[term]:
+            where = mapping.released(span.start, span.end)
+            if where is not None and not (deny and " ".join(fold(span.text).split()) in deny):
+                kept.append(Span(where[0], where[1], span.text, span.term, span.weight))
+        if kept:
+            offered[term] = kept
+    return offered
 
 
-def suggest(doc_id: str, text: str, rescore: Rescore, explainer: Explainer, flag_below: int,
-            strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS) -> Suggestion:
-    """The greedy redaction of one released text (see the module's docstring): each round takes the evidence of
-    the text as edited so far, maps it back to the released text, and redacts every span of its heaviest term.
-    ``strategy``: a name of :data:`REPLACEMENTS` (without the registry's categories), a
-    :class:`~cpa_core.redaction.replacements.Replacer`, or any span -> text callable."""
+def _withhold_reason(search: _Search, policy: ReleasePolicy) -> str:
+    risk = search.current.risk
+    short = []
+    if risk.set_size < policy.flag_below:
+        short.append(f"|C| = {risk.set_size} < k = {policy.flag_below}")
+    if risk.linkage is not None and risk.linkage > policy.linkage_rate:
+        short.append(f"linkage probability {risk.linkage:.3g} > {policy.linkage_rate:.3g}")
+    if search.names_the_same(search.current):
+        short.append("the attacker still names whom it named first")
+    left = " and ".join(short) or "it is still flagged"
+    if not search.steps:
+        return (f"no redaction of its evidence lowers its risk ({len(search.rejected)} terms tried); {left}"
+                if search.rejected else f"the attacker's evidence offers nothing to redact; {left}")
+    return f"after redacting {len(search.steps)} terms, {left}" + (
+        f"; {len(search.rejected)} more terms would not lower its risk" if search.rejected else "")
+
+
+def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: RescoreBatch, explainer: Explainer,
+                      policy: ReleasePolicy, strategy: str | Replacement = "placeholder",
+                      max_terms: int = MAX_TERMS, deny: Collection[str] = (),
+                      before: Sequence[Risk] | None = None, proposals: int = PROPOSALS,
+                      progress: Callable[[list[Suggestion], int], None] | None = None) -> list[Suggestion]:
+    """The greedy search of the module's docstring over ``documents``: each ``(name, doc_id, released text)``,
+    ``name`` naming the document for ``rescore``; the suggestions in the order of ``documents``. ``before``: each
+    document's risk as released (default: its text re-scored); ``deny``: words never redacted; ``proposals``:
+    the heaviest terms tried per round (1: the heaviest term whenever it lowers the risk); ``progress(finished
+    suggestions, total)`` is called after each round (stopping it there keeps the finished ones)."""
+    if not documents:
+        return []
     choose = _chooser(strategy)
-    before, rows = rescore(text)
-    size = before
-    edits: list[Edit] = []
-    removed: set[str] = set()
-    current = text
-    while size < flag_below and len(removed) < max_terms:
-        spans = []
-        for span in explainer.evidence(current, rows):
-            where = None if span.term in removed else released_offsets(edits, span.start, span.end)
-            if where is not None:
-                spans.append(Span(where[0], where[1], span.text, span.term, span.weight))
-        if not spans:
+    deny = folded_terms(deny)
+    names = [name for name, _, _ in documents]
+    start = rescore(names, [text for _, _, text in documents])
+    searches = []
+    for i, ((name, doc_id, text), found) in enumerate(zip(documents, start)):
+        risk = found.risk if before is None else before[i]
+        searches.append(_Search(name, str(doc_id), text, risk, Rescored(risk, found.rows, found.clues),
+                                named=found.rows[0] if found.rows else None))
+    finished: dict[int, Suggestion] = {}
+
+    def finish(done: Iterable[_Search]) -> None:
+        for search in done:
+            finished[id(search)] = _suggestion(search, policy)
+        if progress is not None:
+            progress(list(finished.values()), len(searches))
+    active = [s for s in searches if not s.safe(s.current, policy)]
+    finish(s for s in searches if s.safe(s.current, policy))
+    while active:
+        evidence = explainer.evidence_batch([s.edited for s in active], [s.current.rows for s in active],
+                                            [s.current.clues for s in active])
+        tries = []  # (search, term, weight, edits)
+        for search, spans in zip(active, evidence):
+            room = min(proposals, MAX_TRIED - search.tried())
+            offered = _proposals(search, spans, deny, room) if room > 0 else {}
+            for term in offered:
+                new = [_edit(choose, s, search.text) for s in offered[term]]
+                tries.append((search, term, max(s.weight for s in offered[term]),
+                              sorted(search.edits + new, key=lambda e: e.offset)))
+        if not tries:
             break
-        term = max(spans, key=lambda s: (s.weight, s.term)).term
-        removed.add(term)
-        for s in spans:
-            if s.term == term:
-                choice = choose(s, text)  # the span's offsets are into the released text
-                edits.append(Edit(s.start, s.end - s.start, s.text, choice.replacement, term, choice.kind))
-        edits.sort(key=lambda e: e.offset)
-        current = apply_edits(text, edits)
-        size, rows = rescore(current)
-    return Suggestion(doc_id, before, size, tuple(edits), size >= flag_below)
+        found = rescore([t[0].name for t in tries], [apply_edits(t[0].text, t[3]) for t in tries])
+        best: dict[int, tuple] = {}
+        for (search, term, weight, edits), rescored in zip(tries, found):
+            moved = search.names_the_same(search.current) and not search.names_the_same(rescored)
+            if not (rescored.risk.lower_than(search.current.risk)
+                    or (moved and rescored.risk.no_higher_than(search.current.risk))):
+                search.rejected.append(term)
+                continue
+            risk = rescored.risk
+            key = (search.safe(rescored, policy), risk.acceptable(policy), not search.names_the_same(rescored),
+                   risk.set_size, -(risk.linkage or 0.0), -risk.certainty, weight)
+            if id(search) not in best or key > best[id(search)][0]:
+                best[id(search)] = (key, term, edits, rescored)
+        still = []
+        for search in {id(t[0]): t[0] for t in tries}.values():
+            chosen = best.get(id(search))
+            if chosen is not None:
+                _, term, edits, rescored = chosen
+                search.edits, search.current = edits, rescored
+                search.redacted.add(term)
+                search.steps.append(Step(term, rescored.risk))
+            if search.safe(search.current, policy) or len(search.redacted) >= max_terms \
+                    or search.tried() >= MAX_TRIED:
+                continue
+            still.append(search)
+        kept = {id(search) for search in still}
+        finish(search for search in active if id(search) not in kept)
+        active = still
+    finish(active)
+    return [finished[id(search)] for search in searches]
 
 
-def rescorer(result: AuditResult, cert: Certificate, row: int, attacker: Attacker,
-             registry: Registry) -> Rescore:
-    """Attack an edited version of audited document ``row`` and count its set under its stored threshold."""
-    from cpa_core.audit.results import score_table
+def _suggestion(search: _Search, policy: ReleasePolicy) -> Suggestion:
+    safe = search.safe(search.current, policy)
+    return Suggestion(search.doc_id, search.before, search.current.risk, tuple(search.edits), policy.flag_below,
+                      REDACT if safe else WITHHOLD, "" if safe else _withhold_reason(search, policy),
+                      tuple(search.steps), tuple(search.rejected))
 
-    config, split = result.config, cert.split
-    doc_id, truth = split.table.doc_ids[row], split.truth_ids[row]
-    threshold = np.array([cert.q_hat[row]])
-    attacker.adopt(result.inputs.get("learned", {}))  # e.g. the temperature the audit chose
 
-    def rescore(text: str) -> tuple[int, list[int]]:
-        table = attacker.attack([doc_id], [text], registry, config.knowledge)
-        scored = score_table(table, [truth], None, config)
-        return int(set_sizes(scored.sorted_scores, scored.table.pool_sizes, threshold)[0]), evidence_rows(scored, 0)
-    return rescore
+def _edit(choose, span: Span, text: str) -> Edit:
+    choice = choose(span, text)  # the span's offsets are into the released text
+    return Edit(span.start, span.end - span.start, span.text, choice.replacement, span.term, choice.kind)
+
+
+def suggest(doc_id: str, text: str, rescore: Callable[[str], Rescored | tuple[int, list[int]]], explainer: Explainer,
+            flag_below: int, strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS,
+            deny: Collection[str] = (), proposals: int = PROPOSALS) -> Suggestion:
+    """The search of one released text, ``rescore`` giving an edited text's :class:`Rescored` (or its set size
+    and evidence rows: a set rule alone, the attacker's certainty unknown). ``strategy``: a name of
+    :data:`REPLACEMENTS` (without the registry's categories), a
+    :class:`~cpa_core.redaction.replacements.Replacer`, or any span -> text callable."""
+    def batch(names, texts):
+        out = []
+        for edited in texts:
+            found = rescore(edited)
+            if not isinstance(found, Rescored):
+                size, rows = found
+                found = Rescored(Risk(int(size), None, 0.0), tuple(rows))
+            out.append(found)
+        return out
+    return search_redactions([(doc_id, doc_id, text)], batch, explainer, ReleasePolicy(flag_below), strategy,
+                             max_terms, deny, proposals=proposals)[0]
 
 
 def suggest_redactions(result: AuditResult, attacker: Attacker, registry: Registry, texts: dict[str, str],
                        policy: ReleasePolicy | None = None, confidence=None,
                        strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS,
                        generalization: GeneralizationTable | None = None,
-                       doc_ids: Iterable[str] | None = None) -> list[Suggestion]:
+                       doc_ids: Iterable[str] | None = None, deny: Collection[str] = (),
+                       progress: Callable[[list[Suggestion], int], None] | None = None) -> list[Suggestion]:
     """A suggestion for every document of the release the policy flags at ``confidence`` (default: the declared
-    ones; see :func:`release_flags`), smallest set first; ``texts`` maps doc ids to the released texts. A named
+    ones; see :func:`release_flags`), riskiest first; ``texts`` maps doc ids to the released texts. A named
     ``strategy`` is built once from the registry (and, for ``generalize``, the ``generalization`` table);
-    ``doc_ids`` keeps only those flagged documents."""
+    ``doc_ids`` keeps only those flagged documents; ``deny``: words never redacted. Documents are searched
+    :data:`CHUNK` at a time, in lockstep; ``progress(finished suggestions, total)`` is called after each round."""
     policy = policy or result.config.policy
     explainer = audit_explainer(attacker, registry, result.config)
     if explainer is None:
@@ -219,31 +421,39 @@ def suggest_redactions(result: AuditResult, attacker: Attacker, registry: Regist
         strategy = replacement_for(strategy, registry, generalization)
     elif generalization is not None:
         raise TypeError("a generalisation table goes with a named strategy, not with a replacement of one's own")
-    out = []
-    for cert, row in flagged:
-        doc_id = str(cert.split.table.doc_ids[row])
-        out.append(suggest(doc_id, texts[doc_id], rescorer(result, cert, row, attacker, registry), explainer,
-                           policy.flag_below, strategy, max_terms))
+    stored = StoredRisk(result, attacker, registry, confidence)
+
+    def rescore(names, edited):
+        return stored.of(names, edited)
+    out: list[Suggestion] = []
+    for first in range(0, len(flagged), CHUNK):
+        chunk = flagged[first:first + CHUNK]
+        documents = [((cert, row), str(cert.split.table.doc_ids[row]), texts[str(cert.split.table.doc_ids[row])])
+                     for cert, row in chunk]
+
+        def report(done: list[Suggestion], _total: int, earlier: int = len(out)) -> None:
+            if progress is not None:
+                progress(out[:earlier] + done, len(flagged))
+        out.extend(search_redactions(documents, rescore, explainer, policy, strategy, max_terms, deny,
+                                     progress=report))
     return out
 
 
 def release_flags(result: AuditResult, policy: ReleasePolicy | None = None,
                   confidence=None) -> list[tuple[Certificate, int]]:
-    """Every document of the release the policy's set rule flags under the stored calibration, as (certificate, row),
-    riskiest first (:func:`~cpa_core.report.worklist.risk_order`): the audited documents and, under the split protocol, the calibration
-    documents too. Redaction changes the release mechanism, and a new calibration certifies the redacted release
-    only when its calibration documents went through the same mechanism as its audited ones: so the rule
-    "redact what the audit flags" is applied to every document alike, whichever split it fell in."""
+    """Every document of the release the policy flags under the stored calibration (by its set or by its linkage
+    probability), as (certificate, row), riskiest first (:func:`~cpa_core.report.worklist.risk_order`): the audited
+    documents and, under the split protocol, the calibration documents too. Redaction changes the release
+    mechanism, and a new calibration certifies the redacted release only when its calibration documents went
+    through the same mechanism as its audited ones: so the rule "redact what the audit flags" is applied to every
+    document alike, whichever split it fell in."""
     policy = policy or result.config.policy
     confidence = result.config.policy_confidence if confidence is None else confidence
     certificates = [result.certificate(confidence)]
     if result.config.protocol == "split":
         certificates.append(result.calibration_certificate(confidence))
-    # the search lifts a set to k: it serves the documents the set rule flags (a document flagged by its linkage
-    # probability alone is on the worklist, for the curator to redact or withhold)
-    flagged = [(cert, int(row)) for cert in certificates for row in np.flatnonzero(policy.flags_by_set(cert.set_sizes))]
+    flagged = [(cert, int(row)) for cert in certificates for row in np.flatnonzero(cert.flags(policy))]
     return sorted(flagged, key=lambda item: risk_order(item[0], item[1]))
-
 
 
 SUGGESTION_COLUMNS = ("set_size_after_edits", "reaches_k", "suggested_edits")

@@ -339,7 +339,9 @@ def test_greedy_redaction_removes_whole_sentences_heaviest_first():
         return np.array([sum(secret.get(w, 0.0) for w in re.findall(r"\w+", t.lower())) for t in texts])
 
     text = "Alpha was here. Beta too. Gamma last. Beta too."
-    rescore = lambda edited: (10 - int(similarity([edited], [0])[0]), [0])  # noqa: E731
+    def rescore(edited):  # the attacker names someone else once the set holds 9 people
+        size = 10 - int(similarity([edited], [0])[0])
+        return size, [0] if size < 9 else [1]
     done = suggest("d1", text, rescore, LeaveOneOutExplainer(similarity), flag_below=9, strategy="delete")
     # "Alpha was here." weighs 3, the two "Beta too." together 4: removed first, then "Alpha was here."
     assert [(e.original, e.term) for e in done.edits] == [("Alpha was here.", "sentence: Alpha was here."),

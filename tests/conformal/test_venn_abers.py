@@ -78,3 +78,26 @@ def test_the_probability_is_calibrated_on_documents_whose_labels_were_withheld()
         observed, expected = events[withheld][inside].mean(), predicted[withheld][inside].mean()
         standard_error = np.sqrt(max(expected * (1 - expected), 1e-3) / inside.sum())
         assert abs(observed - expected) < 4 * standard_error + 0.02, (d, observed, expected)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.booleans(), st.booleans()), min_size=1, max_size=40),
+       st.lists(st.floats(-0.5, 1.5), min_size=1, max_size=5))
+def test_the_stored_model_places_a_new_document_as_the_fit_places_a_non_calibrating_one(triples, new):
+    """A new document (an edited text) at some certainty gets the pair :func:`venn_abers` gives a non-calibrating
+    document at the same level, among the same calibration documents."""
+    from cpa_core.conformal.venn_abers import VennAbersModel, level_cuts, level_of
+
+    statistic = np.array([t[0] for t in triples])
+    events = np.array([t[1] for t in triples], dtype=bool)
+    calibrating = np.array([t[2] for t in triples], dtype=bool)
+    model = VennAbersModel.fit(statistic, events, calibrating, levels=5)
+    predicted = model.predict(np.array(new))
+    cuts = level_cuts(statistic, 5)
+    levels = np.append(level_of(cuts, statistic), level_of(cuts, np.array(new)))
+    with_new = venn_abers(levels, np.append(events, np.zeros(len(new), dtype=bool)),
+                          np.append(calibrating, np.zeros(len(new), dtype=bool)))
+    n = len(triples)
+    assert predicted.low == pytest.approx(with_new.low[n:], abs=1e-12)
+    assert predicted.high == pytest.approx(with_new.high[n:], abs=1e-12)
+    assert np.array_equal(levels[:n], statistic_levels(statistic, 5))  # the same levels as the audit's

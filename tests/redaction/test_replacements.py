@@ -212,6 +212,19 @@ def test_a_missing_table_is_named(tmp_path):
         load_generalization(tmp_path / "nope.csv")
 
 
+def fading(released: str):
+    """A re-scorer whose set stays at 1 and whose certainty falls as the text's words depart from the released
+    ones (words gone or new)."""
+    from cpa_core.audit.rescoring import Rescored, Risk
+    words = set(released.split())
+    return lambda edited: Rescored(Risk(1, None, -float(len(words ^ set(edited.split())))), (0,))
+
+
+def heaviest_first(*args, **kwargs):
+    """The search trying the heaviest term alone each round."""
+    return suggest(*args, proposals=1, **kwargs)
+
+
 def _explainer(weights):
     return TermExplainer(lambda query, rows: {t: w for t, w in weights.items() if t in fold(query)}, fold)
 
@@ -219,8 +232,8 @@ def _explainer(weights):
 def test_the_greedy_records_each_edits_kind_and_never_edits_what_it_wrote(toy):
     text = "A 39-year-old nurse from Leeds, Yorkshire, seen in 2014."
     weights = {"39": 5.0, "leeds": 4.0, "nurse": 3.0, "yorkshire": 2.0, "2014": 1.0}
-    stuck = lambda edited: (1, [0])  # noqa: E731 (never reaches k: every term is redacted)
-    done = suggest("d1", text, stuck, _explainer(weights), 11, Replacer.from_registry(toy, "generalize"))
+    stuck = fading(text)  # never reaches k, each redaction lowers the attacker's certainty: every term goes
+    done = heaviest_first("d1", text, stuck, _explainer(weights), 11, Replacer.from_registry(toy, "generalize"))
     assert [(e.original, e.replacement, e.kind) for e in done.edits] == [
         ("39", "30-39", "generalize"), ("nurse", "[OCCUPATION]", "placeholder"), ("Leeds", "Yorkshire", "generalize"),
         ("Yorkshire", "UK", "generalize"), ("2014", "the 2010s", "generalize")]
@@ -230,15 +243,15 @@ def test_the_greedy_records_each_edits_kind_and_never_edits_what_it_wrote(toy):
     assert done.kinds() == {"delete": 0, "placeholder": 1, "generalize": 4}
     assert done.to_dict()["edits"][0] == {"offset": 2, "length": 2, "original": "39", "replacement": "30-39",
                                           "term": "39", "kind": "generalize"}
-    placeholders = suggest("d1", text, stuck, _explainer(weights), 11, Replacer.from_registry(toy, "placeholder"))
+    placeholders = heaviest_first("d1", text, stuck, _explainer(weights), 11, Replacer.from_registry(toy, "placeholder"))
     assert apply_edits(text, placeholders.edits) == \
         "A [AGE]-year-old [OCCUPATION] from [CITY], [REGION], seen in [YEAR]."
-    assert {e.kind for e in suggest("d1", text, stuck, _explainer(weights), 11, "delete").edits} == {"delete"}
-    own = suggest("d1", text, stuck, _explainer(weights), 11, lambda s: s.text.upper())
+    assert {e.kind for e in heaviest_first("d1", text, stuck, _explainer(weights), 11, "delete").edits} == {"delete"}
+    own = heaviest_first("d1", text, stuck, _explainer(weights), 11, lambda s: s.text.upper())
     assert {e.kind for e in own.edits} == {"placeholder"}
     # the words around a span are read in the released text, whatever earlier edits did to the offsets
     later = "Leeds nurse, aged 39, in the 2014 final"
-    done = suggest("d2", later, stuck, _explainer({"leeds": 3.0, "39": 2.0, "2014": 1.0}), 11,
+    done = heaviest_first("d2", later, fading(later), _explainer({"leeds": 3.0, "39": 2.0, "2014": 1.0}), 11,
                    Replacer.from_registry(toy, "generalize"))
     assert apply_edits(later, done.edits) == "Yorkshire nurse, aged 30-39, in the 2010s final"
 
@@ -286,7 +299,7 @@ def test_the_log_records_the_strategy_the_table_and_the_kinds(toy, tmp_path):
     table = load_generalization(table_file(tmp_path, "value,general\nLeeds,North\n"))
     replacer = Replacer.from_registry(toy, "generalize", table)
     text = "nurse from Leeds"
-    done = suggest("d1", text, lambda e: (1, [0]), _explainer({"leeds": 2.0, "nurse": 1.0}), 11, replacer)
+    done = suggest("d1", text, fading(text), _explainer({"leeds": 2.0, "nurse": 1.0}), 11, replacer)
     config = SimpleNamespace(config_id="abc", policy=ReleasePolicy(11), policy_confidence=0.9)
     log = redaction_log(config, replacer, [done])
     assert log["strategy"] == "generalize" and log["generalization"]["sha256"] == table.sha256

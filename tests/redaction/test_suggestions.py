@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpa_core.attack.explainers import TermExplainer
+from cpa_core.audit.rescoring import Rescored, Risk
 from cpa_core.redaction.suggestions import Edit, apply_edits, released_offsets, suggest
 
 
@@ -27,8 +28,11 @@ def test_greedy_removes_the_heaviest_term_everywhere_until_the_set_reaches_k():
     text = "alpha beta gamma, Beta again; delta"
     weights = {"alpha": 1.0, "beta": 3.0, "gamma": 2.0, "delta": 0.5}
     explainer = TermExplainer(lambda query, rows: {t: w for t, w in weights.items() if t in query.lower()}, str.lower)
-    # the set grows by 4 people per redacted word occurrence (a hand-made attacker)
-    rescore = lambda edited: (2 + 4 * edited.count("[REDACTED]"), [0])  # noqa: E731
+    # the set grows by 4 people per redacted word occurrence (a hand-made attacker), which names person 1 rather
+    # than person 0 once the set holds 11 people
+    def rescore(edited):
+        size = 2 + 4 * edited.count("[REDACTED]")
+        return size, [0] if size < 11 else [1]
     done = suggest("d1", text, rescore, explainer, flag_below=11)
     assert (done.set_size_before, done.set_size_after, done.reaches_k) == (2, 14, True)
     assert [(e.original, e.term) for e in done.edits] == [("beta", "beta"), ("gamma", "gamma"), ("Beta", "beta")]
@@ -36,9 +40,22 @@ def test_greedy_removes_the_heaviest_term_everywhere_until_the_set_reaches_k():
     assert apply_edits(text, done.edits) == "alpha [REDACTED] [REDACTED], [REDACTED] again; delta"
     assert done.characters == 13
     # nothing more to remove: it stops, and says k is not reached
-    stuck = suggest("d2", text, lambda edited: (1, [0]), explainer, flag_below=11, strategy="delete")
+    # each word lowers the attacker's certainty but the set never reaches k: every term goes, and the document is
+    # to be withheld, with the reason
+    fading = lambda edited: Rescored(Risk(1, None, len(edited) / len(text)), (0,))  # noqa: E731
+    stuck = suggest("d2", text, fading, explainer, flag_below=11, strategy="delete")
     assert not stuck.reaches_k and {e.term for e in stuck.edits} == set(weights)
     assert all(e.replacement == "" for e in stuck.edits)
+    assert stuck.action == "withhold" and "after redacting 4 terms, |C| = 1 < k = 11" in stuck.reason
+    assert done.action == "redact" and done.reason == ""
+    # a set that reaches k is not enough while the attacker still names whom it named for the released text: the
+    # search goes on (every term), and the document is to be withheld, saying why
+    naming = suggest("d5", text, lambda edited: (2 + 4 * edited.count("[REDACTED]"), [0]), explainer, flag_below=11)
+    assert naming.reaches_k and naming.action == "withhold" and {e.term for e in naming.edits} == set(weights)
+    assert naming.reason.endswith("the attacker still names whom it named first")
+    # nothing lowers its risk: no edit at all, and the reason says so
+    frozen = suggest("d4", text, lambda edited: (1, [0]), explainer, flag_below=11)
+    assert frozen.edits == () and frozen.action == "withhold" and "no redaction of its evidence" in frozen.reason
     assert suggest("d3", text, lambda edited: (20, [0]), explainer, flag_below=11).edits == ()  # not flagged
 
 
@@ -81,7 +98,7 @@ def test_the_redacted_file_from_the_bytes_read_is_the_release_written(tmp_path, 
         source.write_text(frame.to_json(orient="records", lines=True, force_ascii=False), encoding="utf-8")
     documents = load_documents(source.read_bytes(), name=source.name)
     edits = (Edit(8, 6, "Gdańsk", "[CITY]", "gdansk"), Edit(18, 4, "2014", "the 2010s", "2014", "generalize"))
-    suggestions = [Suggestion("a", 1, 12, edits, True)]
+    suggestions = [Suggestion("a", Risk(1, None, 0.0), Risk(12, None, 0.0), edits, 11)]
     name, payload = redacted_file(source.read_bytes(), documents, suggestions)
     (tmp_path / "out").mkdir()
     written = redacted_release(source, documents, suggestions, tmp_path / "out")
@@ -98,7 +115,7 @@ def test_a_replacement_the_releases_encoding_cannot_write_is_refused_naming_the_
 
     data = "doc_id,text,identity_id\na,from Lodz,P1\n".encode("latin-1")
     documents = load_documents(data, name="docs.csv", encoding="latin-1")
-    suggestion = Suggestion("a", 1, 12, (Edit(5, 4, "Lodz", "Łódź Voivodeship", "lodz", "generalize"),), True)
+    suggestion = Suggestion("a", Risk(1, None, 0.0), Risk(12, None, 0.0), (Edit(5, 4, "Lodz", "Łódź Voivodeship", "lodz", "generalize"),), 11)
     with pytest.raises(DataError, match=r"docs.csv: the redacted release cannot be written in its encoding.*U\+0141"):
         redacted_file(data, documents, [suggestion])
 
@@ -110,7 +127,7 @@ def test_the_worklist_carries_each_documents_suggested_edits_as_offsets():
     work = pd.DataFrame({"doc_id": ["a", "b"], "set_size": [2, 5], "evidence": [[], []], "config_id": ["c", "c"],
                          "confidence": [0.9, 0.9]})
     edits = (Edit(3, 5, "Leeds", "[CITY]", "leeds"), Edit(12, 4, "2014", "the 2010s", "2014"))
-    frame = suggested_worklist(work, [Suggestion("a", 2, 12, edits, True)])
+    frame = suggested_worklist(work, [Suggestion("a", Risk(2, None, 0.0), Risk(12, None, 0.0), edits, 11)])
     assert list(frame.columns)[-2:] == ["config_id", "confidence"]
     assert frame["set_size_after_edits"].tolist()[0] == 12 and pd.isna(frame["set_size_after_edits"].tolist()[1])
     assert frame["suggested_edits"].tolist()[1] == []

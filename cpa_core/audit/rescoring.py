@@ -1,0 +1,151 @@
+"""The risk of an edited text under an audit's stored calibration: what a redaction would change, before any new
+calibration.
+
+An edited document is attacked again exactly as the audit's documents were (the attacker adopts what the audit
+learned, e.g. its temperature) and scored with the audit's score. Its risk is read under the stored calibration:
+
+- its **set size** under the threshold of the stratum its certainty now falls in (its own threshold while it stays
+  in its own stratum; the smallest threshold of another stratum's documents when the edit moves it there);
+- its **linkage probability** from the stored Venn-Abers fit (:attr:`AuditResult.linkage_model`), at its new
+  certainty;
+- its **certainty**, the attacker's top-1 margin (:func:`~cpa_core.audit.stratification.certainty`).
+
+A risk is *lower* than another when neither the set shrinks nor the probability rises, and one of the set, the
+probability or the certainty moves the safe way. Every figure is indicative: an edited release is a new release
+mechanism, and only a new calibration certifies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cpa_core.audit.results import score_table
+from cpa_core.audit.stratification import certainty
+from cpa_core.conformal.calibration import set_sizes
+
+if TYPE_CHECKING:
+    from cpa_core.attack.base import Attacker
+    from cpa_core.audit.policy import ReleasePolicy
+    from cpa_core.audit.results import AuditResult, Certificate
+    from cpa_core.io.tables import Registry
+
+N_EVIDENCE_ROWS = 3
+"""The top candidates an edited text's evidence is about (as the worklist's)."""
+
+
+@dataclass(frozen=True)
+class Risk:
+    """A document's risk under the stored calibration: its set size, its linkage probability (``None`` when the
+    audit has none) and the attacker's certainty (top-1 margin)."""
+
+    set_size: int
+    linkage: float | None
+    certainty: float
+
+    def acceptable(self, policy: ReleasePolicy) -> bool:
+        """Not flagged by the policy: a set of at least ``k`` and a linkage probability within the acceptable rate."""
+        linkage = None if self.linkage is None else np.array([self.linkage])
+        return not bool(policy.flags(np.array([self.set_size]), linkage)[0])
+
+    def no_higher_than(self, other: Risk) -> bool:
+        """Neither a smaller set nor a higher linkage probability than ``other``."""
+        if self.set_size < other.set_size:
+            return False
+        return self.linkage is None or other.linkage is None or self.linkage <= other.linkage
+
+    def lower_than(self, other: Risk) -> bool:
+        """No higher than ``other``, and a larger set, a lower probability or a lower certainty."""
+        if not self.no_higher_than(other):
+            return False
+        lower_linkage = self.linkage is not None and other.linkage is not None and self.linkage < other.linkage
+        return self.set_size > other.set_size or lower_linkage or self.certainty < other.certainty
+
+    def to_dict(self) -> dict:
+        return {"set_size": self.set_size, "linkage_probability": self.linkage, "certainty": self.certainty}
+
+
+@dataclass(frozen=True)
+class Rescored:
+    """An edited text's risk and the registry rows of its top candidates (what its evidence is about), with the
+    clues its query carried (LLM attackers)."""
+
+    risk: Risk
+    rows: tuple[int, ...]
+    clues: tuple[str, ...] = ()
+
+
+class StoredRisk:
+    """Risks of edited texts of an audit's documents under its stored calibration at one confidence level.
+
+    A document is named by its certificate and row (:func:`~cpa_core.redaction.suggestions.release_flags`); many
+    edited texts are attacked and scored in one batch (:meth:`of`).
+    """
+
+    def __init__(self, result: AuditResult, attacker: Attacker, registry: Registry, confidence=None):
+        self.result = result
+        self.attacker = attacker
+        self.registry = registry
+        self.confidence = result.config.policy_confidence if confidence is None else confidence
+        attacker.adopt(result.inputs.get("learned", {}))  # e.g. the temperature the audit chose
+        self._lowest: dict[tuple[int, str], float] = {}
+        self._bins: dict[str | None, list[tuple[float, str]]] = {}
+        for stratum in result.strata:
+            self._bins.setdefault(stratum["group"], []).append((float(stratum["margin_low"]), stratum["label"]))
+        for bins in self._bins.values():
+            bins.sort()
+
+    def certified(self, cert: Certificate, row: int) -> Risk:
+        """The certified risk of the document as released (its set, its stored linkage probability)."""
+        linkage = None if cert.linkage is None else float(cert.linkage[row])
+        return Risk(int(cert.set_sizes[row]), linkage, float(certainty(cert.split.table.rows([row]))[0]))
+
+    def of(self, documents: Sequence[tuple[Certificate, int]], texts: Sequence[str]) -> list[Rescored]:
+        """The risk of each text as the document named beside it (one attack of every text)."""
+        if not documents:
+            return []
+        splits = [cert.split for cert, _ in documents]
+        rows = [row for _, row in documents]
+        ids = [str(split.table.doc_ids[row]) for split, row in zip(splits, rows)]
+        truths = [split.truth_ids[row] for split, row in zip(splits, rows)]
+        config = self.result.config
+        table = self.attacker.attack(ids, list(texts), self.registry, config.knowledge)
+        scored = score_table(table, truths, None, config)
+        margins = certainty(scored.table)
+        thresholds = np.array([self._threshold(cert, row, margin)
+                               for (cert, row), margin in zip(documents, margins)], dtype=float)
+        sizes = set_sizes(scored.sorted_scores, scored.table.pool_sizes, thresholds)
+        with_linkage = any(cert.linkage is not None for cert, _ in documents)
+        linkage = self.result.linkage_model.predict(margins).p if with_linkage else None
+        out = []
+        for i in range(len(documents)):
+            pool = min(N_EVIDENCE_ROWS, int(scored.table.pool_sizes[i]))
+            top = tuple(int(r) for r in scored.table.candidates[i, :pool] if r >= 0)
+            clues = tuple(scored.table.clues[i]) if scored.table.clues is not None else ()
+            out.append(Rescored(Risk(int(sizes[i]), None if linkage is None else float(linkage[i]),
+                                     float(margins[i])), top, clues))
+        return out
+
+    def _threshold(self, cert: Certificate, row: int, margin: float) -> float:
+        """The threshold of the stratum an edited text with this certainty falls in."""
+        labels = cert.split.strata
+        if labels is None or not self._bins:
+            return float(cert.q_hat[row])
+        group = None if cert.split.groups is None else str(cert.split.groups[row])
+        bins = self._bins.get(group)
+        if not bins:
+            return float(cert.q_hat[row])
+        label = bins[0][1]
+        for low, name in bins:
+            if margin >= low:
+                label = name
+        if label == labels[row]:
+            return float(cert.q_hat[row])
+        key = (id(cert), label)
+        if key not in self._lowest:
+            same = labels.astype(str) == label
+            self._lowest[key] = float(cert.q_hat[same].min()) if same.any() else float(cert.q_hat[row])
+        return self._lowest[key]
