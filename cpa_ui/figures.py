@@ -79,35 +79,138 @@ def _panel_axes(n: int, y_titles: Sequence[str | None] = ()) -> dict:
     return axes
 
 
-def fig_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str = "Certified set sizes") -> go.Figure:
-    """Histogram of ``|C|`` over the test documents, its cumulative share, and the flag threshold ``k``.
+def _releases(set_sizes: np.ndarray | Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One release's set sizes (``{"": sizes}``) or several, by name, as integer arrays."""
+    if isinstance(set_sizes, Mapping):
+        return {str(name): np.asarray(sizes, dtype=np.int64) for name, sizes in set_sizes.items()}
+    return {"": np.asarray(set_sizes, dtype=np.int64)}
 
-    One bar per set size up to just past ``k``, wider bins beyond (the axis is categorical, so every
-    bin has the same width). Bins left of the dashed line (sets with fewer than ``k`` members) are
-    flagged and drawn in red.
+
+def _count_axis(top: float, title: str, log: bool) -> dict:
+    """The y axis of document counts: log-scaled from 0.5 (a bar of one document stays visible beside one of
+    thousands), or linear from zero."""
+    if not log:
+        return {"title": {"text": title}, "rangemode": "tozero", "automargin": False}
+    top = max(float(top), 1.0)
+    return {"title": {"text": f"{title} (log scale)"}, "type": "log", "automargin": False,
+            "range": [math.log10(0.5), math.log10(top) + 0.15],
+            "tickvals": [v for v in LOG_TICKS if 1 <= v <= 1.4 * top]}
+
+
+def fig_set_size_histogram(set_sizes: np.ndarray | Mapping[str, np.ndarray], flag_below: int,
+                           title: str = "Certified set sizes", *, log_counts: bool = True,
+                           documents: str = "documents") -> go.Figure:
+    """Histogram of ``|C|`` (binned here: tens of bars, whatever the number of documents), its cumulative share,
+    and the flag threshold ``k``.
+
+    ``set_sizes`` is one release's sizes, shape ``(n,)``, or several releases by name (e.g. ``{"before": sizes,
+    "after redaction": sizes}``), drawn side by side over the same bins with one cumulative line each. One bar per
+    set size up to just past ``k``, wider bins beyond (the axis is categorical, so every bin has the same width).
+    Bins left of the dashed line (sets with fewer than ``k`` members) are flagged: red bars for one release, a red
+    band behind several; the line's label counts them. Counts are log-scaled by default
+    (``log_counts``), so that a few flagged documents stay visible beside a bar of thousands. ``documents`` names
+    what is counted (e.g. ``"test documents"`` under the split protocol).
     """
-    bins = set_size_bins(set_sizes, flag_below)
-    flagged = (bins["upper"] < flag_below).to_numpy()
+    releases = _releases(set_sizes)
+    single = not isinstance(set_sizes, Mapping)
+    bins = set_size_bins(np.concatenate(list(releases.values())), flag_below)
+    uppers = bins["upper"].to_numpy()
+    flagged = uppers < flag_below
+    n_flagged_bins = int(flagged.sum())
     labels = bins["label"].tolist()
+    data, below, top = [], [], 1
+    for i, (name, sizes) in enumerate(releases.items()):
+        counts = np.bincount(np.searchsorted(uppers, sizes), minlength=len(uppers))
+        top = max(top, int(counts.max(initial=0)))
+        below.append((name, int(counts[flagged].sum())))
+        color = PALETTE[i % len(PALETTE)]
+        in_name = "" if single else f" ({name})"
+        data.append({"type": "bar", "x": labels, "y": counts.tolist(), "name": name or "documents",
+                     "marker": {"color": np.where(flagged, FLAGGED_COLOR, SAFE_COLOR).tolist() if single else color},
+                     "hovertemplate": f"|C| %{{x}}: %{{y:,}} {documents}{in_name}<extra></extra>"})
+        data.append({"type": "scatter", "x": labels, "y": (100 * np.cumsum(counts) / max(sizes.size, 1)).round(2).tolist(),
+                     "yaxis": "y2", "name": f"cumulative share{in_name}", "mode": "lines", "showlegend": False,
+                     "line": {"color": TARGET_COLOR if single else color, "dash": "solid" if single else "dot"},
+                     "hovertemplate": f"|C| ≤ %{{x}}: %{{y:.1f}} % of {documents}{in_name}<extra></extra>"})
     # the line sits between the last flagged bin and the first kept one (bins below k are unit bins)
-    line, label = _vline(int(flagged.sum()) - 0.5, FLAGGED_COLOR, f"k = {flag_below}")
+    counted = f"{below[0][1]:,} {documents}" if single else ", ".join(f"{name} {n:,}" for name, n in below)
+    line, label = _vline(n_flagged_bins - 0.5, FLAGGED_COLOR, f"k = {flag_below} · |C| < k: {counted}")
+    shapes = [line]
+    if not single and n_flagged_bins:
+        shapes.insert(0, {"type": "rect", "xref": "x", "yref": "paper", "x0": -0.5, "x1": n_flagged_bins - 0.5,
+                          "y0": 0, "y1": 1, "fillcolor": FLAGGED_COLOR, "opacity": 0.08, "line": {"width": 0},
+                          "layer": "below"})
+    # margins fixed (no automargin): drawn once, not measured and drawn again on every redraw
     return go.Figure({
-        "data": [
-            {"type": "bar", "x": labels, "y": bins["count"].tolist(), "name": "documents",
-             "marker": {"color": np.where(flagged, FLAGGED_COLOR, SAFE_COLOR).tolist()},
-             "hovertemplate": "|C| %{x}: %{y} documents<extra></extra>"},
-            {"type": "scatter", "x": labels, "y": (100 * bins["cumulative"]).round(2).tolist(), "yaxis": "y2",
-             "name": "cumulative share", "mode": "lines+markers", "marker": {"size": 4},
-             "line": {"color": TARGET_COLOR}, "hovertemplate": "|C| ≤ %{x}: %{y:.1f} % of documents<extra></extra>"},
-        ],
-        # no legend: the axes name both traces, and the page's caption explains the colours
-        "layout": _layout(title, shapes=[line], annotations=label, showlegend=False,
+        "data": data,
+        "layout": _layout(title, shapes=shapes, annotations=label, showlegend=not single, barmode="group",
+                          bargap=0.15 if single else 0.25, margin={"l": 70, "r": 60, "t": 70, "b": 95},
+                          legend={"orientation": "h", "yanchor": "bottom", "y": 1.08, "xanchor": "right", "x": 1},
                           xaxis={"title": {"text": "certified set size |C| (red: flagged, |C| < k)"},
-                                 "type": "category"},
-                          yaxis={"title": {"text": "test documents"}, "rangemode": "tozero"},
+                                 "type": "category", "tickangle": -45, "automargin": False},
+                          yaxis=_count_axis(top, documents, log_counts),
                           yaxis2={"title": {"text": "cumulative share (%)"}, "overlaying": "y", "side": "right",
-                                  "range": [0, 101], "tickmode": "linear", "dtick": 25, "showgrid": False}),
+                                  "range": [0, 101], "tickmode": "linear", "dtick": 25, "showgrid": False,
+                                  "automargin": False}),
     })
+
+
+def set_size_counts(set_sizes_by_level: Mapping[float, np.ndarray]) -> pd.DataFrame:
+    """How many documents have each set size at each confidence level: one row per level (the index,
+    ``confidence``), one column per size ``0, 1, …`` up to the largest; what :func:`fig_set_sizes_by_level` draws,
+    a few kilobytes whatever the number of documents."""
+    levels = [float(c) for c in set_sizes_by_level]
+    sizes = [np.asarray(s, dtype=np.int64) for s in set_sizes_by_level.values()]
+    width = 1 + max((int(s.max()) for s in sizes if s.size), default=0)
+    counts = np.vstack([np.bincount(s, minlength=width) for s in sizes]) if sizes else np.zeros((0, width), np.int64)
+    return pd.DataFrame(counts, index=pd.Index(levels, name="confidence"))
+
+
+def quantile_from_counts(counts: np.ndarray, q: float) -> np.ndarray:
+    """The ``q``-quantile of each row's sizes given as counts per size (``counts[i, s]``: documents of row ``i``
+    with ``|C| = s``), as :func:`numpy.quantile` (linear) computes it on the sizes themselves; NaN for an empty row."""
+    counts = np.asarray(counts, dtype=np.int64)
+    n = counts.sum(axis=1)
+    cumulative = counts.cumsum(axis=1)
+    position = np.maximum(n - 1, 0) * q
+    low, high = np.floor(position), np.ceil(position)
+
+    def size_at(rank: np.ndarray) -> np.ndarray:  # the rank-th smallest size (from 0)
+        return (cumulative <= rank[:, None]).sum(axis=1)
+    value = size_at(low) + (position - low) * (size_at(high) - size_at(low))
+    return np.where(n > 0, value, np.nan)
+
+
+def fig_set_sizes_by_level(counts: pd.DataFrame, flag_below: int, documents: str = "documents",
+                           title: str = "Documents with |C| < k and set sizes versus confidence") -> go.Figure:
+    """How many documents have a set smaller than ``k``, and the median and 10th percentile set size, per
+    confidence level (``counts``: :func:`set_size_counts`).
+
+    What the confidence level costs and buys when coverage is not evidence (the release protocol, where coverage
+    equals the level by construction): higher confidence, larger sets, fewer documents below ``k``.
+    """
+    x = (100 * counts.index.to_numpy(dtype=float)).round(3).tolist()
+    matrix = counts.to_numpy()
+    n = np.maximum(matrix.sum(axis=1), 1)
+    below = matrix[:, :max(int(flag_below), 0)].sum(axis=1)
+    data = [
+        {"type": "scatter", "x": x, "y": below.tolist(), "name": f"{documents} with |C| < k = {flag_below}",
+         "mode": "lines", "line": {"color": FLAGGED_COLOR}, "customdata": (100 * below / n).round(2).tolist(),
+         "hovertemplate": f"confidence %{{x:.1f}} %: %{{y:,}} {documents} (%{{customdata:.1f}} %) with |C| < k"
+                          "<extra></extra>"},
+        {"type": "scatter", "x": x, "y": quantile_from_counts(matrix, 0.5).tolist(), "yaxis": "y2",
+         "name": "median |C|", "mode": "lines", "line": {"color": SECOND_COLOR},
+         "hovertemplate": "confidence %{x:.1f} %: median |C| %{y:g}<extra></extra>"},
+        {"type": "scatter", "x": x, "y": quantile_from_counts(matrix, 0.1).tolist(), "yaxis": "y2",
+         "name": "10th percentile |C|", "mode": "lines", "line": {"color": SECOND_COLOR, "dash": "dot"},
+         "hovertemplate": "confidence %{x:.1f} %: 10 % of sets hold at most %{y:g}<extra></extra>"},
+    ]
+    return go.Figure({"data": data, "layout": _layout(
+        title, margin={"l": 70, "r": 70, "t": 60, "b": 100},
+        xaxis={"title": {"text": "confidence level 1 − α (%)"}, "automargin": False},
+        yaxis={"title": {"text": f"{documents} with |C| < k"}, "rangemode": "tozero", "automargin": False},
+        yaxis2={"title": {"text": "certified set size |C|"}, "overlaying": "y", "side": "right", "showgrid": False,
+                "rangemode": "tozero", "automargin": False})})
 
 
 def fig_confidence_curve(curve: pd.DataFrame, confidence: float | None = None,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from cpa_core.audit.results import AuditResult
 from cpa_core.report.formatting import fmt_confidence, without_empty
-from cpa_core.report.help import HELP
-from cpa_core.report.metrics import summarize
+from cpa_core.report.help import COLUMNS, HELP
+from cpa_core.report.metrics import CURVE_CONFIDENCES, summarize
 from cpa_ui import nav
 from cpa_ui.analysis import group_table
 from cpa_ui.cache import curve
@@ -21,36 +22,60 @@ from cpa_ui.components import (
     stale_notice,
     table_columns,
 )
-from cpa_ui.figures import fig_confidence_curve, fig_group_breakdown, fig_set_size_histogram
+from cpa_ui.figures import (
+    fig_confidence_curve,
+    fig_set_size_histogram,
+    fig_set_sizes_by_level,
+    set_size_counts,
+)
+from cpa_ui.state import state
 from cpa_ui.text import plain
 
 
+@st.cache_data(show_spinner="Computing the set sizes across confidence levels…", max_entries=16)
+def sizes_by_level(key: str, _result: AuditResult) -> pd.DataFrame:
+    """Documents per set size at each level of the curve (``key``: the run's key): a few kilobytes, whatever the
+    number of documents."""
+    return set_size_counts(dict(zip(CURVE_CONFIDENCES, (cert.set_sizes for cert in
+                                                          _result.certificates(CURVE_CONFIDENCES)))))
+
+
 @st.fragment
-def certificate_at_level(result: AuditResult) -> None:
+def certificate_at_level(result: AuditResult, documents: str, curve_flag_below: int | None) -> None:
     """What a slider changes: the certificate, its KPIs and figures. A fragment: moving a slider reruns this
-    part only (the confidence curve below does not depend on the sliders and is not sent again)."""
+    part only (the chart across levels below does not depend on the confidence slider and is not sent again).
+
+    The histogram needs only the certificate: it is drawn first, into its place below the KPIs, and the browser
+    draws it while the summary behind the KPIs and the group table is computed. ``curve_flag_below``: the ``k`` the
+    chart across levels counts with (``None``: that chart does not depend on ``k``); a new ``k`` reruns the page."""
     confidence = confidence_control("explore")
     policy = policy_controls("explore")
+    if curve_flag_below is not None and policy.flag_below != curve_flag_below:
+        st.rerun()
     cert = result.certificate(confidence)
+    headline = st.container()
+    st.plotly_chart(fig_set_size_histogram(cert.set_sizes, policy.flag_below, documents=documents,
+                                           title=f"Certified set sizes at {fmt_confidence(confidence)}"),
+                    key="explore.histogram")
+    st.caption(f"{HELP['set_size']} Red bars are flagged ({policy.rule}); counts are on a log scale, so a single "
+               "document still shows; the grey line is the cumulative share of documents.")
+
     summary = summarize(result, [confidence], policy)  # the KPIs and the group table, computed once
     metrics = summary.level(confidence)
-    attack_row(metrics, policy)
-    kpi_row(metrics, confidence, result.config.protocol)
-    show_warnings(metrics.warnings)
-
-    groups = group_table(summary, confidence)
-    left, right = st.columns(2) if not groups.empty else (st.container(), None)
-    with left:
-        st.plotly_chart(fig_set_size_histogram(cert.set_sizes, policy.flag_below,
-                                               title=f"Certified set sizes at {fmt_confidence(confidence)}"),
-                        key="explore.histogram")
-        st.caption(f"{HELP['set_size']} Red bars are flagged ({policy.rule}); the grey line is the "
-                   "cumulative share of documents.")
-    if right is not None:
-        with right:
-            st.plotly_chart(fig_group_breakdown(groups, confidence), key="explore.groups")
-        shown = without_empty(groups, ("n_cal",))
-        st.dataframe(shown, hide_index=True, width="stretch", column_config=table_columns(shown))
+    with headline:
+        attack_row(metrics, policy)
+        kpi_row(metrics, confidence, result.config.protocol)
+        show_warnings(metrics.warnings)
+    if result.test_split.groups is not None:
+        # the per-group breakdown as a table with the coverage drawn in its cells: a second chart cost the browser
+        # as much to redraw at each step as the histogram
+        shown = without_empty(group_table(summary, confidence), ("n_cal",))
+        columns = table_columns(shown)
+        label, _, help_key = COLUMNS["coverage"]
+        columns["coverage"] = st.column_config.ProgressColumn(label, help=HELP[help_key], format="percent",
+                                                              min_value=0.0, max_value=1.0)
+        st.markdown(f"**Per group** at {fmt_confidence(confidence)}")
+        st.dataframe(shown, hide_index=True, width="stretch", column_config=columns)
         if not result.config.group_column:
             st.caption("Calibrated on all groups together: the guarantee holds on average over groups, not within "
                        "each one. Declare per-group calibration on the threat-model page for per-group guarantees.")
@@ -59,14 +84,27 @@ def certificate_at_level(result: AuditResult) -> None:
 
 
 run = require_run()
+release = run.result.config.protocol == "release"
+documents = "audited documents" if release else "test documents"
 st.title("Explore")
-st.caption(f"Configuration {run.result.config.config_id} ({plain(run.label)}); {len(run.result.test_split):,} test "
-           "documents. Moving a slider recomputes the sets from the stored attack: nothing is attacked again.")
+st.caption(f"Configuration {run.result.config.config_id} ({plain(run.label)}); {len(run.result.test_split):,} "
+           + ("audited documents, each calibrated by the others (release protocol)" if release else
+              "test documents, held out from calibration (split protocol)")
+           + ". Moving a slider recomputes the sets from the stored attack: nothing is attacked again.")
 stale_notice(run)
-certificate_at_level(run.result)
+flag_below = state.flag_below  # the k the chart across levels counts with (the k slider's value)
+certificate_at_level(run.result, documents, flag_below if release else None)
 
 st.subheader("Across confidence levels")
-st.plotly_chart(fig_confidence_curve(curve(run.key, run.result)), key="explore.curve")
-st.caption("Coverage should track the dotted diagonal (the target) from above; the orange line shows the "
-           "price: higher confidence, larger sets. Coverage levels off below the diagonal at the share of "
-           "documents whose identity is in the pool (1 − ρ).")
+if release:
+    st.plotly_chart(fig_set_sizes_by_level(sizes_by_level(run.key, run.result), flag_below, documents),
+                    key="explore.levels")
+    st.caption("Under the release protocol each labelled document's set is calibrated by the other labelled "
+               "documents (leave-one-out), so coverage equals the confidence level by construction: a coverage "
+               "curve would be the diagonal and is no evidence, and is not shown. Shown instead: what a level costs "
+               "and buys, the documents whose set is smaller than k (red) and how set sizes grow (orange).")
+else:
+    st.plotly_chart(fig_confidence_curve(curve(run.key, run.result)), key="explore.curve")
+    st.caption("Coverage should track the dotted diagonal (the target) from above; the orange line shows the "
+               "price: higher confidence, larger sets. Coverage levels off below the diagonal at the share of "
+               "documents whose identity is in the pool (1 − ρ).")

@@ -5,13 +5,14 @@ tests/report/test_formatting.py)."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from cpa_core.report.metrics import summarize
+from cpa_core.report.formatting import MAX_BINS
 from cpa_ui.figures import (
     FLAGGED_COLOR,
     SAFE_COLOR,
@@ -23,6 +24,9 @@ from cpa_ui.figures import (
     fig_group_breakdown,
     fig_set_size_ecdf,
     fig_set_size_histogram,
+    fig_set_sizes_by_level,
+    quantile_from_counts,
+    set_size_counts,
 )
 
 # --- figures -------------------------------------------------------------------------------------------------
@@ -38,7 +42,7 @@ def test_histogram_marks_flagged_bins_and_the_threshold():
     assert cumulative.y[-1] == pytest.approx(100.0) and cumulative.yaxis == "y2"
     (line,) = fig.layout.shapes
     assert line.x0 == line.x1 == 10.5
-    assert fig.layout.annotations[0].text == "k = 11"
+    assert fig.layout.annotations[0].text == "k = 11 · |C| < k: 5 documents"  # sizes 0, 1, 2, 2 and 5
     json.loads(fig.to_json())
 
 
@@ -47,6 +51,94 @@ def test_histogram_follows_k():
     assert fig_set_size_histogram(sizes, 3).layout.shapes[0].x0 == 2.5
     red = [c == FLAGGED_COLOR for c in fig_set_size_histogram(sizes, 3).data[0].marker.color]
     assert sum(red) == 3
+
+
+def _one_big_bar(flagged: int = 11, n: int = 6_447, seed: int = 0) -> np.ndarray:
+    """A release like the users' at 10,000 documents: nearly every set is the whole pool of 50, a few are tiny."""
+    rng = np.random.default_rng(seed)
+    sizes = np.full(n, 50)
+    sizes[:flagged] = rng.integers(0, 11, flagged)
+    return sizes
+
+
+def test_histogram_counts_are_log_scaled_so_a_few_flagged_documents_show_beside_thousands():
+    sizes = _one_big_bar()
+    bars = fig_set_size_histogram(sizes, 11).data[0]
+    fig = fig_set_size_histogram(sizes, 11)
+    axis = fig.layout.yaxis
+    assert axis.type == "log" and "log scale" in axis.title.text
+    # the axis starts below one document: a bar of one is drawn, up to log10(1) = 0 above the bottom
+    assert axis.range[0] == pytest.approx(math.log10(0.5)) and axis.range[1] >= math.log10(6_436)
+    assert 1 in axis.tickvals and all(v >= 1 for v in axis.tickvals)
+    red = [y for y, c in zip(bars.y, bars.marker.color) if c == FLAGGED_COLOR]
+    assert sum(red) == 11 and max(bars.y) == 6_436
+    assert "|C| < k: 11 documents" in fig.layout.annotations[0].text
+
+
+def test_histogram_is_binned_here_tens_of_bars_whatever_the_number_of_documents():
+    sizes = np.random.default_rng(1).integers(0, 5_000, 100_000)
+    fig = fig_set_size_histogram(sizes, 11)
+    bars, cumulative = fig.data
+    assert 11 <= len(bars.x) <= MAX_BINS + 1 and sum(bars.y) == 100_000  # the bins of the report's histogram
+    assert list(bars.x[:11]) == [str(size) for size in range(11)]  # a bar per size below k
+    assert len(fig.to_json()) < 20_000  # tens of bars, not 100,000 values
+
+
+def test_histogram_linear_counts_and_the_counted_documents_named():
+    fig = fig_set_size_histogram(np.array([1, 2, 30]), 5, log_counts=False, documents="test documents")
+    assert fig.layout.yaxis.type != "log" and fig.layout.yaxis.rangemode == "tozero"
+    assert fig.layout.yaxis.title.text == "test documents"
+    assert "test documents" in fig.data[0].hovertemplate
+    assert fig.layout.annotations[0].text == "k = 5 · |C| < k: 2 test documents"
+
+
+def test_histogram_of_two_releases_side_by_side_over_the_same_bins():
+    before, after = np.array([0, 1, 1, 3, 20, 50]), np.array([3, 12, 20, 50])
+    fig = fig_set_size_histogram({"before": before, "after redaction": after}, 4)
+    bars = [t for t in fig.data if t.type == "bar"]
+    lines = [t for t in fig.data if t.type == "scatter"]
+    assert [t.name for t in bars] == ["before", "after redaction"] and fig.layout.barmode == "group"
+    assert list(bars[0].x) == list(bars[1].x)
+    by_size = [dict(zip(t.x, t.y)) for t in bars]
+    assert (by_size[0]["0"], by_size[0]["1"], by_size[0]["3"]) == (1, 2, 1)
+    assert (by_size[1]["0"], by_size[1]["1"], by_size[1]["3"]) == (0, 0, 1)
+    assert sum(bars[0].y) == 6 and sum(bars[1].y) == 4
+    assert bars[0].marker.color != bars[1].marker.color  # one colour per release
+    assert [line.y[-1] for line in lines] == pytest.approx([100, 100]) and {line.yaxis for line in lines} == {"y2"}
+    band, line = fig.layout.shapes  # the flagged bins behind both releases, then the line at k
+    assert band.type == "rect" and band.x1 == line.x0 == 3.5
+    assert fig.layout.annotations[0].text == "k = 4 · |C| < k: before 4, after redaction 1"
+    assert fig.layout.showlegend
+
+
+def test_set_size_counts_per_level():
+    counts = set_size_counts({0.9: np.array([0, 2, 2, 5]), 0.95: np.array([3, 5])})
+    assert list(counts.index) == [0.9, 0.95] and counts.index.name == "confidence"
+    assert counts.loc[0.9].tolist() == [1, 0, 2, 0, 0, 1] and counts.loc[0.95].tolist() == [0, 0, 0, 1, 0, 1]
+
+
+@pytest.mark.parametrize("q", [0.0, 0.1, 0.25, 0.5, 0.9, 1.0])
+def test_quantile_from_counts_is_numpys_on_the_sizes(q):
+    rng = np.random.default_rng(3)
+    rows = [rng.integers(0, 30, n) for n in (1, 2, 7, 10, 101)]
+    counts = set_size_counts(dict(enumerate(rows))).to_numpy()
+    assert quantile_from_counts(counts, q) == pytest.approx([np.quantile(row, q) for row in rows])
+
+
+def test_quantile_from_counts_of_no_document_is_nan():
+    assert np.isnan(quantile_from_counts(np.zeros((1, 4), dtype=int), 0.5)).all()
+    assert quantile_from_counts(np.array([[0, 1, 1]]), 0.5) == pytest.approx([1.5])  # the median of 1 and 2
+
+
+def test_set_sizes_by_level_counts_the_documents_below_k():
+    counts = set_size_counts({0.8: np.array([0, 1, 1, 4, 9]), 0.9: np.array([1, 3, 4, 9, 9])})
+    fig = fig_set_sizes_by_level(counts, 4, documents="audited documents")
+    below, median, p10 = fig.data
+    assert list(below.x) == pytest.approx([80, 90]) and list(below.y) == [3, 2]
+    assert below.name == "audited documents with |C| < k = 4" and list(below.customdata) == pytest.approx([60, 40])
+    assert list(median.y) == pytest.approx([1, 4]) and median.yaxis == "y2" and p10.yaxis == "y2"
+    assert list(p10.y) == pytest.approx([np.quantile([0, 1, 1, 4, 9], 0.1), np.quantile([1, 3, 4, 9, 9], 0.1)])
+    assert "coverage" not in " ".join(t.name for t in fig.data).lower()
 
 
 def _curve() -> pd.DataFrame:
@@ -115,17 +207,3 @@ def test_candidate_weights_mark_set_and_truth():
     assert list(bars.y) == ["P3", "P2 ★", "P1"]  # top candidate drawn at the top
     assert list(bars.marker.color) == [TARGET_COLOR, FLAGGED_COLOR, FLAGGED_COLOR]
 
-
-def test_calibration_table_shows_the_coverage_interval_only_where_coverage_is_a_check():
-    from dataclasses import replace
-
-    from tables import audited_groups
-
-    from cpa_ui.analysis import calibration_table
-
-    result = audited_groups()[0]
-    split = calibration_table(summarize(result))
-    assert list(split.columns[3:6]) == ["coverage", "coverage_low", "coverage_high"]
-    assert (split["coverage_low"] <= split["coverage"]).all() and (split["coverage"] <= split["coverage_high"]).all()
-    release = calibration_table(replace(summarize(result), protocol="release"))
-    assert "coverage_low" not in release.columns  # coverage by construction: no interval to show

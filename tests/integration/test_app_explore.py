@@ -1,0 +1,75 @@
+"""The Explore page under Streamlit's AppTest, in the terms of the protocol in use: under the release protocol every
+document is audited and its coverage is the confidence level by construction, so no coverage curve is offered as
+evidence; under the split protocol the test documents are held out and the coverage curve is the check."""
+
+from __future__ import annotations
+
+import json
+
+from apptest import assert_clean, calibrate, new_app, shown
+
+from cpa_ui import nav
+
+HISTOGRAM = "Certified set sizes at"
+COVERAGE_CURVE = "Coverage and median |C| versus confidence"
+BY_LEVEL = "Documents with |C| < k and set sizes versus confidence"
+
+
+def figures(at) -> dict[str, dict]:
+    """The page's plotly figures by the start of their title."""
+    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return {spec["layout"]["title"]["text"].split(" at ")[0]: spec for spec in specs}
+
+
+def words(at) -> str:
+    """What the page says in its titles, captions and text (not the figures)."""
+    return " ".join(shown(e) for e in [*at.title, *at.subheader, *at.caption, *at.markdown])
+
+
+def explore(protocol: str):
+    at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.radio(key="w.threat.protocol").set_value(protocol).run()
+    calibrate(at)
+    assert at.session_state["cpa.run"].result.config.protocol == protocol
+    at.switch_page(nav.EXPLORE).run()
+    assert_clean(at)
+    return at
+
+
+def test_release_protocol_says_audited_documents_and_shows_no_coverage_curve(sample):
+    at = explore("release")
+    said = words(at)
+    assert f"{sample['n_test']:,} audited documents, each calibrated by the others (release protocol)" in said
+    assert "test document" not in said
+    shown_figures = figures(at)
+    assert COVERAGE_CURVE not in shown_figures and set(shown_figures) == {"Certified set sizes", BY_LEVEL}
+    assert "coverage equals the confidence level by construction" in said and "is not shown" in said
+    histogram = shown_figures["Certified set sizes"]
+    assert histogram["layout"]["yaxis"]["title"]["text"] == "audited documents (log scale)"
+    assert histogram["layout"]["yaxis"]["type"] == "log"
+    levels = shown_figures[BY_LEVEL]
+    assert levels["data"][0]["name"] == "audited documents with |C| < k = 11"
+    assert "coverage" not in " ".join(trace["name"] for trace in levels["data"])
+
+    # a new k reruns the page: the chart across levels counts with it
+    at.slider(key="w.explore.flag_below").set_value(5).run()
+    assert_clean(at)
+    assert figures(at)[BY_LEVEL]["data"][0]["name"] == "audited documents with |C| < k = 5"
+    assert figures(at)["Certified set sizes"]["layout"]["annotations"][0]["text"].startswith("k = 5 ·")
+    # a new confidence level redraws the histogram at that level
+    at.slider(key="w.explore.confidence_percent").set_value(80.0).run()
+    assert_clean(at)
+    assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"] == "Certified set sizes at 80 %"
+
+
+def test_split_protocol_says_test_documents_and_shows_the_coverage_curve():
+    at = explore("split")
+    said = words(at)
+    n_test = len(at.session_state["cpa.run"].result.test_split)
+    assert f"{n_test:,} test documents, held out from calibration (split protocol)" in said
+    assert "audited documents" not in said and "is not shown" not in said
+    shown_figures = figures(at)
+    assert COVERAGE_CURVE in shown_figures and BY_LEVEL not in shown_figures
+    assert shown_figures["Certified set sizes"]["layout"]["yaxis"]["title"]["text"] == "test documents (log scale)"
+    assert "Coverage should track the dotted diagonal" in said
