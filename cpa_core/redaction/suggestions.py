@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import io
 import os
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -500,38 +500,47 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
             "documents": [s.to_dict() for s in suggestions]}
 
 
-def redacted_file(source, documents: Documents, suggestions) -> tuple[str, bytes]:
-    """The release with every suggestion applied, in the input's format, encoding and columns: its file name and
-    bytes. ``source`` is the input file's path, or its bytes as read (named by ``documents.file``)."""
+def redacted_name(name: str) -> str:
+    """The redacted release's file name: the input's stem with ``-redacted`` (never the input's own name)."""
+    path = Path(name)
+    return f"{path.stem}-redacted{path.suffix}"
+
+
+def redacted_file(source, documents: Documents, edits: Mapping[str, Sequence[Edit]],
+                  withheld: Collection[str] = ()) -> tuple[str, bytes]:
+    """The release with the edits applied (doc id -> its edits) and the ``withheld`` documents left out, in the
+    input's format, encoding and columns: its file name (:func:`redacted_name`) and bytes. ``source`` is the input
+    file's path, or its bytes as read (named by ``documents.file``)."""
     if isinstance(source, (bytes, bytearray)):
         data, name = bytes(source), str(documents.file)
     else:
         data, name = Path(source), str(source)
     frame, _ = read_table(data, name, encoding=documents.encoding)
     columns = {"doc_id": "doc_id", "text": "text", **dict(documents.columns)}
-    edits = {s.doc_id: s.edits for s in suggestions}
     ids = frame[columns["doc_id"]].astype(str).str.strip()
     frame[columns["text"]] = [apply_edits(text, edits[i]) if i in edits else text
                               for i, text in zip(ids, frame[columns["text"]])]
+    frame = frame[~ids.isin({str(d) for d in withheld})]
     kind = FORMATS.get(Path(name).suffix.lower(), "csv")
     if kind == "parquet":
         buffer = io.BytesIO()
         frame.to_parquet(buffer, index=False)
-        return Path(name).name, buffer.getvalue()
+        return redacted_name(name), buffer.getvalue()
     text = (frame.to_json(orient="records", lines=True, force_ascii=False) if kind == "jsonl"
             else frame.to_csv(index=False))
     try:
-        return Path(name).name, text.encode(documents.encoding)
+        return redacted_name(name), text.encode(documents.encoding)
     except UnicodeEncodeError as error:
         raise DataError(name, "the redacted release cannot be written in its encoding",
                         expected=f"replacements that {documents.encoding} can encode",
                         found=f"the character U+{ord(error.object[error.start]):04X}") from None
 
 
-def redacted_release(source, documents: Documents, suggestions, out_dir) -> Path:
-    """Write the release with every suggestion applied, in the input's format, encoding and columns, to
-    ``out_dir`` under the input's file name; returns its path (owner-only: it holds the released texts)."""
-    name, payload = redacted_file(source, documents, suggestions)
+def redacted_release(source, documents: Documents, edits: Mapping[str, Sequence[Edit]], out_dir,
+                     withheld: Collection[str] = ()) -> Path:
+    """Write the redacted release (:func:`redacted_file`) to ``out_dir``; returns its path (owner-only: it holds
+    the released texts)."""
+    name, payload = redacted_file(source, documents, edits, withheld)
     path = Path(out_dir) / name
     handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(handle, "wb") as out:

@@ -87,37 +87,37 @@ def test_a_span_of_the_edited_text_maps_back_to_the_released_text(text, data):
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 def test_the_redacted_file_from_the_bytes_read_is_the_release_written(tmp_path, suffix):
     from cpa_core.io.tables import load_documents
-    from cpa_core.redaction.suggestions import Suggestion, redacted_file, redacted_release
+    from cpa_core.redaction.suggestions import redacted_file, redacted_release
 
-    frame = pd.DataFrame({"doc_id": ["a", "b"], "text": ["seen in Gdańsk in 2014", "nothing here"],
-                          "identity_id": ["P1", "P2"]})
+    frame = pd.DataFrame({"doc_id": ["a", "b", "c"], "text": ["seen in Gdańsk in 2014", "nothing here", "withheld"],
+                          "identity_id": ["P1", "P2", "P3"]})
     source = tmp_path / f"docs{suffix}"
     if suffix == ".csv":
         frame.to_csv(source, index=False)
     else:
         source.write_text(frame.to_json(orient="records", lines=True, force_ascii=False), encoding="utf-8")
     documents = load_documents(source.read_bytes(), name=source.name)
-    edits = (Edit(8, 6, "Gdańsk", "[CITY]", "gdansk"), Edit(18, 4, "2014", "the 2010s", "2014", "generalize"))
-    suggestions = [Suggestion("a", Risk(1, None, 0.0), Risk(12, None, 0.0), edits, 11)]
-    name, payload = redacted_file(source.read_bytes(), documents, suggestions)
+    edits = {"a": [Edit(8, 6, "Gdańsk", "[CITY]", "gdansk"), Edit(18, 4, "2014", "the 2010s", "2014", "generalize")]}
+    name, payload = redacted_file(source.read_bytes(), documents, edits, withheld={"c"})
     (tmp_path / "out").mkdir()
-    written = redacted_release(source, documents, suggestions, tmp_path / "out")
-    assert name == source.name and written == tmp_path / "out" / source.name
+    written = redacted_release(source, documents, edits, tmp_path / "out", withheld={"c"})
+    # named after the input, never as the input: downloading it cannot overwrite the original
+    assert name == f"docs-redacted{suffix}" and written == tmp_path / "out" / name
     assert payload == written.read_bytes() and written.stat().st_mode & 0o777 == 0o600
     again = load_documents(payload, name=name)
-    assert again.frame["text"].tolist() == ["seen in [CITY] in the 2010s", "nothing here"]
+    assert again.frame["text"].tolist() == ["seen in [CITY] in the 2010s", "nothing here"]  # c withheld
 
 
 def test_a_replacement_the_releases_encoding_cannot_write_is_refused_naming_the_file(tmp_path):
     from cpa_core.common.errors import DataError
     from cpa_core.io.tables import load_documents
-    from cpa_core.redaction.suggestions import Suggestion, redacted_file
+    from cpa_core.redaction.suggestions import redacted_file
 
     data = "doc_id,text,identity_id\na,from Lodz,P1\n".encode("latin-1")
     documents = load_documents(data, name="docs.csv", encoding="latin-1")
-    suggestion = Suggestion("a", Risk(1, None, 0.0), Risk(12, None, 0.0), (Edit(5, 4, "Lodz", "Łódź Voivodeship", "lodz", "generalize"),), 11)
+    edits = {"a": [Edit(5, 4, "Lodz", "Łódź Voivodeship", "lodz", "generalize")]}
     with pytest.raises(DataError, match=r"docs.csv: the redacted release cannot be written in its encoding.*U\+0141"):
-        redacted_file(data, documents, [suggestion])
+        redacted_file(data, documents, edits)
 
 
 def test_the_worklist_carries_each_documents_suggested_edits_as_offsets():
