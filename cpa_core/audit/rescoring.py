@@ -98,6 +98,15 @@ class StoredRisk:
         for bins in self._bins.values():
             bins.sort()
 
+    def documents(self) -> dict[str, tuple[Certificate, int]]:
+        """Every document of the release by doc id, as (certificate, row): the audited ones and, under the split
+        protocol, the calibration documents."""
+        certificates = [self.result.certificate(self.confidence)]
+        if self.result.config.protocol == "split":
+            certificates.append(self.result.calibration_certificate(self.confidence))
+        return {str(doc_id): (cert, row) for cert in certificates
+                for row, doc_id in enumerate(cert.split.table.doc_ids)}
+
     def certified(self, cert: Certificate, row: int) -> Risk:
         """The certified risk of the document as released (its set, its stored linkage probability)."""
         linkage = None if cert.linkage is None else float(cert.linkage[row])

@@ -191,17 +191,31 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "budget":
             sub.add_argument("--ms", type=_ints, default=[1, 3, 5, 10], help="comma-separated sampling budgets m")
     add_history_command(commands)
-    redact = commands.add_parser("redact", help="suggest redactions for an audit's flagged documents and write the "
+    redact = commands.add_parser("redact", help="suggest redactions that never raise risk for an audit's flagged "
+                                                "documents, or apply a reviewed decisions table, and write the "
                                                 "redacted release",
-                                 description="Runs the audit of --audit again (its audit.toml and input files), "
-                                             "suggests for each flagged document the fewest driving terms whose "
-                                             "removal lifts its set to k under the stored threshold, and writes "
-                                             "redactions.json (each edit's offset, length, replacement and kind), "
-                                             "the worklist with each document's suggested edits (worklist.csv, "
-                                             "worklist.json), the redacted release and the audit.toml to audit it "
-                                             "again to --out.")
+                                 description="Runs the audit of --audit again (its audit.toml and input files). "
+                                             "Without --decisions: searches, for each flagged document, the fewest "
+                                             "driving terms whose removal makes it acceptable to the release policy "
+                                             "under the stored calibration (each step lowers its risk; a document "
+                                             "no safe redaction fixes is to be withheld), and writes the decisions "
+                                             "table (decisions.csv: every edit and document to withhold, with its "
+                                             "effect, accepted), redactions.json, the worklist with each document's "
+                                             "suggested edits (worklist.csv, worklist.json). With --decisions: "
+                                             "applies that reviewed table (its accepted rows only). Either way it "
+                                             "writes the redacted release, <input>-redacted.<ext>, and the "
+                                             "audit.toml to audit it again, to --out.")
     redact.add_argument("--audit", required=True, metavar="DIR", help="the output folder of a cpa audit run")
     redact.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    redact.add_argument("--decisions", metavar="FILE",
+                        help="a decisions table (CSV, JSONL or Parquet, as decisions.csv) to apply: its accepted "
+                             "edits are made and its accepted 'withhold' documents left out; nothing is searched")
+    redact.add_argument("--deny", action="append", default=[], metavar="WORDS",
+                        help="comma-separated words never to redact (e.g. a link token or the release's stop words); "
+                             "repeatable")
+    redact.add_argument("--allow", action="append", default=[], metavar="WORDS",
+                        help="comma-separated words or phrases always to redact, in every document (unless that "
+                             "raises the document's risk); repeatable")
     redact.add_argument("--strategy", choices=list(REPLACEMENTS), default="placeholder",
                         help="what each redacted word becomes: nothing (delete); its category from the registry, "
                              "[CITY], [OCCUPATION], [YEAR], [NUMBER], [DATE], [AGE], else [REDACTED] (placeholder, "
@@ -429,15 +443,20 @@ def _stress(args, project, documents, registry, config, attacker) -> int:
     return 0
 
 
+def _words(values: list[str]) -> list[str]:
+    return [w.strip() for value in values for w in value.split(",") if w.strip()]
+
+
 def cmd_redact(args) -> int:
-    from cpa_core.redaction.replacements import load_generalization
-    from cpa_core.redaction.suggestions import (
-        redacted_release,
+    from cpa_core.redaction.decisions import (
+        accepted,
+        decisions_csv,
+        proposed_decisions,
+        read_decisions,
         redaction_log,
-        replacement_for,
-        suggest_redactions,
-        suggested_worklist,
     )
+    from cpa_core.redaction.replacements import load_generalization
+    from cpa_core.redaction.suggestions import redacted_release, replacement_for, suggested_worklist
     from cpa_core.report.worklist import worklist, worklist_csv, worklist_json
     from cpa_core.store.bundle import CONFIG_FILE, declared_toml
     from cpa_core.store.records import write_private
@@ -445,6 +464,9 @@ def cmd_redact(args) -> int:
     if args.generalization is not None and args.strategy != "generalize":
         raise ConfigError(f"--generalization {args.generalization} applies to --strategy generalize only; "
                           f"expected --strategy generalize, found --strategy {args.strategy}")
+    if args.decisions is not None and (args.deny or args.allow or args.generalization):
+        raise ConfigError("--decisions applies a reviewed table as it is: --deny, --allow and --generalization "
+                          "shape a new search; give one or the other")
     audit_dir = Path(args.audit)
     try:
         manifest = json.loads((audit_dir / "manifest.json").read_text(encoding="utf-8"))
@@ -459,37 +481,56 @@ def cmd_redact(args) -> int:
     drop = "drop" if any(info.get("dropped_rows") for info in manifest["config"]["data"].values()) else "error"
     documents = project.load_documents(inputs["documents"]["file"], on_invalid=drop)
     registry = project.load_registry(inputs["registry"]["file"], on_invalid=drop)
+    texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
+    reviewed = None if args.decisions is None else read_decisions(args.decisions, texts)
     table = None if args.generalization is None else load_generalization(args.generalization,
                                                                          registry_fields=registry.fields)
     replacer = replacement_for(args.strategy, registry, table)
     config, attacker = declare_audit(project, registry, documents=documents)
-    if audit_explainer(attacker, registry, config) is None:
+    if reviewed is None and audit_explainer(attacker, registry, config) is None:
         raise ConfigError(f"the '{config.attacker.name}' attacker does not say which words drive its matches, so no "
-                          "redaction can be suggested")
+                          "redaction can be suggested; edit the release yourself, or apply a decisions table with "
+                          "--decisions")
     if config.config_id != manifest["config_id"]:
         raise ConfigError(f"{audit_dir}: its configuration {manifest['config_id']} is not what {CONFIG_FILE} declares "
                           f"now ({config.config_id})")
+    suggestions = []
     try:
-        result = run_audit(documents, registry, attacker, config, ProgressBar())
-        texts = dict(zip(documents.frame["doc_id"], documents.frame["text"]))
-        suggestions = suggest_redactions(result, attacker, registry, texts, strategy=replacer)
+        if reviewed is None:
+            result = run_audit(documents, registry, attacker, config, ProgressBar())
+            decisions, suggestions = proposed_decisions(result, attacker, registry, texts, strategy=replacer,
+                                                        deny=_words(args.deny), allow=_words(args.allow))
+        else:
+            decisions = reviewed
     finally:
         close_clients(attacker)
-    log = redaction_log(config, replacer, suggestions)
+    edits, withheld = accepted(decisions)
+    write_private(out / "decisions.csv", decisions_csv(decisions))
+    log = redaction_log(config, replacer, suggestions, decisions=decisions,
+                        deny=_words(args.deny), allow=_words(args.allow), applied=args.decisions)
     write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
-    work = suggested_worklist(worklist(result.certificate(config.policy_confidence), config.policy, config.config_id,
-                                       explain=audit_explainer(attacker, registry, config)), suggestions)
-    write_private(out / "worklist.csv", worklist_csv(work))
-    write_private(out / "worklist.json", worklist_json(work))
-    release = redacted_release(inputs["documents"]["file"], documents, suggestions, out)
+    if reviewed is None:
+        work = suggested_worklist(worklist(result.certificate(config.policy_confidence), config.policy,
+                                           config.config_id, explain=audit_explainer(attacker, registry, config)),
+                                  suggestions)
+        write_private(out / "worklist.csv", worklist_csv(work))
+        write_private(out / "worklist.json", worklist_json(work))
+    kept = len(texts) - len(withheld)
+    release = redacted_release(inputs["documents"]["file"], documents, edits, out, withheld)
     after = replace(config, data={role: info for role, info in config.data.items() if role != "documents"})
     write_private(out / CONFIG_FILE, declared_toml(after))
-    reached = sum(s.reaches_k for s in suggestions)
-    kinds = ", ".join(f"{n} {kind}" for kind, n in log["edits_by_kind"].items() if n)
-    where = " (audited and calibration documents alike)" if config.protocol == "split" else ""
-    _say(f"{len(suggestions)} flagged documents{where}: {reached} reach k = {config.policy.flag_below} after the suggested "
-         f"edits (indicative), {sum(len(s.edits) for s in suggestions)} edits{f' ({kinds})' if kinds else ''}; "
-         f"redacted release {release}")
+    n_edits = sum(len(e) for e in edits.values())
+    if reviewed is None:
+        safe = sum(s.action == "redact" for s in suggestions)
+        where = " (audited and calibration documents alike)" if config.protocol == "split" else ""
+        _say(f"{len(suggestions)} flagged documents{where}: {safe} made acceptable to the policy by their suggested "
+             f"edits (indicative, under the stored calibration), {len(suggestions) - safe} to withhold")
+    _say(f"{n_edits} accepted edits in {len(edits)} documents, {sum(e.length for d in edits.values() for e in d):,} "
+         f"characters; {len(withheld)} documents withheld; decisions {out / 'decisions.csv'}; "
+         f"redacted release {release} ({kept} documents)")
+    if kept == 0:
+        _say("every document is withheld: the redacted release is empty and there is nothing to audit again")
+        return 0
     _say(f"audit it again: cpa audit --documents {release} --registry {inputs['registry']['file']} "
          f"--config {out / CONFIG_FILE} --out OUT")
     return 0

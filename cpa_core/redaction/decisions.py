@@ -13,17 +13,38 @@ so a pipeline can apply a reviewed table (``cpa redact --decisions``).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from difflib import SequenceMatcher
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from cpa_core.attack.explainers import Span, find_clue
+from cpa_core.audit.rescoring import StoredRisk
 from cpa_core.common.errors import DataError
 from cpa_core.io.reading import read_table
-from cpa_core.redaction.suggestions import WITHHOLD, Edit, Suggestion
+from cpa_core.redaction.replacements import GeneralizationTable, Replacer
+from cpa_core.redaction.suggestions import (
+    WITHHOLD,
+    Edit,
+    Replacement,
+    Suggestion,
+    apply_edits,
+    chooser,
+    edit_kinds,
+    replacement_for,
+    suggest_redactions,
+)
+
+if TYPE_CHECKING:
+    from cpa_core.attack.base import Attacker
+    from cpa_core.audit.configuration import AuditConfig
+    from cpa_core.audit.policy import ReleasePolicy
+    from cpa_core.audit.results import AuditResult
+    from cpa_core.io.tables import Registry
 
 COLUMNS = ("doc_id", "action", "offset", "length", "original", "replacement", "term", "kind", "source",
            "set_size_before", "set_size_after", "linkage_before", "linkage_after", "reason", "accept")
@@ -161,9 +182,9 @@ def accepted(table: pd.DataFrame) -> tuple[dict[str, list[Edit]], set[str]]:
     return edits, withheld
 
 
-def decisions_csv(table: pd.DataFrame) -> bytes:
-    """The table as CSV (UTF-8)."""
-    return typed(table).to_csv(index=False).encode("utf-8")
+def decisions_csv(table: pd.DataFrame) -> str:
+    """The table as CSV text."""
+    return typed(table).to_csv(index=False)
 
 
 def read_decisions(source: str | Path | bytes, texts: Mapping[str, str], *, name: str | None = None
@@ -270,3 +291,78 @@ def _check_overlaps(name: str, table: pd.DataFrame) -> None:
                                 column="offset", expected="accepted edits of one document that do not overlap",
                                 found=f"offset {int(offset):,} before the end ({reach:,}) of another")
             reach = max(reach, int(offset) + int(length))
+
+
+def proposed_decisions(result: AuditResult, attacker: Attacker, registry: Registry, texts: Mapping[str, str], *,
+                       policy: ReleasePolicy | None = None, confidence=None,
+                       strategy: str | Replacement | Replacer = "placeholder", generalization=None,
+                       deny: Iterable[str] = (), allow: Iterable[str] = (),
+                       progress=None) -> tuple[pd.DataFrame, list[Suggestion]]:
+    """The review table a search proposes, and its suggestions: every flagged document searched
+    (:func:`~cpa_core.redaction.suggestions.suggest_redactions`, never redacting a ``deny`` word), then every
+    occurrence of an ``allow`` word in any document of the release, accepted unless it raises its document's risk
+    under the stored calibration or overlaps a suggested edit."""
+    replacer = replacement_for(strategy, registry, generalization) if isinstance(strategy, str) else strategy
+    suggestions = suggest_redactions(result, attacker, registry, dict(texts), policy=policy, confidence=confidence,
+                                     strategy=replacer, deny=tuple(deny), progress=progress)
+    rows = []
+    allow = [w for w in allow if str(w).strip()]
+    if allow:
+        found = allow_edits(texts, allow, chooser(replacer))
+        stored = StoredRisk(result, attacker, registry, confidence)
+        where = stored.documents()
+        ids = [d for d in found if d in where]
+        before = stored.of([where[d] for d in ids], [texts[d] for d in ids])
+        after = stored.of([where[d] for d in ids], [apply_edits(texts[d], found[d]) for d in ids])
+        rows = allow_rows(found, {d: b.risk for d, b in zip(ids, before)}, {d: a.risk for d, a in zip(ids, after)})
+        suggested = {s.doc_id: [(e.offset, e.offset + e.length) for e in s.edits] for s in suggestions}
+        for row in rows:
+            end = row["offset"] + row["length"]
+            if any(a < end and row["offset"] < b for a, b in suggested.get(row["doc_id"], ())):
+                row.update(accept=False, reason="overlaps a suggested edit")
+    return decisions_table(suggestions, rows), suggestions
+
+
+def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions: Sequence[Suggestion],
+                  policy: ReleasePolicy | None = None, confidence=None,
+                  generalization: GeneralizationTable | None = None, *, decisions: pd.DataFrame | None = None,
+                  deny: Sequence[str] = (), allow: Sequence[str] = (), applied: str | None = None) -> dict:
+    """The machine-readable record of a redaction (``redactions.json``): the configuration, strategy and
+    generalisation table (file and sha256) used, what the replacer derived from the registry (field names:
+    hierarchies, the age band field, the category fields), the policy, the deny and allow lists, counts of edits by
+    kind, per searched document its action, risk before and after (indicative) and its edits (offset, length,
+    original, replacement, kind), and the decisions: the table's sha256 (of :func:`decisions_csv`), rows accepted
+    and rejected by source, documents withheld, and the reviewed file applied (``applied``), if any."""
+    policy = policy or config.policy
+    confidence = config.policy_confidence if confidence is None else confidence
+    derived = None
+    if isinstance(strategy, Replacer):
+        generalization = generalization or strategy.table
+        name = strategy.strategy
+        derived = None if name == "delete" else strategy.vocabulary.to_dict()
+    else:
+        name = strategy if isinstance(strategy, str) else "custom"
+    return {"config_id": config.config_id, "strategy": name,
+            "generalization": None if generalization is None else generalization.to_dict(),
+            "derived": derived,
+            "rule": policy.rule, "confidence": float(confidence),
+            "note": "set sizes after are indicative: the redacted release is a new release mechanism and needs its "
+                    "own calibration",
+            "deny": list(deny), "allow": list(allow),
+            "n_documents": len(suggestions), "n_reach_k": sum(s.reaches_k for s in suggestions),
+            "n_withhold": sum(s.action == WITHHOLD for s in suggestions),
+            "edits_by_kind": edit_kinds(suggestions),
+            "decisions": None if decisions is None else decisions_summary(decisions, applied),
+            "documents": [s.to_dict() for s in suggestions]}
+
+
+def decisions_summary(table: pd.DataFrame, applied: str | None = None) -> dict:
+    """What a decisions table decides: its sha256 (as :func:`decisions_csv` writes it), its rows accepted and
+    rejected by source, the documents withheld, and the file it was read from (``applied``)."""
+    edits, withheld = accepted(table)
+    counts = {}
+    for (source, take), n in table[table["action"] == EDIT].groupby(["source", "accept"]).size().items():
+        counts.setdefault(source, {"accepted": 0, "rejected": 0})["accepted" if take else "rejected"] = int(n)
+    return {"sha256": hashlib.sha256(decisions_csv(table).encode("utf-8")).hexdigest(), "file": applied, "rows": len(table),
+            "edits": counts, "documents_edited": len(edits), "withheld": sorted(withheld),
+            "characters": sum(e.length for document in edits.values() for e in document)}

@@ -43,7 +43,6 @@ from cpa_core.report.worklist import risk_order
 
 if TYPE_CHECKING:
     from cpa_core.attack.base import Attacker
-    from cpa_core.audit.configuration import AuditConfig
     from cpa_core.audit.results import AuditResult, Certificate
     from cpa_core.io.tables import Documents, Registry
 
@@ -173,7 +172,7 @@ def replacement_for(strategy: str, registry: Registry | None = None,
     return Replacer.from_registry(registry, strategy, table)
 
 
-def _chooser(strategy: str | Replacement) -> Callable[[Span, str], Choice]:
+def chooser(strategy: str | Replacement) -> Callable[[Span, str], Choice]:
     """A span of a text -> its replacement and kind: a replacer reads the words around the span; any other
     callable gives the text only (its kind: "delete" when empty, else "placeholder")."""
     replace = replacement_for(strategy) if isinstance(strategy, str) else strategy
@@ -303,7 +302,7 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
     suggestions, total)`` is called after each round (stopping it there keeps the finished ones)."""
     if not documents:
         return []
-    choose = _chooser(strategy)
+    choose = chooser(strategy)
     deny = folded_terms(deny)
     names = [name for name, _, _ in documents]
     start = rescore(names, [text for _, _, text in documents])
@@ -471,33 +470,6 @@ def suggested_worklist(work: pd.DataFrame, suggestions: Sequence[Suggestion]) ->
     frame["suggested_edits"] = [[] if s is None else [edit.to_dict() for edit in s.edits] for s in chosen]
     columns = [c for c in frame.columns if c not in ("config_id", "confidence")]
     return frame[columns + ["config_id", "confidence"]]
-
-
-def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions: Sequence[Suggestion],
-                  policy: ReleasePolicy | None = None, confidence=None,
-                  generalization: GeneralizationTable | None = None) -> dict:
-    """The machine-readable record of suggested redactions (``redactions.json``): the configuration, strategy
-    and generalisation table (file and sha256) used, what the replacer derived from the registry (field names:
-    hierarchies, the age band field, the category fields), the policy, counts of edits by kind, and per document
-    its set size before and after (indicative) and its edits (offset, length, original, replacement, kind)."""
-    policy = policy or config.policy
-    confidence = config.policy_confidence if confidence is None else confidence
-    derived = None
-    if isinstance(strategy, Replacer):
-        generalization = generalization or strategy.table
-        name = strategy.strategy
-        derived = None if name == "delete" else strategy.vocabulary.to_dict()
-    else:
-        name = strategy if isinstance(strategy, str) else "custom"
-    return {"config_id": config.config_id, "strategy": name,
-            "generalization": None if generalization is None else generalization.to_dict(),
-            "derived": derived,
-            "rule": policy.rule, "confidence": float(confidence),
-            "note": "set sizes after are indicative: the redacted release is a new release mechanism and needs its "
-                    "own calibration",
-            "n_documents": len(suggestions), "n_reach_k": sum(s.reaches_k for s in suggestions),
-            "edits_by_kind": edit_kinds(suggestions),
-            "documents": [s.to_dict() for s in suggestions]}
 
 
 def redacted_name(name: str) -> str:

@@ -59,7 +59,7 @@ def test_a_table_written_and_read_back_gives_the_same_decisions(tmp_path, suffix
     table.loc[1, "accept"] = False
     path = tmp_path / f"decisions.{suffix}"
     if suffix == "csv":
-        path.write_bytes(decisions_csv(table))
+        path.write_text(decisions_csv(table), encoding="utf-8")
     else:
         table.to_parquet(path, index=False)
     again = read_decisions(path, TEXTS)

@@ -27,7 +27,8 @@ from cpa_core.redaction.replacements import (
     load_generalization,
     placeholder_label,
 )
-from cpa_core.redaction.suggestions import Edit, apply_edits, redaction_log, suggest
+from cpa_core.redaction.decisions import redaction_log
+from cpa_core.redaction.suggestions import Edit, apply_edits, suggest
 
 # city -> region (4 cities, 3 regions) and region -> country (3 regions, 2 countries) are functional; city ->
 # country is too, but region is the next level up. occupation -> country is not: a teacher in Leeds (UK) and
