@@ -15,11 +15,14 @@ import pandas as pd
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.results import AuditResult, Certificate
 from cpa_core.io.tables import Documents, Registry
-from cpa_core.report.formatting import GROUP_COLUMNS, without_empty
+from cpa_core.report.formatting import GROUP_COLUMNS, fmt_interval, without_empty
 from cpa_core.report.metrics import AuditSummary, LevelSummary, summarize
 
-CALIBRATION_COLUMNS = ["confidence", "alpha", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
-                       "open_world_bound", "median_set_size", "whole_pool_rate", "n_cal", "n_cal_needed", "warnings"]
+CALIBRATION_COLUMNS = ["confidence", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
+                       "open_world_bound", "median_set_size", "whole_pool_rate", "n_cal", "n_cal_needed"]
+"""The table per confidence level, narrow enough to show whole beside the sidebar (1,500 px): the confidence level
+without α (its complement), the open-world bound only under the 'exclude' miss policy it describes, and the
+coverage interval as one column under the split protocol."""
 COMPARE_COLUMNS = ["n_test", "coverage", "coverage_conditional", "candidate_miss_rate", "threshold", "median_set_size",
                    "mean_set_size", "mean_leakage", "n_flagged", "flagged_share", "top1", "mrr"]
 
@@ -48,11 +51,19 @@ def strata_table(summary: AuditSummary) -> pd.DataFrame:
 
 def calibration_table(summary: AuditSummary) -> pd.DataFrame:
     """q̂, coverage (conditional and unconditional), miss rate and calibration-size check per level of a summary;
-    under the split protocol, where coverage is an empirical check, with its 95 % interval."""
-    columns = list(CALIBRATION_COLUMNS)
+    under the split protocol, where coverage is an empirical check, with its 95 % interval (``coverage_ci``)."""
+    frame = summary.overall_frame()
+    columns = [c for c in CALIBRATION_COLUMNS if c != "open_world_bound" or summary.miss_policy == "exclude"]
     if summary.protocol == "split":
-        columns[columns.index("coverage") + 1:columns.index("coverage") + 1] = ["coverage_low", "coverage_high"]
-    return summary.overall_frame()[columns]
+        frame["coverage_ci"] = [fmt_interval(*(None if pd.isna(v) else v for v in pair))
+                                for pair in zip(frame["coverage_low"], frame["coverage_high"])]
+        columns.insert(columns.index("coverage") + 1, "coverage_ci")
+    return frame[columns]
+
+
+def table_height(frame: pd.DataFrame) -> int:
+    """The pixel height that shows every row of a table (Streamlit draws 35 px a row, the header included)."""
+    return 35 * (len(frame) + 1) + 3
 
 
 def compare_table(labels: Sequence[str], results: Sequence[AuditResult], confidence: float,
@@ -70,11 +81,12 @@ def flagged_table(worklist: pd.DataFrame) -> pd.DataFrame:
     frame = worklist.copy()
     for column in ("top_candidates", "top_weights", "driving_terms", "inferred_clues"):
         frame[column] = [", ".join(str(v) for v in values) for values in frame[column]]
-    return without_empty(frame, ("inferred_clues",))  # LLM clues only exist in a clue query mode
+    return without_empty(frame, ("inferred_clues", "group"))  # LLM clues only exist in a clue query mode, groups
+    # only where the documents have them
 
 
 def row_of(cert: Certificate, doc_id: str) -> int:
-    """Row of a test document in the certificate, by its id."""
+    """Row of an audited document in the certificate, by its id."""
     rows = np.flatnonzero(cert.split.table.doc_ids.astype(str) == str(doc_id))
     if rows.size == 0:
         raise KeyError(doc_id)
@@ -82,7 +94,7 @@ def row_of(cert: Certificate, doc_id: str) -> int:
 
 
 def document_facts(cert: Certificate, row: int) -> dict:
-    """What the drill-down states about one test document."""
+    """What the drill-down states about one audited document."""
     split = cert.split
     in_pool = bool(split.in_pool[row])
     return {

@@ -13,7 +13,7 @@ from cpa_core.common.errors import CPAError
 from cpa_core.common.params import Param
 from cpa_core.llm.client import redact_url
 from cpa_core.report.formatting import fmt_number, fmt_percent, percent_from_confidence
-from cpa_core.report.help import COLUMNS, HELP, PERCENT
+from cpa_core.report.help import COLUMNS, HELP, PERCENT, column_label, help_texts
 from cpa_core.report.metrics import COVERAGE_MEANING, LevelSummary
 from cpa_ui import nav
 from cpa_ui.attackers import declare, default_threat, needs_endpoint, widget_bounds
@@ -188,16 +188,18 @@ def attack_row(metrics: LevelSummary, policy: ReleasePolicy) -> None:
 
 
 def kpi_row(metrics: LevelSummary, confidence: float, protocol: str) -> None:
-    """Documents at risk, smallest and median set, mean leakage proxy and coverage."""
+    """Documents at risk, smallest and median set, mean leakage proxy and coverage, explained in the terms of the
+    ``protocol`` in use."""
+    helps = help_texts(protocol)
     columns = st.columns(5)
     vacuous = (metrics.whole_pool_rate or 0) >= 0.5
     columns[0].metric("Documents at risk", f"{metrics.n_flagged:,}",
                       delta="most sets are the whole pool: not evidence of safety" if vacuous else
                       f"{fmt_percent(metrics.flagged_share)} of {metrics.n_test:,}",
-                      delta_color="inverse" if vacuous else "off", help=HELP["at_risk"])
-    columns[1].metric("Smallest set", fmt_number(metrics.min_set_size), help=HELP["min_set"])
-    columns[2].metric("Median set", fmt_number(metrics.median_set_size), help=HELP["median_set"])
-    columns[3].metric("Mean leakage proxy", fmt_number(metrics.mean_leakage), help=HELP["mean_leakage"])
+                      delta_color="inverse" if vacuous else "off", help=helps["at_risk"])
+    columns[1].metric("Smallest set", fmt_number(metrics.min_set_size), help=helps["min_set"])
+    columns[2].metric("Median set", fmt_number(metrics.median_set_size), help=helps["median_set"])
+    columns[3].metric("Mean leakage proxy", fmt_number(metrics.mean_leakage), help=helps["mean_leakage"])
     coverage = metrics.coverage
     if protocol == "release":  # by construction: a property of the method, not a validation
         columns[4].metric("Coverage (release)", fmt_percent(coverage), delta="by construction", delta_color="off",
@@ -205,7 +207,7 @@ def kpi_row(metrics: LevelSummary, confidence: float, protocol: str) -> None:
     else:
         columns[4].metric("Coverage (test)", fmt_percent(coverage),
                           delta=None if coverage is None else f"{100 * (coverage - confidence):+.1f} pts vs target",
-                          delta_color="normal", help=HELP["coverage"])
+                          delta_color="normal", help=helps["coverage"])
 
 
 def audit_status() -> None:
@@ -225,15 +227,18 @@ def audit_status() -> None:
         st.caption(plain(data_flow_note()))
 
 
-def table_columns(frame, help_keys: dict[str, str] | None = None) -> dict:
+def table_columns(frame, help_keys: dict[str, str] | None = None, protocol: str | None = None) -> dict:
     """``column_config`` for a table of figures: every known column labelled, formatted and explained once
-    (:data:`~cpa_core.report.help.COLUMNS`); ``help_keys`` swaps a column's help (e.g. coverage under drift)."""
+    (:data:`~cpa_core.report.help.COLUMNS`), in the terms of ``protocol`` when the table is of one audit (without it,
+    in terms true under either); ``help_keys`` swaps a column's help (e.g. coverage under drift)."""
+    helps = help_texts(protocol)
     config = {}
     for column in frame.columns:
         if column not in COLUMNS:
             continue
-        label, number_format, help_key = COLUMNS[column]
-        text = HELP.get((help_keys or {}).get(column, help_key)) if help_key else None
+        _, number_format, help_key = COLUMNS[column]
+        label = column_label(column, protocol)
+        text = helps.get((help_keys or {}).get(column, help_key)) if help_key else None
         if number_format is None:
             config[column] = st.column_config.TextColumn(label, help=text)
         else:

@@ -1,4 +1,4 @@
-"""Step 3: run the attack on the calibration and test documents, calibrate, and check the calibration."""
+"""Step 3: run the attack on the documents of the declared protocol, calibrate, and check the calibration."""
 
 from __future__ import annotations
 
@@ -6,29 +6,42 @@ import streamlit as st
 
 from cpa_core.common.errors import CPAError
 from cpa_core.report.formatting import fmt_confidence, fmt_percent
-from cpa_core.report.help import HELP
+from cpa_core.report.help import help_texts
 from cpa_core.report.metrics import summarize
 from cpa_core.report.verdict import release_verdict
 from cpa_core.store.bundle import declared_toml
 from cpa_ui import nav
-from cpa_ui.analysis import calibration_table, group_table, strata_table
+from cpa_ui.analysis import calibration_table, group_table, strata_table, table_height
 from cpa_ui.cache import audit_run
 from cpa_ui.components import attack_row, declared, require_data, show_error, show_warnings, table_columns
 from cpa_ui.history import record_calibration
 from cpa_ui.state import state
 from cpa_ui.text import plain
 
+INTRODUCTION = {
+    "release": "The attacker ranks the registry for every released document, and every document is certified. The "
+               "labelled documents, whose identities are known, calibrate the conformal threshold q̂ for each other: "
+               "each one's threshold leaves its own score out, and each unlabelled document is certified against "
+               "all of them, so that certified sets contain the true identity with the chosen confidence.",
+    "split": "The attacker ranks the registry for every calibration and test document. On the calibration "
+             "documents, whose identities are known, the conformal threshold q̂ is set so that certified sets "
+             "contain the true identity with the chosen confidence; the held-out test documents check it.",
+}
+COVERAGE_READING = {
+    "release": "Under the release protocol coverage is about ⌈n(1 − α)⌉/n by construction (each labelled document's "
+               "set leaves its own score out): a property of the method, not a check of it.",
+    "split": "Read coverage against the confidence level: with exchangeable data it is at least the target on "
+             "average; a test split of n documents fluctuates by about ±1/√n.",
+}
+
 data = require_data()
 st.title("Calibrate")
-st.markdown("The attacker ranks the registry for every calibration and test document. On the calibration "
-            "documents, whose identities are known, the conformal threshold q̂ is set so that certified sets "
-            "contain the true identity with the chosen confidence; the held-out test documents check it.")
-
 declaration = declared(data)
 if declaration is None:
     st.page_link(nav.THREAT, label="Fix the threat model", icon=":material/shield_person:")
     st.stop()
 config, attacker = declaration
+st.markdown(INTRODUCTION[config.protocol])
 key = f"{data.fingerprint}:{config.config_id}"
 run = state.run
 current = run is not None and run.key == key
@@ -78,16 +91,18 @@ if state.notice:
     state.notice = None
 
 result = run.result
+protocol = result.config.protocol
+helps = help_texts(protocol)
 levels = sorted(set(result.config.confidences) | {state.confidence})
 summary = summarize(result, levels, state.policy)  # every figure of this page, computed once
 table = calibration_table(summary)
 metrics = summary.level(state.confidence)
 columns = st.columns(4)
-columns[0].metric("Calibration documents", f"{metrics.n_cal:,}", help=HELP["n_cal"])
-columns[1].metric("Certified documents" if result.config.protocol == "release" else "Test documents",
-                  f"{metrics.n_test:,}", help=HELP["n_test"])
-columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics.candidate_miss_rate), help=HELP["miss_rate"])
-columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics.top1), help=HELP["top1"])
+columns[0].metric("Calibration documents", f"{metrics.n_cal:,}", help=helps["n_cal"])
+columns[1].metric("Certified documents" if protocol == "release" else "Test documents",
+                  f"{metrics.n_test:,}", help=helps["n_test"])
+columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics.candidate_miss_rate), help=helps["miss_rate"])
+columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics.top1), help=helps["top1"])
 
 st.subheader(f"The attack at {fmt_confidence(state.confidence)} confidence")
 attack_row(metrics, state.policy)
@@ -99,24 +114,24 @@ for name, value in result.inputs.get("learned", {}).items():
                 f"{result.inputs['learned'].get('temperature_rule', 'declared')}.", icon=":material/thermostat:")
 
 st.subheader("Threshold and coverage per confidence level")
-shown = table.drop(columns=["warnings"])
-st.dataframe(shown, hide_index=True, width="stretch", column_config=table_columns(shown))
-st.caption("Read coverage against the confidence level: with exchangeable data it is at least the target on "
-           "average; a test split of n documents fluctuates by about ±1/√n. An infinite q̂ certifies nothing: "
-           "every set is the whole pool." + (" With per-group calibration each group has its own q̂ (below)."
-                                if result.config.group_column else ""))
+st.dataframe(table, hide_index=True, width="stretch", height=table_height(table),
+             column_config=table_columns(table, protocol=protocol))
+st.caption(COVERAGE_READING[protocol] + " An infinite q̂ certifies nothing: every set is the whole pool."
+           + (" With per-group calibration each group has its own q̂ (below)." if result.config.group_column else ""))
 
 st.subheader("Certainty strata")
-st.caption(plain(summary.stratification.split(";")[0]) + ". " + HELP["strata"])
+st.caption(plain(summary.stratification.split(";")[0]) + ". " + helps["strata"])
 if summary.strata:
     strata = strata_table(summary)
-    st.dataframe(strata, hide_index=True, width="stretch", column_config=table_columns(strata))
+    st.dataframe(strata, hide_index=True, width="stretch", height=table_height(strata),
+                 column_config=table_columns(strata, protocol=protocol))
 
 if result.config.group_column:
     st.subheader("Per-group thresholds")
     groups = group_table(summary, state.confidence)[
         ["group", "n_cal", "n_test", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate"]]
-    st.dataframe(groups, hide_index=True, width="stretch", column_config=table_columns(groups))
+    st.dataframe(groups, hide_index=True, width="stretch", height=table_height(groups),
+                 column_config=table_columns(groups, protocol=protocol))
     st.caption(f"At {fmt_confidence(state.confidence)} confidence. Each group's threshold uses only its own "
                "calibration documents, so small groups need more calibration data.")
 st.page_link(nav.EXPLORE, label="Next: explore the certificate", icon=":material/arrow_forward:")

@@ -1,6 +1,7 @@
 """The audit pipeline: split, attack, score, calibrate, certify.
 
-:func:`run_audit` attacks the calibration and test documents once. The resulting
+:func:`run_audit` attacks the documents of its protocol once (every document under the release protocol; the
+calibration and test documents under the split protocol), saying each step in its terms. The resulting
 :class:`~cpa_core.audit.results.AuditResult` keeps, per document, the scores of its ranked candidates (non-decreasing), so
 certifying at any other confidence level recomputes one quantile and one count per document; the
 attack is never re-run.
@@ -99,6 +100,16 @@ def _split(documents: Documents, config: AuditConfig):
     return groups, labelled[cal], labelled[test]
 
 
+STEPS = {
+    "release": {"attack": "preparing the attack on every document (the labelled ones calibrate each other)",
+                "calibrate": "calibrating on the labelled documents, each leaving its own score out"},
+    "split": {"attack": "preparing the attack on the calibration and test documents",
+              "calibrate": "calibrating on the calibration documents"},
+}
+"""What :func:`run_audit` says it is doing, per protocol, around the attacker's own steps (the attacker reports its
+ranking; what comes before it, such as choosing a temperature, may take most of the time)."""
+
+
 def stratified(test_split: ScoredSplit, cal_split: ScoredSplit, config: AuditConfig
                ) -> tuple[ScoredSplit, ScoredSplit, tuple[Stratum, ...]]:
     """The splits with their calibration strata (:func:`~cpa_core.audit.stratification.stratify`: declared groups
@@ -152,7 +163,10 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
     # document in file order (release: the audited documents are all of them, the calibrating ones among them),
     # or the calibration documents then the audited ones (split)
     order = test if release else np.concatenate([cal, test])
+    steps = STEPS[config.protocol]
     if table is None:
+        if progress:
+            progress(0, len(order), steps["attack"])
         if isinstance(attacker, RetrievalAttacker):  # it ranks the whole registry, or its shortlist
             check_pool_fits(len(order), len(registry), attacker.top_k)
         attacked, learned = attack_documents(documents, registry, attacker, config.knowledge, order, progress, engine,
@@ -174,6 +188,8 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
                                 None if groups is None else groups[cal[kept_cal]], config)
         test_split = score_table(attacked.rows(np.arange(len(cal), len(order))), truth[test],
                                  None if groups is None else groups[test], config)
+    if progress:
+        progress(len(order), len(order), steps["calibrate"])
     test_split, cal_split, strata = stratified(test_split, cal_split, config)
     scores, labels = cal_split.calibration_scores(config.miss_policy)
     calibration = calibrate(scores, config.confidences, labels)

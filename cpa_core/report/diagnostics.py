@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.conformal.calibration import ALL, alpha_from_confidence, confidence_label, threshold_rank
+from cpa_core.conformal.calibration import (
+    ALL,
+    alpha_from_confidence,
+    confidence_label,
+    minimum_calibration_size,
+    threshold_rank,
+)
+from cpa_core.report.formatting import counted, ordinal
 
 if TYPE_CHECKING:
     from cpa_core.audit.results import AuditResult, Certificate
@@ -48,63 +55,129 @@ def _percent(share: float) -> str:
     return f"{100 * share:.1f} %"
 
 
+def _kind(stratum) -> str:
+    return "stratum" if "certainty " in str(stratum) else "group"
+
+
+def _named(strata) -> str:
+    """``group 'a'``, ``groups 'a' and 'b'`` or ``strata 'a · certainty 1 of 2', 'b'`` (strata when any is one)."""
+    kinds = {_kind(s) for s in strata}
+    noun = "stratum" if "stratum" in kinds else "group"
+    quoted = [f"'{s}'" for s in strata]
+    names = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+    return f"{noun if len(quoted) == 1 else 'strata' if noun == 'stratum' else 'groups'} {names}"
+
+
+def _too_small(level: str, alpha, small: list[tuple[object, int]]) -> str:
+    """The strata whose calibration set is too small for a finite threshold at this level, in one warning."""
+    needed = minimum_calibration_size(alpha)
+    if [stratum for stratum, _ in small] == [ALL]:
+        return (f"confidence {level}: the calibration set is too small: {counted(small[0][1], 'calibration document')}"
+                f", and a finite threshold needs at least {needed:,}; the threshold is infinite and every set is the "
+                "whole pool. Add labelled documents or lower the confidence level")
+    sizes = f"n = {small[0][1]:,}" if len(small) == 1 else "; ".join(f"'{stratum}': n = {n:,}" for stratum, n in small)
+    fewer = any(_kind(stratum) == "stratum" for stratum, _ in small)
+    return (f"confidence {level}: the calibration set of {_named([s for s, _ in small])} is too small ({sizes}), and a "
+            f"finite threshold needs at least {needed:,}; {'its' if len(small) == 1 else 'their'} threshold is infinite "
+            "and every set in " + ("it" if len(small) == 1 else "them") + " is the whole pool. Add labelled documents"
+            + (", lower the confidence level or calibrate in fewer certainty strata" if fewer else
+               " or lower the confidence level"))
+
+
+MISS_ADVICE = ("Certify with miss_policy = 'exclude' (a guarantee conditional on the identity being in the pool, "
+               "unconditional coverage at least (1 - rho)(1 - alpha)), a larger top-K shortlist, or a registry that "
+               "holds more of the documents' subjects")
+
+
+def _missing(level: str, alpha, missed: list[tuple[object, int, int]]) -> str:
+    """The strata whose threshold is infinite because too many calibration identities are outside the pool (the
+    conservative miss policy scores them ``+inf``), in one warning: ``missed`` holds ``(stratum, outside, n)``."""
+    if len(missed) == 1:
+        stratum, outside, n = missed[0]
+        k = threshold_rank(n, alpha)
+        where = "" if stratum == ALL else f" in {_kind(stratum)} '{stratum}'"
+        return (f"confidence {level}{where}: {outside:,} of the {counted(n, 'calibration document')} "
+                f"({_percent(outside / n)}) {'has its' if outside == 1 else 'have their'} identity outside the "
+                f"candidate pool, and {'its score is' if outside == 1 else 'their scores are'} infinite under the "
+                f"conservative miss policy; at this level the threshold is the {ordinal(k)} smallest of the "
+                f"{counted(n, 'score')}, so at most {n - k:,} of them may be infinite: the threshold is infinite and "
+                f"every set is the whole pool. {MISS_ADVICE}")
+    each = "; ".join(f"'{stratum}': {outside:,} of {n:,}, at most {n - threshold_rank(n, alpha):,} allowed"
+                     for stratum, outside, n in missed)
+    return (f"confidence {level}: in {_named([s for s, _, _ in missed])}, more calibration documents have their "
+            f"identity outside the candidate pool than this level allows ({each}): their scores are infinite under "
+            "the conservative miss policy, so the thresholds are infinite and every set in them is the whole pool. "
+            f"{MISS_ADVICE}")
+
+
+def _uncalibrated(counts: list[tuple[object, int]]) -> str:
+    """Strata with audited documents but no calibration document (at every level: said without one)."""
+    if len(counts) == 1:
+        stratum, n = counts[0]
+        what = _kind(stratum)
+        return (f"{what} '{stratum}' has {counted(n, 'audited document')} but no calibration document, so no "
+                f"threshold: every set of the {what} is the whole pool. Add calibration documents of {what} "
+                f"'{stratum}' or calibrate without groups")
+    sizes = "; ".join(f"'{stratum}': {counted(n, 'audited document')}" for stratum, n in counts)
+    return (f"{_named([s for s, _ in counts])} have audited documents but no calibration document ({sizes}), so no "
+            "threshold: every set in them is the whole pool. Add calibration documents of these strata or calibrate "
+            "without groups")
+
+
 def certificate_warnings(result: AuditResult, cert: Certificate, policy: ReleasePolicy) -> list[str]:
-    """Every reason the result's certificate ``cert`` certifies nothing (or little), with what to change."""
+    """Every reason the result's certificate ``cert`` certifies nothing (or little), with what to change: one warning
+    per cause, naming every stratum it holds in; a cause that does not depend on the level is said without one, so
+    it reads the same at every level (and is said once where several levels are shown)."""
     config = result.config
     confidence = cert.confidence
     alpha = alpha_from_confidence(confidence)
     level = confidence_label(confidence)
     calibration = result.calibration_for(confidence)
-    out = list(calibration.notes_for(confidence))  # too small for the level
+    small = [(note.stratum, calibration.n_.get(note.stratum, 0)) for note in calibration.notes_
+             if note.confidence == level]
+    out = [_too_small(level, alpha, small)] if small else []
     cal = result.calibration_split
-    too_small = {note.stratum for note in calibration.notes_ if note.confidence == level}
+    too_small = {stratum for stratum, _ in small}
     labels = cal.stratum_labels
     strata = {ALL: np.ones(len(cal), dtype=bool)} if labels is None else \
         {key: labels.astype(str) == str(key) for key in calibration.n_}
 
+    missed = []
     for stratum, mask in strata.items():
         if stratum in too_small or not math.isinf(calibration.q_hat(confidence, stratum)) or not mask.any():
             continue
-        missed = float(np.mean(~cal.in_pool[mask]))
-        where = "" if stratum == ALL else f" in {'stratum' if 'certainty ' in str(stratum) else 'group'} '{stratum}'"
-        if config.miss_policy == "infinite" and missed > 0:
-            n = int(mask.sum())
-            k = threshold_rank(n, alpha)
-            out.append(
-                f"confidence {level}{where}: {int(round(missed * n)):,} of the {n:,} calibration documents "
-                f"({_percent(missed)}) have their identity outside the candidate pool, and their scores are infinite "
-                f"under the conservative miss policy; at this level the threshold is the {k:,}-th smallest of the "
-                f"{n:,} scores, so at most {n - k:,} of them may be infinite: the threshold "
-                "is infinite and every set is the whole pool. Certify with miss_policy = 'exclude' (a guarantee "
-                "conditional on the identity being in the pool, unconditional coverage at least (1 - rho)(1 - alpha)), "
-                "a larger top-K shortlist, or a registry that holds more of the documents' subjects")
+        outside = int((~cal.in_pool[mask]).sum())
+        if config.miss_policy == "infinite" and outside:
+            missed.append((stratum, outside, int(mask.sum())))
+    if missed:
+        out.append(_missing(level, alpha, missed))
     test = result.test_split
     if cert.left_out is not None:  # release protocol: each labelled document calibrated by the others
-        alone = cert.left_out & np.isinf(cert.q_hat) & ~np.isinf(test.thresholds(calibration, confidence))
-        if alone.any():
+        alone = int((cert.left_out & np.isinf(cert.q_hat) & ~np.isinf(test.thresholds(calibration, confidence))).sum())
+        if alone:
             out.append(
-                f"confidence {level}: the thresholds of {int(alone.sum())} labelled documents are infinite (their sets "
-                "are the whole pool): each labelled document is calibrated by the other labelled documents of its "
-                "stratum, one fewer than those that give the other documents a finite threshold. Add labelled "
-                "documents or lower the confidence level")
+                f"confidence {level}: the threshold{'s' if alone > 1 else ''} of "
+                f"{counted(alone, 'labelled document')} {'are' if alone > 1 else 'is'} infinite "
+                f"({'their sets are' if alone > 1 else 'its set is'} the whole pool): each labelled document is "
+                "calibrated by the other labelled documents of its stratum, one fewer than those that give the other "
+                "documents a finite threshold. Add labelled documents or lower the confidence level")
     if test.stratum_labels is not None:
         calibrated = {str(key) for key in calibration.n_}
         keys, codes = test.stratum_codes
-        for code, key in enumerate(keys.tolist()):
-            if str(key) not in calibrated:
-                what = "stratum" if "certainty " in str(key) else "group"
-                out.append(f"confidence {level}: {what} '{key}' has {int((codes == code).sum())} audited documents "
-                           "but no calibration document, so no threshold: every set of the "
-                           f"{what} is the whole pool. Add calibration documents of {what} '{key}' or calibrate "
-                           "without groups")
+        uncalibrated = [(key, int((codes == code).sum())) for code, key in enumerate(keys.tolist())
+                        if str(key) not in calibrated]
+        if uncalibrated:
+            out.append(_uncalibrated(uncalibrated))
     n = len(test)
     if n:
         whole = whole_pool(cert)
         if whole.mean() >= MOSTLY and not out:  # not already explained by an infinite threshold
-            out.append(f"confidence {level}: {int(whole.sum())} of {n} sets ({_percent(whole.mean())}) hold at least "
-                       f"{NEARLY_WHOLE:.0%} of their candidate pool: they certify nothing about these documents, and "
-                       "few flagged documents is no evidence of safety. Lower the confidence level, calibrate on more "
-                       "documents, or declare a stronger attacker")
+            held = int(whole.sum())
+            out.append(f"confidence {level}: {held:,} of {counted(n, 'set')} ({_percent(whole.mean())}) "
+                       f"{'holds' if held == 1 else 'hold'} at least {NEARLY_WHOLE:.0%} of "
+                       f"{'its' if held == 1 else 'their'} candidate pool: they certify nothing about these documents, "
+                       "and few flagged documents is no evidence of safety. Lower the confidence level, calibrate on "
+                       "more documents, or declare a stronger attacker")
         pools = test.table.pool_sizes
         if (pools > 0).any() and policy.flag_below >= int(np.median(pools[pools > 0])):
             out.append(f"release policy k = {policy.flag_below} is at least the candidate pool size "

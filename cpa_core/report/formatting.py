@@ -43,6 +43,17 @@ def fmt_confidence(confidence: float) -> str:
     return f"{percent:g} %"
 
 
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """A count with its noun agreeing: ``1 document``, ``2 documents`` (``plural`` for irregular nouns)."""
+    return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``11th``, ``257th``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{suffix}"
+
+
 def fmt_number(value: float | int | None, digits: int = 3) -> str:
     """A number for a KPI: integers as integers, infinities spelled out, ``None`` as a dash."""
     if value is None:

@@ -2,7 +2,9 @@
 every table labels and formats its columns.
 
 One dictionary, so the pages, the tables and the HTML report
-(:mod:`cpa_core.report.html`) say the same thing.
+(:mod:`cpa_core.report.html`) say the same thing. Its texts hold under either protocol; where the protocol in use is
+known, :func:`help_texts` and :func:`column_label` say it in its own terms (the release protocol certifies every
+document, its labelled ones calibrating each other; the split protocol certifies held-out test documents).
 """
 
 from __future__ import annotations
@@ -15,20 +17,25 @@ HELP: dict[str, str] = {
     "set_size": "|C|, the size of the certified ambiguity set: how many registry profiles remain statistically "
                 "plausible for this document after the attack. Small is risky: 1 means the attacker is certifiably "
                 "down to one person. 0 (empty set) means the attacker's top candidate is more certain than the "
-                "threshold allows: the highest risk.",
+                "threshold allows: the highest risk. A document that gives the attacker nothing (every candidate "
+                "ties) gets the whole pool, never an empty set.",
     "leakage": "Leakage proxy L = 1 / max(1, |C|). Not a re-identification probability: L = 0.1 means the attacker "
                "is certifiably down to 10 people.",
-    "mean_leakage": "Mean of the leakage proxy 1 / max(1, |C|) over the test documents. Not a probability of "
+    "mean_leakage": "Mean of the leakage proxy 1 / max(1, |C|) over the audited documents. Not a probability of "
                     "re-identification; larger means smaller sets on average.",
     "at_risk": "Documents flagged under the release policy: a certified set smaller than k (or a leakage proxy above "
                "the leakage threshold), or a linkage probability above the acceptable linkage rate: candidates for "
                "withholding or further redaction.",
-    "min_set": "The smallest certified set among the test documents.",
-    "median_set": "Median certified set size over the test documents: half of them have a set at most this large.",
-    "mean_set": "Mean certified set size over the test documents.",
-    "coverage": "Empirical coverage on the held-out test split: the share of test documents whose true identity is "
-                "in its certified set (unconditional: documents whose identity is missing from the pool count as "
-                "misses). It should be close to, and on average at least, the confidence level.",
+    "min_set": "The smallest certified set among the audited documents.",
+    "median_set": "Median certified set size over the audited documents: half of them have a set at most this "
+                  "large.",
+    "mean_set": "Mean certified set size over the audited documents.",
+    "coverage": "Coverage: the share of the labelled audited documents whose true identity is in their certified set "
+                "(unconditional: documents whose identity is missing from the pool count as misses). Under the split "
+                "protocol it is measured on held-out test documents, an empirical check that should be close to, and "
+                "on average at least, the confidence level; under the release protocol each labelled document's set "
+                "leaves its own score out, and coverage is about ⌈n(1 − α)⌉/n by construction, a property of the "
+                "method, not a validation of it.",
     "coverage_ci": "Exact (Clopper–Pearson) 95 % confidence interval of the coverage over the labelled test "
                    "documents: the range of true coverages consistent with the observed share. Coverage below the "
                    "target by more than this interval suggests calibration and audited documents are not "
@@ -64,33 +71,40 @@ HELP: dict[str, str] = {
               "(bins of its top-1 margin, with enough labelled documents each), so a document the attacker is sure "
               "about is certified against documents it is sure about. The guarantee holds within each stratum.",
     "uninformative": "The attacker ranks every candidate of the document equally (nothing in it matches a profile "
-                     "more than another): its set is the whole pool. Check such documents by hand (an image, code, "
-                     "another language) or withhold them.",
-    "coverage_conditional": "Coverage among the test documents whose true identity is in the candidate pool. "
+                     "more than another): no information, so its set is the whole pool, never an empty set (an "
+                     "empty set is the highest risk). Check such documents by hand (an image, code, another "
+                     "language) or withhold them.",
+    "coverage_conditional": "Coverage among the labelled audited documents whose true identity is in the candidate "
+                            "pool. "
                             "The guarantee is about this quantity when missing identities are excluded from "
                             "calibration.",
-    "miss_rate": "Candidate-miss rate ρ: the share of test documents whose true identity is not in the attacker's "
-                 "pool (absent from the registry, or cut by the top-K shortlist). No set can cover them.",
+    "miss_rate": "Candidate-miss rate ρ: the share of the labelled audited documents whose true identity is not in "
+                 "the attacker's pool (absent from the registry, or cut by the top-K shortlist). No set can cover "
+                 "them.",
     "open_world_bound": "Open-world lower bound (1 − ρ)(1 − α) on unconditional coverage.",
-    "q_hat": "q̂, the split-conformal threshold: the ⌈(n + 1)(1 − α)⌉-th smallest calibration score. A candidate "
-             "enters a document's set when its nonconformity score is at most q̂. Infinite: the calibration set "
-             "is too small for this confidence and every set is the whole pool.",
+    "q_hat": "q̂, the conformal threshold: the ⌈(n + 1)(1 − α)⌉-th smallest of n calibration scores. A candidate "
+             "enters a document's set when its nonconformity score is at most q̂. Infinite: too few calibration "
+             "documents for this confidence, or too many of them with their identity outside the pool; every set is "
+             "then the whole pool.",
     "protocol": "Release (default): every released document gets a certified set; each labelled document's "
                 "threshold comes from the other labelled documents (leave-one-out), each unlabelled one's from all "
                 "of them, so the guarantee holds for every document. Split: a disjoint calibration/test split, to "
                 "compare configurations on matched documents or reproduce published protocols.",
     "n_cal": "Calibration documents (with known identity) used to compute q̂.",
-    "n_test": "Held-out test documents the certificate is evaluated and reported on.",
+    "n_test": "Audited documents, those the certificate is reported on: every released document under the release "
+              "protocol, the held-out test documents under the split protocol.",
     "min_n_cal": "The fewest calibration documents that give a finite threshold at this confidence: ⌈1/α − 1⌉, "
                  "plus one when the whole release is certified (each labelled document is calibrated by the others).",
-    "top1": "Top-1 accuracy of the attacker on the test split: the share of documents whose true identity is its "
+    "top1": "Top-1 accuracy of the attacker on the labelled audited documents: the share whose true identity is its "
             "first-ranked candidate. A point estimate, with no guarantee.",
-    "top5": "Share of test documents whose true identity is among the attacker's 5 first candidates (no guarantee).",
+    "top5": "Share of the labelled audited documents whose true identity is among the attacker's 5 first candidates "
+            "(no guarantee).",
     "mrr": "Mean reciprocal rank of the true identity (0 when it is outside the pool); no guarantee.",
-    "whole_pool_rate": "Share of test documents whose set holds (nearly, 90 % or more) their whole candidate pool: "
-                       "such a set certifies nothing, it is no evidence of safety.",
-    "empty_rate": "Share of test documents with an empty set: the attacker is more certain of its top candidate "
-                  "than the threshold requires. Counted as the highest risk.",
+    "whole_pool_rate": "Share of audited documents whose set holds (nearly, 90 % or more) their whole candidate "
+                       "pool: such a set certifies nothing, it is no evidence of safety.",
+    "empty_rate": "Share of audited documents with an empty set: the attacker is more certain of its top candidate "
+                  "than the threshold requires. Counted as the highest risk (a document whose candidates all tie "
+                  "gets the whole pool, never an empty set).",
     "flag_below": "Release policy k: documents whose certified set has fewer than k members are flagged. "
                   "Sets of k − 1 or fewer correspond to a leakage proxy above 1/k (e.g. k = 12 ↔ 0.09).",
     "leakage_threshold": "Optional second rule: also flag documents whose leakage proxy exceeds this value.",
@@ -102,8 +116,9 @@ HELP: dict[str, str] = {
     "pool_size": "Number of candidates the attacker ranked for this document.",
     "n_flagged": "Number of flagged documents under the current release policy: a certified set smaller than k (or a "
                  "leakage proxy above the threshold), or a linkage probability above the acceptable linkage rate.",
-    "llm_calls": "How many requests the attack would send to the LLM endpoint for the calibration and test "
-                 "documents (m per document and attribute, or one per document for clues and log-probabilities). "
+    "llm_calls": "How many requests the attack would send to the LLM endpoint for the documents it attacks (every "
+                 "document under the release protocol, the calibration and test documents under the split protocol; "
+                 "m per document and attribute, or one per document for clues and log-probabilities). "
                  "Answers already in the local cache are free and not counted.",
     "config_id": "A short hash of the full declared threat configuration; certificates of different ids are not "
                  "comparable.",
@@ -140,6 +155,45 @@ HELP: dict[str, str] = {
     "still_flagged_because": "For a document still flagged after redaction: the words that still drive its match.",
 }
 
+PROTOCOL_HELP: dict[str, dict[str, str]] = {
+    "release": {
+        "n_test": "Certified documents: under the release protocol every released document gets a certified set, "
+                  "labelled or not, and the certificate is reported on all of them.",
+        "n_cal": "Labelled documents (with known identity) that calibrate the thresholds. Under the release protocol "
+                 "they are certified too: each one's threshold comes from the other labelled documents of its stratum "
+                 "(leave-one-out), each unlabelled document's from all of them.",
+        "coverage": "Share of the labelled documents whose leave-one-out set holds their true identity "
+                    "(unconditional: documents whose identity is missing from the pool count as misses): about "
+                    "⌈n(1 − α)⌉/n by construction under the release protocol, a property of the method, not a "
+                    "validation of it.",
+        "q_hat": "q̂, the conformal threshold. Under the release protocol it varies per document: a labelled "
+                 "document's threshold is the ⌈n(1 − α)⌉-th smallest score of the n − 1 other labelled documents of its "
+                 "stratum (leave-one-out), an unlabelled one's the ⌈(n + 1)(1 − α)⌉-th smallest of all n. A candidate "
+                 "enters a document's set when its nonconformity score is at most q̂. Infinite: too few calibration "
+                 "documents for this confidence, or too many of them with their identity outside the pool; every set "
+                 "is then the whole pool.",
+    },
+    "split": {
+        "n_test": "Held-out test documents the certificate is evaluated and reported on (split protocol): they never "
+                  "calibrate.",
+        "n_cal": "Calibration documents (with known identity) used to compute q̂; under the split protocol they are "
+                 "disjoint from the test documents.",
+        "coverage": "Empirical coverage on the held-out test split: the share of test documents whose true identity "
+                    "is in its certified set (unconditional: documents whose identity is missing from the pool count "
+                    "as misses). It should be close to, and on average at least, the confidence level.",
+    },
+}
+"""The help texts said in the terms of one protocol (:func:`help_texts`)."""
+
+PROTOCOLS = tuple(PROTOCOL_HELP)
+
+
+def help_texts(protocol: str | None = None) -> dict[str, str]:
+    """:data:`HELP`, with the texts of ``protocol`` (``release`` or ``split``) where they differ; ``None``: the texts
+    that hold under either."""
+    return HELP if protocol is None else {**HELP, **PROTOCOL_HELP[protocol]}
+
+
 PERCENT = "percent"
 TEXT = None
 COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
@@ -162,7 +216,7 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "empty_rate": ("empty sets", PERCENT, "empty_rate"),
     "n_cal": ("n_cal", "%d", "n_cal"),
     "n_cal_needed": ("n_cal needed", "%d", "min_n_cal"),
-    "n_test": ("n_test", "%d", "n_test"),
+    "n_test": ("audited", "%d", "n_test"),
     "n_flagged": ("flagged", "%d", "n_flagged"),
     "flagged_share": ("flagged share", PERCENT, "at_risk"),
     "top1": ("top-1", PERCENT, "top1"),
@@ -212,3 +266,13 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "change": ("change", TEXT, "change"),
 }
 """How every table of figures labels, formats and explains its columns (pages and report alike)."""
+
+PROTOCOL_LABELS: dict[str, dict[str, str]] = {"release": {"n_test": "certified"}, "split": {"n_test": "n_test"}}
+"""Column labels said in the terms of one protocol (:func:`column_label`)."""
+
+
+def column_label(column: str, protocol: str | None = None) -> str:
+    """The label of a table column, in the terms of ``protocol`` when it is known (``n_test``: the certified
+    documents under the release protocol, the test documents under the split protocol, the audited ones either
+    way)."""
+    return PROTOCOL_LABELS.get(protocol or "", {}).get(column) or COLUMNS.get(column, (column,))[0]

@@ -37,7 +37,7 @@ from cpa_core.report.formatting import (
     set_size_bins,
     without_empty,
 )
-from cpa_core.report.help import COLUMNS, HELP, PERCENT
+from cpa_core.report.help import COLUMNS, HELP, PERCENT, column_label, help_texts
 from cpa_core.report.metrics import COVERAGE_MEANING, summarize
 from cpa_core.report.verdict import Verdict, release_verdict
 
@@ -127,10 +127,11 @@ def _cell(column: str, value) -> str:
     return str(value)
 
 
-def _table(frame: pd.DataFrame, max_rows: int | None = None) -> str:
-    """An HTML table of ``frame`` with every cell formatted and escaped."""
+def _table(frame: pd.DataFrame, max_rows: int | None = None, protocol: str | None = None) -> str:
+    """An HTML table of ``frame`` with every cell formatted and escaped, its columns labelled in the terms of
+    ``protocol`` when it is given."""
     shown = frame if max_rows is None else frame.head(max_rows)
-    head = "".join(f"<th>{_e(COLUMNS.get(c, (c,))[0])}</th>" for c in shown.columns)
+    head = "".join(f"<th>{_e(column_label(c, protocol))}</th>" for c in shown.columns)
     rows = ["<tr>" + "".join(f"<td>{_e(_cell(column, value))}</td>" for column, value in zip(shown.columns, record))
             + "</tr>" for record in shown.itertuples(index=False)]
     more = "" if max_rows is None or len(frame) <= max_rows else \
@@ -165,6 +166,9 @@ class ReportCharts:
     per_group: pd.DataFrame | None
     """The per-group figures at the report's level (:data:`~cpa_core.report.formatting.GROUP_COLUMNS`); ``None``
     when the documents have no groups."""
+    protocol: str = "split"
+    """The audit's protocol: under ``release`` coverage is the target by construction (a curve of it says nothing),
+    so the static report draws set size against confidence instead."""
 
 
 ChartRenderer = Callable[[ReportCharts], tuple[str, list[str]]]
@@ -183,35 +187,104 @@ def _svg_text(x: float, y: float, text: str, size: int = 10, anchor: str = "midd
             f'font-weight="{weight}">{_e(text)}</text>')
 
 
+CHARACTER_WIDTH = 0.64
+"""An upper estimate of a character's width in DejaVu Sans, in ems (digits are 0.636): enough room for a label."""
+
+
+def _text_width(text: str, size: float) -> float:
+    return CHARACTER_WIDTH * size * len(text)
+
+
+def _fitted_text(x: float, y: float, text: str, size: int, width: float, anchor: str = "middle",
+                 color: str = "#1f2933", backdrop: bool = False) -> str:
+    """A label at ``x`` anchored as asked, moved left or right just enough to stay within ``[0, width]`` (text outside
+    the figure's box is cut off, on paper as on screen); ``backdrop``: on a white box, readable over the bars."""
+    extent = _text_width(text, size)
+    start = {"start": x, "middle": x - extent / 2, "end": x - extent}[anchor]
+    shift = max(0.0, -start + 1) - max(0.0, start + extent - (width - 1))
+    box = (f'<rect x="{start + shift - 1:.1f}" y="{y - size:.1f}" width="{extent + 2:.1f}" height="{size + 3:.1f}" '
+           'fill="#ffffff" fill-opacity="0.9"/>') if backdrop else ""
+    return box + _svg_text(x + shift, y, text, size, anchor, color)
+
+
 def svg_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str) -> str:
     """The set-size histogram (the bins of :func:`cpa_core.report.formatting.set_size_bins`) as a static SVG bar chart:
-    flagged bins (|C| < k) in red, a dashed line at k."""
+    flagged bins (|C| < k) in red, a dashed line at k. Every label stays inside the figure: the last bin's beside the
+    right edge, the line's on whichever side of it has room."""
     bins = set_size_bins(set_sizes, flag_below)
-    width, height, left, right, top, bottom = 680, 250, 52, 12, 30, 52
-    plot_w, plot_h = width - left - right, height - top - bottom
     n = max(len(bins), 1)
+    last = str(bins["label"].iloc[-1]) if len(bins) else ""
+    width, height, left, top, bottom = 680, 250, 52, 30, 52
+    right = max(12, math.ceil(_text_width(last, 9) / 2) + 4)  # half the last bin's label hangs past its bar
+    plot_w, plot_h = width - left - right, height - top - bottom
     peak = max(int(bins["count"].max()) if len(bins) else 0, 1)
     step = plot_w / n
     parts = [_svg_text(left, 16, title, 12, "start", weight="bold"),
              f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#52606d"/>',
              f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#52606d"/>',
              _svg_text(left - 6, top + plot_h + 4, "0", 9, "end"), _svg_text(left - 6, top + 8, f"{peak:,}", 9, "end")]
-    label_every = max(1, math.ceil(n / 12))
+    widest = max((_text_width(str(label), 9) for label in bins["label"]), default=0.0)
+    label_every = max(1, math.ceil(n / 12), math.ceil((widest + 6) / max(step, 1e-9)))  # labels never overlap
     for i, row in enumerate(bins.itertuples(index=False)):
         bar = plot_h * row.count / peak
         color = FLAGGED_COLOR if row.upper < flag_below else SAFE_COLOR
         x = left + i * step
         parts.append(f'<rect x="{x + 0.5:.1f}" y="{top + plot_h - bar:.1f}" width="{max(step - 1, 0.5):.1f}" '
                      f'height="{bar:.1f}" fill="{color}"/>')
-        if i % label_every == 0 or i == n - 1:
-            parts.append(_svg_text(x + step / 2, top + plot_h + 14, row.label, 9))
+        if i == n - 1 or (i % label_every == 0 and n - 1 - i >= label_every):  # the last label always, alone
+            parts.append(_fitted_text(x + step / 2, top + plot_h + 14, row.label, 9, width))
     flagged = int((bins["upper"] < flag_below).sum())
     line_x = left + flagged * step
     parts.append(f'<line x1="{line_x:.1f}" y1="{top}" x2="{line_x:.1f}" y2="{top + plot_h}" stroke="{FLAGGED_COLOR}" '
                  'stroke-dasharray="4 3"/>')
-    parts.append(_svg_text(line_x + 4, top + 10, f"k = {flag_below}", 9, "start", FLAGGED_COLOR))
+    k_label = f"k = {flag_below}"
+    room_right = line_x + 4 + _text_width(k_label, 9) <= width - 2
+    parts.append(_fitted_text(line_x + 4 if room_right else line_x - 4, top + 10, k_label, 9, width,
+                              "start" if room_right else "end", FLAGGED_COLOR, backdrop=True))
     parts.append(_svg_text(left + plot_w / 2, height - 14, "certified set size |C| (red: flagged, |C| < k)", 10))
     parts.append(_svg_text(14, top + plot_h / 2, "documents", 10).replace(
+        "<text ", f'<text transform="rotate(-90 14 {top + plot_h / 2:.1f})" ', 1))
+    return _svg(width, height, "".join(parts), title)
+
+
+def svg_set_size_curve(curve: pd.DataFrame, confidence: float, flag_below: int, title: str) -> str:
+    """Median and mean certified set size as the confidence level varies
+    (:func:`cpa_core.report.metrics.confidence_curve`), as a static SVG line chart with the release policy's k and the
+    report's level marked: the chart of the release protocol, whose coverage is the target by construction."""
+    width, height, left, right, top, bottom = 680, 250, 52, 180, 30, 44
+    plot_w, plot_h = width - left - right, height - top - bottom
+    levels = curve["confidence"].astype(float).to_numpy()
+    series = [("median |C|", curve["median_set_size"].astype(float).to_numpy(), SAFE_COLOR, ""),
+              ("mean |C|", curve["mean_set_size"].astype(float).to_numpy(), SAFE_COLOR, "6 3")]
+    x0, x1 = float(levels.min()), float(levels.max())
+    finite = [v for _, values, _, _ in series for v in values if math.isfinite(v)]
+    top_value = max([*finite, float(flag_below), 1.0])
+    sx = lambda v: left + plot_w * (v - x0) / max(x1 - x0, 1e-9)  # noqa: E731
+    sy = lambda v: top + plot_h * (1 - v / top_value)  # noqa: E731
+    parts = [_svg_text(left, 16, title, 12, "start", weight="bold"),
+             f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#d9e2ec"/>']
+    for tick in np.linspace(0, top_value, 5):
+        parts.append(_svg_text(left - 6, sy(tick) + 3, fmt_number(float(round(tick))), 9, "end"))
+    for tick in np.arange(math.ceil(20 * x0) / 20, x1 + 1e-9, 0.1):
+        parts.append(_svg_text(sx(tick), top + plot_h + 14, f"{100 * tick:.0f} %", 9))
+    k_y = sy(float(flag_below))
+    parts.append(f'<line x1="{left}" y1="{k_y:.1f}" x2="{left + plot_w}" y2="{k_y:.1f}" stroke="{FLAGGED_COLOR}" '
+                 'stroke-dasharray="2 3"/>')
+    parts.append(_svg_text(left + plot_w + 6, k_y + 3, f"k = {flag_below} (flagged below)", 9, "start", FLAGGED_COLOR))
+    for i, (name, values, color, dash) in enumerate(series):
+        points = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(levels, values) if math.isfinite(y))
+        dashing = f' stroke-dasharray="{dash}"' if dash else ""
+        parts.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="1.8"{dashing}/>')
+        legend_y = top + 12 + 16 * i
+        parts.append(f'<line x1="{left + plot_w + 10}" y1="{legend_y - 3}" x2="{left + plot_w + 30}" '
+                     f'y2="{legend_y - 3}" stroke="{color}" stroke-width="1.8"{dashing}/>')
+        parts.append(_svg_text(left + plot_w + 34, legend_y, name, 9, "start"))
+    marker = sx(float(confidence))
+    parts.append(f'<line x1="{marker:.1f}" y1="{top}" x2="{marker:.1f}" y2="{top + plot_h}" stroke="{FLAGGED_COLOR}" '
+                 'stroke-dasharray="4 3"/>')
+    parts.append(_svg_text(marker - 3, top + 12, fmt_confidence(confidence), 9, "end", FLAGGED_COLOR))
+    parts.append(_svg_text(left + plot_w / 2, height - 8, "confidence level 1 − α", 10))
+    parts.append(_svg_text(14, top + plot_h / 2, "certified set size |C|", 10).replace(
         "<text ", f'<text transform="rotate(-90 14 {top + plot_h / 2:.1f})" ', 1))
     return _svg(width, height, "".join(parts), title)
 
@@ -342,6 +415,7 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
     metrics = summary_of_levels.level(confidence)
     verdict = release_verdict(summary_of_levels, confidence)
     split_protocol = config.protocol == "split"
+    helps = help_texts(config.protocol)
     inputs = result.inputs
     groups = sorted({str(g) for g in result.test_split.groups}) if result.test_split.groups is not None else []
     generated = (generated_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
@@ -356,6 +430,8 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
     n_test = metrics.n_test
     n_empty = round((metrics.empty_rate or 0) * n_test)
     n_whole = round((metrics.whole_pool_rate or 0) * n_test)
+    flag_counts = (f"{metrics.n_flagged_by_set or 0:,} by set size, {metrics.n_flagged_by_linkage or 0:,} by linkage "
+                   "probability")
 
     coverage = fmt_coverage(metrics.coverage, metrics.coverage_low, metrics.coverage_high)
     coverage_in_pool = fmt_coverage(metrics.coverage_conditional, metrics.coverage_conditional_low,
@@ -369,11 +445,11 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
                              "property of the method, not a validation of it")
     kpi_cards = [
         ("Documents at risk", f"{metrics.n_flagged:,} of {n_test:,}", HELP["at_risk"]),
-        ("Smallest set", fmt_number(metrics.min_set_size), HELP["min_set"]),
-        ("Median set", fmt_number(metrics.median_set_size), HELP["median_set"]),
-        ("Mean leakage proxy", fmt_number(metrics.mean_leakage), HELP["mean_leakage"]),
+        ("Smallest set", fmt_number(metrics.min_set_size), helps["min_set"]),
+        ("Median set", fmt_number(metrics.median_set_size), helps["median_set"]),
+        ("Mean leakage proxy", fmt_number(metrics.mean_leakage), helps["mean_leakage"]),
         (f"Coverage ({'test' if split_protocol else 'release'})", _percent(metrics.coverage),
-         f"95 % CI {fmt_interval(metrics.coverage_low, metrics.coverage_high)}. {HELP['coverage']}"
+         f"95 % CI {fmt_interval(metrics.coverage_low, metrics.coverage_high)}. {helps['coverage']}"
          if split_protocol else f"By construction: the {COVERAGE_MEANING['release']}."),
     ]
     cards = "".join(f"<div class='kpi'><div class='label'>{_e(label)}</div><div class='value'>{_e(value)}</div>"
@@ -388,8 +464,9 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
         ("attacker", json.dumps(config.attacker.to_dict(), sort_keys=True, default=str)),
         ("candidate pool", "whole registry" if config.top_k is None else f"top {config.top_k}"),
         ("nonconformity score", config.score),
-        ("calibration / audited documents", f"{len(result.calibration_split):,} / {len(result.test_split):,}"),
-        ("split seed", config.seed),
+        ("calibration / test documents" if split_protocol else "calibrating / certified documents",
+         f"{len(result.calibration_split):,} / {len(result.test_split):,}"),
+        *((("split seed", config.seed),) if split_protocol else ()),  # the release protocol splits nothing
         ("per-group calibration", f"yes, on '{config.group_column}'" if config.group_column else "no"),
         ("identities missing from the pool (calibration)", config.miss_policy),
         ("certified confidence levels", ", ".join(fmt_confidence(float(c)) for c in config.confidences)),
@@ -404,7 +481,7 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
     shown_columns = [c for c in REPORT_CALIBRATION_COLUMNS
                      if (c != "coverage_ci" or split_protocol) and (c != "open_world_bound" or
                                                                    config.miss_policy == "exclude")]
-    calibration_html = _table(without_empty(calibration[shown_columns]))
+    calibration_html = _table(without_empty(calibration[shown_columns]), protocol=config.protocol)
     per_group_note = ("<li>Thresholds were calibrated per group, so the guarantee holds within each group.</li>"
                       if config.group_column else "")
     guarantee = GUARANTEE[config.miss_policy].format(level=fmt_confidence(confidence),
@@ -420,22 +497,32 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
     group_html = ""
     if charts is not None and not for_print:
         script, figures = charts(ReportCharts(cert.set_sizes, policy.flag_below, histogram_title, curve, confidence,
-                                              per_group))
+                                              per_group, config.protocol))
     else:
         script = ""
+        if split_protocol:
+            curve_figure = svg_confidence_curve(curve, confidence, "Coverage versus confidence")
+            curve_note = "the median set size per level is in the table below"
+        else:
+            curve_figure = svg_set_size_curve(curve, confidence, policy.flag_below, "Certified set size versus "
+                                                                                    "confidence")
+            curve_note = ("under the release protocol coverage is about ⌈n(1 − α)⌉/n at every level by construction "
+                          "(a chart of it would be the diagonal), so the second chart shows instead how the certified "
+                          "sets grow with the confidence level, against the release policy's k; coverage per level is "
+                          "in the table below")
         figures = [f"<figure>{svg_set_size_histogram(cert.set_sizes, policy.flag_below, histogram_title)}</figure>",
-                   f"<figure>{svg_confidence_curve(curve, confidence, 'Coverage versus confidence')}</figure>",
+                   f"<figure>{curve_figure}</figure>",
                    f"<p class='figure-note'>{'Printed' if for_print else 'Static'} version: the charts are drawn "
-                   "from the same figures as the interactive report; the median set size per level is in the table "
-                   "below" + ("; the per-group chart is replaced by the per-group table." if groups else ".") + "</p>"]
+                   f"from the same figures as the interactive report; {curve_note}"
+                   + ("; the per-group chart is replaced by the per-group table." if groups else ".") + "</p>"]
     if per_group is not None:
-        group_html = "<h3>Per group</h3>" + _table(without_empty(per_group, ("n_cal",)))
+        group_html = "<h3>Per group</h3>" + _table(without_empty(per_group, ("n_cal",)), protocol=config.protocol)
         if not config.group_column:
             group_html += ("<p>The thresholds were calibrated on all groups together: the guarantee holds on "
                            "average over the groups, not within each one.</p>")
 
     flagged = without_empty(worklist.drop(columns=[c for c in ("evidence", "config_id", "confidence")
-                                                   if c in worklist.columns]), ("inferred_clues",))
+                                                   if c in worklist.columns]), ("inferred_clues", "group"))
     flagged_html = _table(flagged, max_rows=500) if len(flagged) else \
         f"<p>No {'test ' if split_protocol else ''}document is flagged under this policy.</p>"
 
@@ -443,7 +530,9 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
     files = {name: inputs[name] for name in ("documents", "registry") if name in inputs}
     checksums = [(f"{name} file", f"{info.get('file')} ({info.get('rows'):,} rows)") for name, info in files.items()]
     checksums += [(f"{name} SHA-256", info.get("sha256")) for name, info in files.items()]
-    checksums += [(f"{name} document ids SHA-256", digest) for name, digest in split.get("doc_ids_sha256", {}).items()]
+    roles = {} if split_protocol else {"calibration": "calibrating", "test": "certified"}  # the manifest's keys
+    checksums += [(f"{roles.get(name, name)} document ids SHA-256", digest)
+                  for name, digest in split.get("doc_ids_sha256", {}).items()]
     version_rows = [(name, version) for name, version in versions.items()]
     if split_protocol:
         audited = (f"{len(result.calibration_split):,} documents with known subjects calibrated the threshold and "
@@ -469,17 +558,19 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
 
 <h2>Summary</h2>
 <p>At <b>{level}</b> confidence, <b>{metrics.n_flagged:,}</b> of {n_test:,}
-{documents} have a certified ambiguity set smaller than the release threshold (flagged when {rule}).
+{documents} {'is' if metrics.n_flagged == 1 else 'are'} flagged (flagged when {rule}: {_e(flag_counts)}).
 {coverage_sentence}; the candidate-miss rate is {_e(_percent(metrics.candidate_miss_rate))}.</p>
 <div class="kpis">{cards}</div>
 {notes_html}
 
 <h2>Empty and whole-pool sets</h2>
-<p><b>{n_empty:,}</b> of {n_test:,} {documents} have an <b>empty set</b> at {level} confidence. |C| = 0: the
-attacker is more certain of its top candidate than the certificate needs — the highest risk; flagged.</p>
-<p><b>{n_whole:,}</b> of {n_test:,} {documents} have a <b>whole-pool set</b> (at least
+<p><b>{n_empty:,}</b> of {n_test:,} {documents} {'has' if n_empty == 1 else 'have'} an <b>empty set</b> at {level}
+confidence. |C| = 0: the attacker is more certain of its top candidate than the certificate needs — the highest risk;
+flagged.</p>
+<p><b>{n_whole:,}</b> of {n_test:,} {documents} {'has' if n_whole == 1 else 'have'} a <b>whole-pool set</b> (at least
 {fmt_percent(NEARLY_WHOLE, 0)} of their candidate pool): the method could not narrow anything down — not evidence
-of safety. A count of flagged documents built on such sets says nothing about the risk of these documents.</p>
+of safety. A document that gives the attacker nothing (every candidate ties) gets the whole pool, never an empty set.
+A count of flagged documents built on such sets says nothing about the risk of these documents.</p>
 
 <h2>What was audited</h2>
 <p>{_e(inputs.get('documents', {}).get('file'))}: {inputs.get('documents', {}).get('rows', 0):,} released documents,
@@ -528,7 +619,7 @@ being right.</li>
 {''.join(figures)}
 <h3>Threshold and coverage per confidence level</h3>
 {calibration_html}
-<p>{_e(HELP['q_hat'])} {_e(HELP['coverage'])}{(' ' + _e(HELP['coverage_ci'])) if split_protocol else ''}</p>
+<p>{_e(helps['q_hat'])} {_e(helps['coverage'])}{(' ' + _e(helps['coverage_ci'])) if split_protocol else ''}</p>
 {group_html}
 
 <h2>Flagged documents (redaction worklist)</h2>

@@ -167,3 +167,41 @@ def test_a_release_calibrates_on_its_labelled_documents_without_a_copy_of_their_
         assert np.array_equal(result.certificate(level).set_sizes, reference.certificate(level).set_sizes)
     with pytest.raises(ValueError, match="candidates are not kept"):
         certify(cal, result.calibration, 0.9)
+
+
+@pytest.mark.parametrize("protocol", ["release", "split"])
+def test_progress_says_each_step_in_the_terms_of_the_protocol(protocol, tmp_path):
+    """The first step is said before the attacker prepares anything (choosing a temperature 'auto' may take most of
+    the run): under the release protocol nothing is split into calibration and test documents, so nothing says so."""
+    from cpa_core.attack.attackers.tfidf import TfidfAttacker
+    from cpa_core.io.synthetic import generate_sample_data
+    from cpa_core.io.tables import load_documents, load_registry
+
+    paths = generate_sample_data(tmp_path, seed=3, n_people=30, n_documents=90)
+    documents, registry = load_documents(paths["documents"]), load_registry(paths["registry"])
+    level = LEVEL.__class__("K2", ("age_band", "gender", "occupation", "city", "keywords", "events"))
+    config = AuditConfig(knowledge=level, attacker=toy_attacker("tfidf"), confidences=(0.8,), protocol=protocol,
+                         seed=1)
+    said: list[tuple[int, int, str]] = []
+    attacker = TfidfAttacker(temperature="auto")
+    learn = attacker.learn
+
+    def learn_after_the_first_step(*args, **kwargs):
+        assert said, "the attacker prepared before the run said what it was doing"
+        return learn(*args, **kwargs)
+
+    attacker.learn = learn_after_the_first_step
+    result = run_audit(documents, registry, attacker, config, progress=lambda done, total, step: said.append(
+        (done, total, step)))
+    steps = list(dict.fromkeys(step for _, _, step in said))
+    n = said[0][1]  # the attacked documents: every one under the release protocol
+    assert said[0][0] == 0 and said[-1][:2] == (n, n)
+    assert n >= len(result.test_split)
+    if protocol == "release":
+        assert steps[0] == "preparing the attack on every document (the labelled ones calibrate each other)"
+        assert steps[-1] == "calibrating on the labelled documents, each leaving its own score out"
+        assert not [step for step in steps if "test" in step or "split" in step], steps
+    else:
+        assert steps[0] == "preparing the attack on the calibration and test documents"
+        assert steps[-1] == "calibrating on the calibration documents"
+    assert "ranking the registry" in steps[1:-1]  # the attacker's own step, between the two

@@ -462,8 +462,7 @@ def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path,
     assert_clean(at)
     assert at.session_state["cpa.run"].result.config.config_id == summary["config_id"]
     levels = at.dataframe[0].value.set_index("confidence")
-    columns = ("coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "open_world_bound",
-               "n_cal", "n_cal_needed")
+    columns = ("coverage", "coverage_conditional", "candidate_miss_rate", "median_set_size", "n_cal", "n_cal_needed")
     for label, entry in summary["confidence"].items():
         for column in columns:
             assert levels.loc[float(label), column] == pytest.approx(entry[column]), (label, column)

@@ -40,7 +40,7 @@ def test_a_miss_rate_above_alpha_under_the_conservative_policy_is_said():
     assert not warnings_at(result, 0.9)  # a miss rate below alpha = 10 %: a real certificate
     [warning] = warnings_at(result, 0.99)
     assert "of the 400 calibration documents" in warning and "outside the candidate pool" in warning
-    assert "the threshold is the 397-th smallest of the 400 scores, so at most 3 of them may be infinite" in warning
+    assert "the threshold is the 397th smallest of the 400 scores, so at most 3 of them may be infinite" in warning
     assert "miss_policy = 'exclude'" in warning
     assert summarize(result, [0.99]).level(0.99).whole_pool_rate == 1.0
     assert summarize(result, [0.99]).level(0.99).threshold == "infinite"
@@ -101,16 +101,20 @@ def test_few_subjects_in_the_registry_are_said_and_none_is_an_error(tmp_path):
 
 
 def test_the_command_line_says_it_on_the_sample_data(sample_paths, tmp_path):
-    """The sample data at K3 and 99 %: a 3 % miss rate under the conservative policy makes the sets of the strata
-    where misses gather (the attacker unsure) the whole registry; the run says so on stderr and in summary.json."""
+    """The sample data at K3 and 99 % (a level the sample does not declare): its identities outside the registry,
+    scored infinite under the conservative policy, make the sets of the strata where they gather (the attacker unsure)
+    the whole registry; the run says so once, naming every such stratum, on stderr and in summary.json."""
     out = tmp_path / "k3"
     done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
-                             "--config", sample_paths["config"], "--knowledge", "K3", "--out", out)
+                             "--config", sample_paths["config"], "--knowledge", "K3", "--confidence", "0.9",
+                             "--confidence", "0.99", "--out", out)
     assert done.returncode == 0, done.describe()
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     entry = summary["confidence"]["0.99"]
     assert entry["whole_pool_rate"] > 0.5 and entry["warnings"]
-    assert any("outside the candidate pool" in w and "in stratum '" in w for w in entry["warnings"])
+    [said] = [w for w in entry["warnings"] if "outside the candidate pool" in w]  # one warning for every stratum
+    infinite = [label for label, q in entry["strata_thresholds"].items() if q is None]
+    assert all(f"'{label}'" in said for label in infinite), (infinite, said)
     assert any(line.startswith("cpa: warning:") and "outside the candidate pool" in line for line in done.stderr_lines)
     assert "q_hat per stratum (" in done.stderr and " infinite" in done.stderr
     assert None in entry["strata_thresholds"].values()
@@ -222,3 +226,57 @@ def test_whole_pool_sets_and_the_warnings_of_one_certificate_by_hand():
     said = certificate_warnings(result, result.certificate(0.9), ReleasePolicy(2))
     assert any("needs at least 9" in warning for warning in said)  # 2 calibration documents; 1 / 0.1 - 1 = 9
     assert tuple(said) == warnings_at(replace(result, config=replace(result.config, flag_below=2)), 0.9)
+
+
+def _release(truth, groups=None, confidences=(0.9, 0.99), m=20, seed=5):
+    """A release-protocol audit of documents whose subjects are ``truth`` (``x...``: outside the registry, ``None``:
+    unknown), calibrated per group when ``groups`` are given, in one certainty stratum each."""
+    rng = np.random.default_rng(seed)
+    probabilities = probability_matrix(len(truth), m, rng)
+    documents, registry = documents_and_registry(truth, groups=groups, m=m)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker(), confidences=confidences, certainty_bins=1,
+                         group_column=None if groups is None else "group")
+    return run_audit(documents, registry, None, config, table=table_from_matrix(probabilities))
+
+
+def _known(n, m=20, seed=5):
+    rng = np.random.default_rng(seed)
+    return [f"p{t}" for t in sample_truth(probability_matrix(n, m, rng), rng)]
+
+
+def test_one_identity_outside_the_pool_is_said_in_the_singular():
+    """150 labelled documents at 99 %: the threshold is the 150th smallest of the other 149 scores plus one, so no
+    score may be infinite; one document's identity is outside the registry."""
+    truth = _known(150)
+    truth[7] = "x7"
+    [said] = [w for w in warnings_at(_release(truth), 0.99) if "outside the candidate pool" in w]
+    assert "1 of the 150 calibration documents (0.7 %) has its identity outside the candidate pool, and its score " \
+           "is infinite" in said, said
+    assert "the 150th smallest of the 150 scores, so at most 0 of them may be infinite" in said
+    assert "1 of the 150 calibration documents (0.7 %) have" not in said and "-th" not in said
+
+
+def test_the_strata_of_one_cause_are_said_in_one_warning():
+    """Two groups whose identities outside the registry are more than 99 % allows: one warning names both, with
+    their counts and what the level allows, instead of one box per group repeating the same advice."""
+    truth, groups = _known(300), ["a"] * 200 + ["b"] * 100
+    for i in (*range(0, 16, 2), 250):  # eight outsiders in group a, one in group b
+        truth[i] = f"x{i}"
+    warnings = warnings_at(_release(truth, groups), 0.99)
+    said = [w for w in warnings if "outside the candidate pool" in w]
+    assert len(said) == 1, warnings
+    assert "in groups 'a' and 'b'" in said[0] and "'a': 8 of 200, at most 1 allowed" in said[0]
+    assert "'b': 1 of 100, at most 0 allowed" in said[0] and said[0].count("miss_policy = 'exclude'") == 1
+    assert not warnings_at(_release(truth, groups), 0.9)  # 90 % allows them: nothing to say
+
+
+def test_a_group_without_calibration_documents_is_said_alike_at_every_level():
+    """A group whose subjects are all unknown has no threshold at any level: the warning names no level, so the
+    pages that show every level's warnings (once each) say it once; one audited document is said in the singular."""
+    truth, groups = _known(201) + [None], ["a"] * 201 + ["b"]
+    summary = summarize(_release(truth, groups, confidences=(0.8, 0.9)))
+    per_level = [entry.warnings for entry in summary.levels.values()]
+    assert per_level[0] == per_level[1] and len(per_level[0]) == 1, per_level
+    [said] = per_level[0]
+    assert said.startswith("group 'b' has 1 audited document but no calibration document"), said
+    assert "confidence" not in said

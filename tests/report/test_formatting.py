@@ -124,3 +124,13 @@ def test_bins_cover_every_size_exactly_once(top, k):
 def test_bins_of_no_documents():
     bins = set_size_bins(np.array([], dtype=int), 11)
     assert bins["count"].sum() == 0 and len(bins) == 1
+
+
+def test_counts_agree_with_their_nouns_and_ranks_read_as_ordinals():
+    from cpa_core.report.formatting import counted, ordinal
+
+    assert counted(1, "document") == "1 document" and counted(2, "document") == "2 documents"
+    assert counted(0, "document") == "0 documents" and counted(1_500, "set") == "1,500 sets"
+    assert counted(1, "stratum", "strata") == "1 stratum" and counted(3, "stratum", "strata") == "3 strata"
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111, 257, 1_000)] == \
+        ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th", "257th", "1,000th"]

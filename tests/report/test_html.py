@@ -273,3 +273,99 @@ def test_verdict_block_escapes_its_text():
     block = verdict_block(verdict)
     assert "<script>" not in block and block.count("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;") == 4
     assert "<td class='fail'>FAILED</td>" in block
+
+
+# --- the release protocol, without groups ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def release(inputs):
+    """The documents without their group column, certified under the release protocol (the default), at k = 100 so
+    that the histogram's k line and its last bin sit at the right edge; the print version."""
+    documents, registry = inputs
+    ungrouped = load_documents(documents.frame.drop(columns=["group"]).to_csv(index=False).encode("utf-8"),
+                               name="release.csv")
+    project = ProjectConfig(levels={"K2": KnowledgeLevel("K2", ("age_band", "gender", "occupation", "city",
+                                                                 "keywords", "events"))},
+                            attackers={"tfidf": {"temperature": 0.04}})
+    config, attacker = declare_audit(project, registry, knowledge="K2", overrides={"confidence": [0.8, 0.9]})
+    policy = ReleasePolicy(100)
+    result = run_audit(ungrouped, registry, attacker, config).with_policy(CONFIDENCE, policy)
+    assert result.config.protocol == "release" and result.test_split.groups is None
+    work = worklist(result.certificate(CONFIDENCE), policy, result.config.config_id)
+    html = certificate_report(result, curve=confidence_curve(result), worklist=work, manifest=manifest(result),
+                              generated_at=GENERATED, for_print=True)
+    return {"result": result, "print": html, "worklist": work}
+
+
+def _text(html: str) -> str:
+    """What the page says: its text without tags, styles or whitespace runs."""
+    import re
+
+    body = html[html.index("<body>"):]
+    return " ".join(re.sub(r"<[^>]+>", " ", body).split())
+
+
+def test_a_release_report_speaks_of_certified_documents_not_of_a_test_split(release, audit):
+    """Under the release protocol every document is certified and the labelled ones calibrate each other: no test
+    document, test split or held-out document anywhere (the split protocol's report says them)."""
+    said = _text(release["print"]).lower()
+    for wording in ("test document", "test split", "held-out", "split seed", "test set"):
+        assert wording not in said, (wording, said[max(0, said.find(wording) - 200):said.find(wording) + 100])
+    assert "certified document ids sha-256" in said and "calibrating / certified documents" in said
+    split_said = _text(audit["print"]).lower()
+    assert "held-out test documents" in split_said and "split seed" in split_said
+
+
+def test_a_release_report_draws_set_size_against_confidence_and_says_why(release, audit):
+    """A coverage curve is the diagonal by construction under the release protocol: the print version draws how the
+    sets grow with the confidence level instead, and says why; the split protocol's keeps its coverage curve."""
+    html = release["print"]
+    assert "Coverage versus confidence" not in html and "Certified set size versus confidence" in html
+    assert "by construction (a chart of it would be the diagonal)" in _text(html)
+    curve = confidence_curve(release["result"])
+    figure = html[html.index('aria-label="Certified set size versus confidence"'):].split("</svg>", 1)[0]
+    assert figure.count("<polyline") == 2 and "k = 100 (flagged below)" in figure
+    assert curve["median_set_size"].iloc[-1] > curve["median_set_size"].iloc[0]  # it says something: sets grow
+    assert "Coverage versus confidence" in audit["print"] and "Certified set size versus" not in audit["print"]
+
+
+def test_no_group_column_without_groups(release):
+    flagged = _between(release["print"], "<h2>Flagged documents", "<h2>Data checksums")
+    assert len(release["worklist"]) and "<th>group</th>" not in flagged and "<th>document</th>" in flagged
+    assert "Per group" not in release["print"]
+
+
+def _text_boxes(svg: str):
+    """Each text of a static figure with its left and right edges, measured with the font the PDF uses."""
+    import re
+    from html import unescape
+
+    from PIL import ImageFont
+
+    font_file = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+    try:
+        fonts = {size: ImageFont.truetype(font_file, size) for size in (9, 10, 12)}
+    except OSError:
+        pytest.skip(f"no {font_file} to measure the labels with")
+    pattern = re.compile(r'<text x="([-\d.]+)" y="[-\d.]+" font-size="(\d+)" text-anchor="(\w+)"[^>]*>([^<]*)</text>')
+    for x, size, anchor, text in pattern.findall(svg):
+        width = fonts[int(size)].getlength(unescape(text))
+        left = {"start": float(x), "middle": float(x) - width / 2, "end": float(x) - width}[anchor]
+        yield unescape(text), left, left + width, anchor
+
+
+@pytest.mark.parametrize("flag_below", [5, 30, 100, 373])
+def test_every_label_of_the_histogram_fits_inside_the_figure(release, flag_below):
+    """The last bin's label and "k = ..." used to run past the right edge (cut off in the PDF), whatever k."""
+    from cpa_core.report.html import svg_set_size_histogram
+
+    sizes = release["result"].certificate(CONFIDENCE).set_sizes
+    svg = svg_set_size_histogram(sizes, flag_below, "Certified set sizes at 80 %")
+    width = float(svg.split('width="', 1)[1].split('"', 1)[0])
+    boxes = list(_text_boxes(svg))
+    assert any(text == f"k = {flag_below}" for text, *_ in boxes)
+    assert any(text.endswith(str(int(sizes.max()))) for text, *_ in boxes)  # the last bin is labelled
+    for text, left, right, _ in boxes:
+        assert 0 <= left and right <= width, (text, left, right, width)
+    ticks = sorted((left, right) for text, left, right, anchor in boxes if text[:1].isdigit() and anchor == "middle")
+    assert all(a[1] <= b[0] for a, b in zip(ticks, ticks[1:])), ticks  # tick labels never overlap

@@ -1,0 +1,93 @@
+"""The Calibrate page under Streamlit's AppTest: its words follow the protocol in use, each cause of an uncertified
+level is said once, and tables without groups show no group column."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+from apptest import assert_clean, metric, new_app, shown
+
+from cpa_ui import nav
+
+SPLIT_WORDING = ("test document", "test split", "held-out", "test set")
+
+
+def _said(at) -> str:
+    """Everything the page says in words: text, captions, alerts, the metrics' labels and help, the tables' column
+    labels and help."""
+    parts = [shown(e) for e in (*at.markdown, *at.caption, *at.info, *at.warning, *at.success)]
+    parts += [f"{m.label} {m.help}" for m in at.metric]
+    for frame in at.dataframe:
+        parts += [f"{c.get('label', '')} {c.get('help', '')}" for c in json.loads(frame.proto.columns or "{}").values()]
+    return " ".join(" ".join(parts).split())
+
+
+def _column_labels(frame) -> list[str]:
+    return [c.get("label") for c in json.loads(frame.proto.columns or "{}").values()]
+
+
+def test_a_release_calibration_speaks_of_certified_documents(calibrated):
+    at = calibrated.switch_page(nav.CALIBRATE).run()
+    assert at.session_state["cpa.run"].result.config.protocol == "release"
+    said = _said(at).lower()
+    for wording in SPLIT_WORDING:
+        assert wording not in said, (wording, said[max(0, said.find(wording) - 200):said.find(wording) + 100])
+    assert "every document is certified" in said and "by construction" in said
+    assert metric(at, "Certified documents")
+    assert "certified" in _column_labels(at.dataframe[-1])  # the per-group table: the documents each group certifies
+
+
+def test_a_split_calibration_speaks_of_test_documents(sample_paths):
+    at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.radio(key="w.threat.protocol").set_value("split").run()
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    said = _said(at)
+    assert "the held-out test documents check it" in said and "a test split of n documents fluctuates" in said
+    assert metric(at, "Test documents") and "coverage 95 % CI" in _column_labels(at.dataframe[0])
+    assert "n_test" in _column_labels(at.dataframe[-1])
+
+
+def test_each_cause_of_an_uncertified_level_is_said_once(calibrated):
+    """At 99 %, a level the sample does not declare, its identities outside the registry leave strata without a
+    finite threshold: one warning names them all, in agreeing numbers."""
+    at = calibrated
+    at.session_state["cpa.confidence"] = 0.99
+    at.switch_page(nav.CALIBRATE).run()
+    warnings = [shown(w) for w in at.warning]
+    assert warnings and len(warnings) == len(set(warnings))
+    assert sum("outside the candidate pool" in w for w in warnings) <= 1
+    assert sum("too small" in w for w in warnings) <= 1
+    for warning in warnings:
+        assert not re.search(r"\b1 (documents|scores|sets|audited documents|labelled documents)\b", warning), warning
+        assert not re.search(r"\b1 of the [\d,]+ calibration documents \([^)]*\) have", warning), warning
+        assert not re.search(r"\d-th\b", warning), warning
+    at.session_state["cpa.confidence"] = 0.95
+
+
+def test_no_group_column_without_groups(sample_paths):
+    """Documents uploaded without a group column: no table shows an empty (grey 'None') group column."""
+    documents = pd.read_csv(sample_paths["documents"], dtype=str, keep_default_na=False).drop(columns=["group"])
+    at = new_app().run()
+    at.switch_page(nav.DATA).run()
+    at.file_uploader(key="upload.documents").set_value(
+        ("notes.csv", documents.to_csv(index=False).encode("utf-8"), "text/csv")).run()
+    at.file_uploader(key="upload.registry").set_value(
+        ("people.csv", sample_paths["registry"].read_bytes(), "text/csv")).run()
+    at.button(key="upload.load").click().run()
+    assert_clean(at)
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    assert at.session_state["cpa.run"].result.test_split.groups is None
+    assert "Per-group thresholds" not in [h.value for h in at.subheader]
+    for page in (nav.CALIBRATE, nav.EXPLORE, nav.FLAGGED, nav.REPORT):
+        at.switch_page(page).run()
+        assert not at.exception, page
+        for frame in at.dataframe:
+            assert "group" not in frame.value.columns, (page, list(frame.value.columns))
+
