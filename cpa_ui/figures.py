@@ -26,7 +26,7 @@ from plotly.offline import get_plotlyjs
 
 from cpa_core.audit.results import AuditResult
 from cpa_core.report import html as report_html
-from cpa_core.report.formatting import FLAGGED_COLOR, SAFE_COLOR, TARGET_COLOR, set_size_bins
+from cpa_core.report.formatting import FLAGGED_COLOR, SAFE_COLOR, TARGET_COLOR, fmt_confidence, set_size_bins
 
 SECOND_COLOR = "#e67e22"
 PALETTE = ("#2e86c1", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#d35400", "#2c3e50")
@@ -247,6 +247,27 @@ def fig_confidence_curve(curve: pd.DataFrame, confidence: float | None = None,
                 "showgrid": False, "rangemode": "tozero", "tickmode": "auto"})})
 
 
+def fig_set_size_curve(curve: pd.DataFrame, confidence: float | None, flag_below: int,
+                       title: str = "Certified set size versus confidence") -> go.Figure:
+    """Median and mean set size per confidence level against the release policy's ``k`` (``curve`` is
+    :func:`cpa_core.report.metrics.confidence_curve`; ``confidence`` marks the current level): the curve of the
+    release protocol, whose coverage is the target by construction."""
+    x = (100 * curve["confidence"].astype(float)).round(3).tolist()
+    data = [{"type": "scatter", "x": x, "y": curve[column].astype(float).tolist(), "name": name, "mode": "lines",
+             "line": {"color": SAFE_COLOR, "dash": dash},
+             "hovertemplate": f"confidence %{{x:.1f}} %: {name} %{{y:g}}<extra></extra>"}
+            for column, name, dash in (("median_set_size", "median |C|", "solid"), ("mean_set_size", "mean |C|", "dash"))]
+    shapes = [_hline(float(flag_below), FLAGGED_COLOR)]
+    annotations = [{"x": 1, "xref": "paper", "y": float(flag_below), "yref": "y", "text": f"k = {flag_below}",
+                    "showarrow": False, "xanchor": "right", "yanchor": "bottom", "font": {"color": FLAGGED_COLOR}}]
+    if confidence is not None:
+        line, label = _vline(100 * float(confidence), FLAGGED_COLOR, fmt_confidence(confidence))
+        shapes, annotations = [*shapes, line], [*annotations, *label]
+    return go.Figure({"data": data, "layout": _layout(
+        title, shapes=shapes, annotations=annotations, xaxis={"title": {"text": "confidence level 1 − α (%)"}},
+        yaxis={"title": {"text": "certified set size |C|"}, "rangemode": "tozero"})})
+
+
 def fig_group_breakdown(groups: pd.DataFrame, confidence: float, title: str = "Per-group breakdown") -> go.Figure:
     """Coverage and median set size of each group (``group``, ``coverage``, ``median_set_size``, ``n_test``)."""
     labels = groups["group"].astype(str).tolist()
@@ -356,10 +377,16 @@ def _figure(fig: go.Figure, div_id: str) -> str:
 
 def report_charts(charts: report_html.ReportCharts) -> tuple[str, list[str]]:
     """The certificate report's charts as plotly figures drawn from data embedded in the page: plotly.js, inlined
-    once for the page's head, and the figures (set sizes, coverage versus confidence, the groups if any)."""
-    figures = [_figure(fig_set_size_histogram(charts.set_sizes, charts.flag_below, title=charts.histogram_title),
+    once for the page's head, and the figures (set sizes; coverage versus confidence under the split protocol, set
+    size versus confidence under the release protocol, where coverage is the target by construction; the groups if
+    any)."""
+    split = charts.protocol == "split"
+    curve = (fig_confidence_curve(charts.curve, charts.confidence) if split else
+             fig_set_size_curve(charts.curve, charts.confidence, charts.flag_below))
+    figures = [_figure(fig_set_size_histogram(charts.set_sizes, charts.flag_below, title=charts.histogram_title,
+                                              documents="test documents" if split else "certified documents"),
                        "fig-histogram"),
-               _figure(fig_confidence_curve(charts.curve, charts.confidence), "fig-curve")]
+               _figure(curve, "fig-curve")]
     if charts.per_group is not None:
         figures.append(_figure(fig_group_breakdown(charts.per_group, charts.confidence), "fig-groups"))
     return f'<script type="text/javascript">{get_plotlyjs()}</script>', figures

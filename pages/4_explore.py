@@ -7,7 +7,7 @@ import streamlit as st
 
 from cpa_core.audit.results import AuditResult
 from cpa_core.report.formatting import fmt_confidence, without_empty
-from cpa_core.report.help import COLUMNS, HELP
+from cpa_core.report.help import COLUMNS, HELP, column_label, help_texts
 from cpa_core.report.metrics import CURVE_CONFIDENCES, summarize
 from cpa_ui import nav
 from cpa_ui.analysis import group_table
@@ -69,10 +69,11 @@ def certificate_at_level(result: AuditResult, documents: str, curve_flag_below: 
     if result.test_split.groups is not None:
         # the per-group breakdown as a table with the coverage drawn in its cells: a second chart cost the browser
         # as much to redraw at each step as the histogram
+        protocol = result.config.protocol
         shown = without_empty(group_table(summary, confidence), ("n_cal",))
-        columns = table_columns(shown)
-        label, _, help_key = COLUMNS["coverage"]
-        columns["coverage"] = st.column_config.ProgressColumn(label, help=HELP[help_key], format="percent",
+        columns = table_columns(shown, protocol=protocol)
+        columns["coverage"] = st.column_config.ProgressColumn(column_label("coverage", protocol), format="percent",
+                                                              help=help_texts(protocol)[COLUMNS["coverage"][2]],
                                                               min_value=0.0, max_value=1.0)
         st.markdown(f"**Per group** at {fmt_confidence(confidence)}")
         st.dataframe(shown, hide_index=True, width="stretch", column_config=columns)

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import pytest
 
 from cpa_core.report.formatting import MAX_BINS
+from cpa_core.report.html import ReportCharts
 from cpa_ui.figures import (
     FLAGGED_COLOR,
     SAFE_COLOR,
@@ -23,9 +24,11 @@ from cpa_ui.figures import (
     fig_drift,
     fig_group_breakdown,
     fig_set_size_ecdf,
+    fig_set_size_curve,
     fig_set_size_histogram,
     fig_set_sizes_by_level,
     quantile_from_counts,
+    report_charts,
     set_size_counts,
 )
 
@@ -162,6 +165,27 @@ def test_confidence_curve_without_conditional_coverage_or_marker():
     curve = _curve().assign(coverage_conditional=np.nan)
     fig = fig_confidence_curve(curve)
     assert "coverage (identity in pool)" not in [t.name for t in fig.data] and not fig.layout.shapes
+
+
+def test_set_size_curve_against_k_and_the_level():
+    fig = fig_set_size_curve(_curve().assign(mean_set_size=[2.0, 4.0, 9.0, 25.0]), 0.9, 11)
+    median, mean = fig.data
+    assert (median.name, mean.name) == ("median |C|", "mean |C|") and list(mean.y) == [2, 4, 9, 25]
+    assert list(median.x) == pytest.approx([50, 80, 90, 95])
+    k_line, level = fig.layout.shapes
+    assert k_line.y0 == k_line.y1 == 11 and level.x0 == pytest.approx(90)
+    assert "coverage" not in " ".join(t.name for t in fig.data)
+
+
+@pytest.mark.parametrize("protocol", ["split", "release"])
+def test_report_charts_show_coverage_only_under_the_split_protocol(protocol):
+    charts = ReportCharts(np.array([0, 3, 12, 40]), 11, "Certified set sizes at 90 %", _curve(), 0.9, None, protocol)
+    script, figures = report_charts(charts)
+    assert script.startswith("<script") and len(figures) == 2
+    histogram, curve = figures
+    assert ("test documents" if protocol == "split" else "certified documents") in histogram
+    assert ('"name":"coverage"' in curve) == (protocol == "split")
+    assert ('"name":"median |C|"' in curve)
 
 
 def test_group_breakdown_panels():
