@@ -9,6 +9,11 @@ confidence slider (the keyboard's left arrow): from the key press until the hist
 and the page has settled (Streamlit's rerun, the certificate at the new level, the KPIs, figures and tables, and
 the browser's rendering).
 
+Where a step's time goes, per step (mean): the CPU time of the dashboard's server process (the rerun, the
+messages, and what Streamlit does after each run), the CPU time of every Chromium process, of which the browser
+main thread's busy time (Chrome's own ``TaskDuration``: scripts, plotly, layout, paint), and the bytes the page
+received over its websocket (the payload).
+
 Also the server's resident memory: idle, with the data loaded, and once calibrated and explored (with its peak):
 what one dashboard session holds.
 
@@ -20,6 +25,7 @@ Chromium and chromedriver.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -46,37 +52,106 @@ def shortlist(driver) -> None:
     wait(driver, settled, "the threat model to settle")
 
 
-def slider_steps(driver, repeat: int) -> list[float]:
+TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+
+
+def _parents() -> dict[int, int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):  # a process that ended meanwhile
+            continue
+    return parents
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    parents, found = _parents(), [pid]
+    for child, parent in sorted(parents.items()):
+        if parent in found:
+            found.append(child)
+    return found
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time the processes ``pids`` have used so far."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS_PER_SECOND
+
+
+def websocket_bytes(driver) -> int:
+    """Bytes the page received over websockets since the last call (the browser logs every frame)."""
+    total = 0
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.webSocketFrameReceived":
+            total += len(message["params"]["response"]["payloadData"])
+    return total
+
+
+def main_thread_seconds(driver) -> float:
+    metrics = driver.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]
+    return next(m["value"] for m in metrics if m["name"] == "TaskDuration")
+
+
+def slider_steps(driver, repeat: int, server: int | None = None) -> list[dict]:
+    """``repeat`` steps of the confidence slider: each one's seconds until settled, and what it cost (CPU seconds
+    of the server ``server`` and of the browser, the browser main thread's busy seconds, websocket bytes)."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    seconds = []
+    driver.execute_cdp_cmd("Performance.enable", {})
+    browser = descendants(driver.service.process.pid)
+    steps = []
     for _ in range(repeat):
         slider = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSlider"] input[type="range"]')[0]
         driver.execute_script("arguments[0].focus();", slider)
         before = driver.execute_script(f"return {TITLE};")
+        websocket_bytes(driver)
+        cpu = (cpu_seconds([server] if server else []), cpu_seconds(browser), main_thread_seconds(driver))
         start = time.perf_counter()
         ActionChains(driver).send_keys(Keys.ARROW_LEFT).perform()  # down from the declared level: new levels
         wait(driver, lambda d: d.execute_script(f"return {TITLE};") != before and settled(d),
              "the page to follow the slider", poll=0.01)
-        seconds.append(time.perf_counter() - start)
-    return seconds
+        seconds = time.perf_counter() - start
+        steps.append({"seconds": seconds, "server_cpu": cpu_seconds([server] if server else []) - cpu[0],
+                      "browser_cpu": cpu_seconds(browser) - cpu[1], "main_thread": main_thread_seconds(driver) - cpu[2],
+                      "websocket_bytes": websocket_bytes(driver)})
+    return steps
+
+
+def server_pid(url: str) -> int | None:
+    """The dashboard's server process (the one serving ``url``)."""
+    port = url.rsplit(":", 1)[1]
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = cmdline.read_bytes().split(b"\0")
+        except OSError:  # a process that ended meanwhile
+            continue
+        if b"streamlit" in b" ".join(command) and port.encode() in command:
+            return int(cmdline.parent.name)
+    return None
 
 
 def server_memory(url: str) -> dict[str, float]:
     """Resident memory of the dashboard's server process (the one serving ``url``): now and its peak, in MiB."""
-    port = url.rsplit(":", 1)[1]
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            command = (status.parent / "cmdline").read_bytes().split(b"\0")
-            if b"streamlit" not in b" ".join(command) or port.encode() not in command:
-                continue
-            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-        except OSError:  # a process that ended meanwhile
-            continue
-        return {name: int(fields[key].split()[0]) / 1024 for name, key in (("rss", "VmRSS"), ("peak", "VmHWM"))}
-    return {"rss": float("nan"), "peak": float("nan")}
+    pid = server_pid(url)
+    try:
+        status = Path(f"/proc/{pid}/status").read_text() if pid else ""
+    except OSError:
+        status = ""
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if "VmRSS" not in fields:
+        return {"rss": float("nan"), "peak": float("nan")}
+    return {name: int(fields[key].split()[0]) / 1024 for name, key in (("rss", "VmRSS"), ("peak", "VmHWM"))}
 
 
 def measure(workdir: Path, n: int, people: int, top_k: bool, repeat: int) -> dict:
@@ -97,7 +172,7 @@ def measure(workdir: Path, n: int, people: int, top_k: bool, repeat: int) -> dic
         go(driver, "Explore", "Documents at risk")
         wait(driver, lambda d: d.execute_script(f"return {TITLE};"), "the histogram")
         first = time.perf_counter() - start
-        steps = slider_steps(driver, repeat + 1)[1:]  # the first step warms the page's caches
+        steps = slider_steps(driver, repeat + 1, server_pid(url))[1:]  # the first step warms the page's caches
         after = server_memory(url)
     return {"n": n, "calibration_s": calibration, "first_visit_s": first, "steps": steps, "idle": idle,
             "loaded": loaded, "after": after}
@@ -119,13 +194,18 @@ def main() -> int:
         before = os.getloadavg()
         row = measure(Path(args.workdir), n, args.people, args.top_k == "50", args.repeat)
         after = os.getloadavg()
-        median, worst = statistics.median(row["steps"]) * 1000, max(row["steps"]) * 1000
+        seconds = [step["seconds"] for step in row["steps"]]
+        median, worst = statistics.median(seconds) * 1000, max(seconds) * 1000
         print(f"| {n:,} documents ({args.people:,} people, {pool}) | {median:.0f} ms median, {worst:.0f} ms worst of "
-              f"{len(row['steps'])} | target ≤ {TARGET_MS} ms: {'met' if median <= TARGET_MS else 'missed'} | "
+              f"{len(seconds)} | target ≤ {TARGET_MS} ms: {'met' if median <= TARGET_MS else 'missed'} | "
               f"first Explore visit {row['first_visit_s']:.1f} s | calibration {row['calibration_s']:.0f} s | "
               f"server RSS idle {row['idle']['rss']:,.0f} MiB, data loaded {row['loaded']['rss']:,.0f} MiB, "
               f"calibrated {row['after']['rss']:,.0f} MiB (peak {row['after']['peak']:,.0f} MiB) | "
               f"load {before[0]:.2f} before, {after[0]:.2f} after |", flush=True)
+        cost = {key: statistics.fmean(step[key] for step in row["steps"]) for key in row["steps"][0] if key != "seconds"}
+        print(f"  where a step goes at {n:,} documents (mean): server CPU {1000 * cost['server_cpu']:.0f} ms, "
+              f"browser CPU {1000 * cost['browser_cpu']:.0f} ms (main thread busy {1000 * cost['main_thread']:.0f} ms),"
+              f" {cost['websocket_bytes'] / 1024:.0f} KiB over the websocket", flush=True)
     return 0
 
 
