@@ -8,6 +8,7 @@ this module only rebuilds what the pages need around a reopened result and label
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -20,8 +21,9 @@ from cpa_ui.cache import run_label
 from cpa_ui.state import AuditRun, DataSet
 from cpa_ui.text import plain
 
-HISTORY_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "documents_sha256",
-                   "verdict", "first_guess_rate", "n_flagged", "median_set_size")
+HISTORY_COLUMNS = ("id", "created_at", "source", "redacted_from", "config_id", "knowledge", "attacker",
+                   "documents_sha256", "verdict", "first_guess_rate", "flag_confidence", "k", "n_flagged",
+                   "median_set_size")
 """The History page's list of audits (labelled by :data:`~cpa_core.report.help.COLUMNS`)."""
 
 
@@ -35,14 +37,16 @@ def entry_label(entry: pd.Series) -> str:
     return f"audit {entry['id']} · {entry['created_at']} · {entry['knowledge']} · {entry['attacker']} · {entry['source']}"
 
 
-def record_calibration(run: AuditRun) -> None:
-    """Record a dashboard calibration in the audit history; a failure is a warning, the run is kept."""
+def record_calibration(run: AuditRun) -> AuditRun:
+    """Record a dashboard calibration in the audit history: the run with its audit id (a failure is a warning, and
+    the run is kept without one)."""
     try:
         audit_id = record_audit(run.result, source="dashboard")
     except (CPAError, OSError) as error:
         st.warning(plain(f"This calibration was not recorded in the audit history: {error}"), icon=":material/history:")
-        return
+        return run
     st.toast(f"Recorded in the audit history as audit {audit_id}.", icon=":material/history:")
+    return replace(run, audit_id=audit_id)
 
 
 def data_mismatch(entry: HistoryEntry, data: DataSet | None) -> str | None:
@@ -66,4 +70,4 @@ def reopen(entry: HistoryEntry, data: DataSet | None) -> AuditRun:
     result = load_result(entry.id)
     return AuditRun(result, f"{data.fingerprint}:{result.config.config_id}",
                     f"{run_label(result.config)} · audit {entry.id}", data.fingerprint, time.perf_counter() - start,
-                    declared_attacker(result.config, data.registry))
+                    declared_attacker(result.config, data.registry), entry.id)

@@ -1,8 +1,8 @@
-"""The dashboard's side of redaction: suggestions for one document or for the whole release (cached per run,
-level, policy and strategy), an edited text re-scored against the stored calibration, the redacted release as a
-data set of its own, and the before/after table of a re-audit.
+"""The dashboard's side of redaction: the review table a search proposes, the curator's own text as rows of it,
+the release the accepted rows make as a data set of its own, its audit (recorded with what it was redacted from),
+and the before/after table of the two audits.
 
-Everything computed here comes from :mod:`cpa_core.redaction` and :mod:`cpa_core.attack.explainers`; set sizes of edited
+Everything computed here comes from :mod:`cpa_core.redaction` and :mod:`cpa_core.audit.rescoring`; risks of edited
 texts are indicative (an edited release is a new release mechanism, and only a new calibration certifies it).
 """
 
@@ -18,27 +18,48 @@ import streamlit as st
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.explainers import Span
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.audit.results import Certificate
-from cpa_core.common.errors import CPAError
-from cpa_core.io.tables import Documents
 from cpa_core.audit.rescoring import StoredRisk
-from cpa_core.redaction.suggestions import REPLACEMENTS, Suggestion, apply_edits, suggest_redactions
+from cpa_core.audit.results import Certificate
+from cpa_core.common.errors import CPAError, DataError
+from cpa_core.io.tables import Documents
+from cpa_core.redaction.decisions import (
+    CURATOR,
+    accepted,
+    curator_rows,
+    decisions_summary,
+    decisions_table,
+    typed,
+)
+from cpa_core.redaction.suggestions import (
+    REPLACEMENTS,
+    Suggestion,
+    apply_edits,
+    redacted_file,
+    redacted_name,
+    suggest_redactions,
+)
 from cpa_core.store.reopen import declared_attacker
 from cpa_ui.analysis import row_of
 from cpa_ui.attackers import declare
-from cpa_ui.state import AuditRun, DataSet
+from cpa_ui.cache import audit_run, fingerprint
+from cpa_ui.state import AuditRun, DataSet, Review, state
 
 STRATEGY_LABELS = {"placeholder": "a placeholder ([REDACTED], or its category where the registry says)",
                    "generalize": "a generalisation where the data allows (city → region, year → decade)",
                    "delete": "nothing (delete the words)"}
 STRATEGIES = tuple(sorted(REPLACEMENTS, key=lambda s: (list(STRATEGY_LABELS).index(s) if s in STRATEGY_LABELS
                                                          else len(STRATEGY_LABELS), s)))
+REVIEW_COLUMNS = {"accept": "accept", "doc_id": "doc_id", "action": "action", "original": "original",
+                  "replacement": "replacement", "term": "term", "source": "origin", "set_size_before": "set_size_before",
+                  "set_size_after": "indicative_after", "linkage_before": "linkage_before",
+                  "linkage_after": "linkage_after_indicative", "reason": "reason"}
+"""The review table's columns as shown, and their names there (the decisions table's others go to the download)."""
 
 
 @dataclass(frozen=True)
 class Rescored:
-    """An edited text's set size under the document's stored threshold (indicative) and its remaining evidence
-    (offsets into the edited text)."""
+    """An edited text's set size under the stored calibration (indicative) and its remaining evidence (offsets
+    into the edited text)."""
 
     set_size: int
     evidence: tuple[Span, ...]
@@ -62,86 +83,164 @@ def texts_of(documents: Documents) -> dict[str, str]:
     return dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"].astype(str)))
 
 
-@st.cache_data(show_spinner="Finding the smallest redaction that lifts this document's set to k…", max_entries=256)
-def document_suggestion(key: str, doc_id: str, strategy: str, confidence: float, flag_below: int,
+@st.cache_data(show_spinner="Finding the fewest words whose redaction makes this document acceptable…",
+               max_entries=256)
+def document_suggestion(key: str, doc_id: str, strategy: str, confidence: float, policy: ReleasePolicy,
                         _run: AuditRun, _data: DataSet) -> Suggestion | None:
-    """The suggested redaction of one document (``None`` when the attacker cannot explain its matches)."""
+    """The suggested redaction of one flagged document (``None`` when the attacker cannot explain its matches)."""
     found = suggest_redactions(_run.result, _run.attacker, _data.registry, texts_of(_data.documents),
-                               policy=ReleasePolicy(flag_below), confidence=confidence, strategy=strategy,
-                               doc_ids=[doc_id])
+                               policy=policy, confidence=confidence, strategy=strategy, doc_ids=[doc_id])
     return found[0] if found else None
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def release_suggestions(key: str, strategy: str, confidence: float, flag_below: int, _run: AuditRun,
-                        _data: DataSet) -> tuple[Suggestion, ...]:
-    """A suggested redaction for every document flagged at ``confidence`` under ``k = flag_below``."""
-    return tuple(suggest_redactions(_run.result, _run.attacker, _data.registry, texts_of(_data.documents),
-                                    policy=ReleasePolicy(flag_below), confidence=confidence, strategy=strategy))
-
-
 def edits_table(suggestion: Suggestion) -> pd.DataFrame:
-    """The edits of a suggestion, each to accept or not (all accepted to start with)."""
+    """The edits of a suggestion, each to accept or not (all accepted to start with), with the set size once its
+    term is redacted."""
     return pd.DataFrame({"accept": True, "offset": [e.offset for e in suggestion.edits],
                          "original": [e.original for e in suggestion.edits],
                          "replacement": [e.replacement for e in suggestion.edits],
-                         "evidence": [e.term for e in suggestion.edits]},
-                        columns=["accept", "offset", "original", "replacement", "evidence"])
+                         "evidence": [e.term for e in suggestion.edits],
+                         "set_size_after": [getattr(suggestion.risk_after(e.term), "set_size", None)
+                                            for e in suggestion.edits]},
+                        columns=["accept", "offset", "original", "replacement", "evidence", "set_size_after"])
 
 
-def suggestions_table(suggestions) -> pd.DataFrame:
-    """One row per suggestion: |C| before and after (indicative), whether k is reached, its cost."""
-    return pd.DataFrame([{"doc_id": s.doc_id, "set_size_before": s.set_size_before,
-                          "indicative_after": s.set_size_after, "reaches_k": s.reaches_k, "characters": s.characters,
-                          "edits": len(s.edits), "words": ", ".join(dict.fromkeys(e.original for e in s.edits))}
-                         for s in suggestions],
-                        columns=["doc_id", "set_size_before", "indicative_after", "reaches_k", "characters", "edits",
-                                 "words"])
-
-
-def rescore(run: AuditRun, data: DataSet, confidence: float, doc_id: str, text: str,
-            explain) -> Rescored:
+def rescore(run: AuditRun, data: DataSet, confidence: float, doc_id: str, text: str, explain) -> Rescored:
     """Attack an edited text of a document again and count its set under the stored calibration."""
     cert = run.result.certificate(confidence)
-    found = StoredRisk(run.result, run.attacker, data.registry, confidence).of([(cert, row_of(cert, doc_id))], [text])[0]
+    found = StoredRisk(run.result, run.attacker, data.registry, confidence).of([(cert, row_of(cert, doc_id))],
+                                                                              [text])[0]
     return Rescored(found.risk.set_size, tuple(explain.spans(text, list(found.rows))) if explain is not None else ())
 
 
-def redacted_documents(documents: Documents, suggestions) -> Documents:
-    """The release with every suggestion applied, as documents of their own (checksum of the edited texts)."""
-    edits = {s.doc_id: s.edits for s in suggestions}
-    frame = documents.frame.copy()
+def review_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The review table as shown: its rows, the columns of :data:`REVIEW_COLUMNS`."""
+    return table[list(REVIEW_COLUMNS)].rename(columns=REVIEW_COLUMNS).reset_index(drop=True)
+
+
+def with_decisions(review: Review, edited: pd.DataFrame) -> Review:
+    """The review with the table's ``accept`` column as edited in the review table (rows in the same order)."""
+    table = review.table.copy()
+    table["accept"] = edited["accept"].astype(bool).to_numpy()
+    return replace(review, table=table, version=review.version + 1)
+
+
+def with_curator_text(review: Review, doc_id: str, released: str, edited: str) -> Review:
+    """The review once the curator has written ``edited`` for a document (the drill-down): its rows follow the
+    text (:func:`~cpa_core.redaction.decisions.curator_rows`)."""
+    table = review.table if review.table is not None else decisions_table([])
+    return replace(review, table=curator_rows(table, doc_id, released, edited), version=review.version + 1,
+                   after=None, after_data=None)
+
+
+def current_review(run: AuditRun) -> Review | None:
+    """The review of this run's redactions, if one is under way."""
+    review = state.review
+    return review if review is not None and review.before.key == run.key else None
+
+
+def new_review(run: AuditRun, data: DataSet) -> Review:
+    """An empty review of the run's redactions (the curator's own edits come first)."""
+    return Review((run.key,), run, data, table=decisions_table([]))
+
+
+def curator_rows_of(review: Review | None) -> pd.DataFrame:
+    """The rows the curator wrote in the drill-down (kept when a new search replaces the table)."""
+    if review is None or review.table is None:
+        return decisions_table([])
+    return review.table[review.table["source"] == CURATOR]
+
+
+def with_search(ask: tuple, run: AuditRun, data: DataSet, suggestions, total: int, table: pd.DataFrame,
+                previous: Review | None) -> Review:
+    """A review of a (possibly stopped) search, with the curator's rows of the previous review kept."""
+    return Review(ask, run, data, tuple(suggestions), total,
+                  typed(pd.concat([table, curator_rows_of(previous)], ignore_index=True)))
+
+
+def has_rows(review: Review, doc_id: str) -> bool:
+    return review.table is not None and bool((review.table["doc_id"] == str(doc_id)).any())
+
+
+def document_text(review: Review | None, doc_id: str, released: str) -> str:
+    """A document's text as the review's accepted rows make it (the released text without a review)."""
+    if review is None or review.table is None:
+        return released
+    edits, _ = accepted(review.table[review.table["doc_id"] == str(doc_id)])
+    return apply_edits(released, edits.get(str(doc_id), ()))
+
+
+def redacted_data(data: DataSet, table: pd.DataFrame) -> DataSet:
+    """The release the accepted rows make, as a data set of its own: the edits applied, the documents to withhold
+    left out, named ``<input>-redacted`` (with the file as written, when the input's file is at hand). Raises :class:`~cpa_core.common.errors.DataError` when every document is withheld."""
+    edits, withheld = accepted(table)
+    documents = data.documents
+    frame = documents.frame[~documents.frame["doc_id"].astype(str).isin(withheld)].copy()
+    if frame.empty:
+        raise DataError(str(documents.file), "every document is withheld: the redacted release is empty",
+                        expected="at least one document released", found=f"{len(withheld):,} withheld")
     frame["text"] = [apply_edits(text, edits[d]) if d in edits else text
                      for d, text in zip(frame["doc_id"].astype(str), frame["text"])]
+    frame = frame.reset_index(drop=True)
     digest = hashlib.sha256()
     for doc_id, text in zip(frame["doc_id"].astype(str), frame["text"]):
         digest.update(doc_id.encode("utf-8", "surrogatepass") + b"\x00" + text.encode("utf-8", "surrogatepass") + b"\x00")
-    name = f"{documents.file} (redacted)"
-    return replace(documents, frame=frame, file=name, sha256=digest.hexdigest(),
-                   report=replace(documents.report, file=name))
+    name = redacted_name(str(documents.file))
+    payload = None if data.documents_source is None else \
+        redacted_file(data.documents_source, documents, edits, withheld)[1]
+    # the checksum of the file as written, so that `cpa redact --decisions` on the input file writes the release
+    # this audit certifies; of the texts when the input's file is not at hand
+    sha256 = hashlib.sha256(payload).hexdigest() if payload is not None else digest.hexdigest()
+    released = replace(documents, frame=frame, file=name, sha256=sha256, report=replace(documents.report, file=name))
+    return replace(data, documents=released, source="redacted", documents_source=payload,
+                   fingerprint=fingerprint(data.fingerprint, "redacted", sha256))
 
 
-def before_after(before: Certificate, after: Certificate, policy: ReleasePolicy,
-                 suggestions=()) -> pd.DataFrame:
-    """Per document: certified |C| before and after (each under its own calibration), the indicative |C| the
-    suggestion predicted, and whether it is still flagged; flagged-before documents first."""
-    indicative = {s.doc_id: s.set_size_after for s in suggestions}
+def reaudit(review: Review, threat, scores) -> tuple[AuditRun, DataSet]:
+    """The audit of the release the review's accepted rows make: the same declared threat model and release
+    policy, calibrated on the redacted release, recording what it was redacted from."""
+    before = review.before
+    after_data = redacted_data(review.data, review.table)
+    attacker = reaudit_attacker(before, review.data, threat, scores)
+    run = audit_run(after_data, replace(before.result.config, data={}), attacker,
+                    label=f"{before.label} · redacted" + (f" from audit {before.audit_id}" if before.audit_id else ""))
+    lineage = {"from_audit": before.audit_id, "from_config_id": before.result.config.config_id,
+               "decisions": decisions_summary(review.table)}
+    return replace(run, result=run.result.with_inputs(redaction=lineage)), after_data
+
+
+def before_after(before: Certificate, after: Certificate, policy: ReleasePolicy, table: pd.DataFrame) -> pd.DataFrame:
+    """Per document of the release before: its certified |C| and linkage probability before and after (each under
+    its own calibration), what the decisions did to it (edited, withheld or unchanged), and whether it is flagged
+    before and after; flagged-before documents first."""
+    edits, withheld = accepted(table)
     ids_before = before.split.table.doc_ids.astype(str)
     ids_after = after.split.table.doc_ids.astype(str)
-    after_size = dict(zip(ids_after, after.set_sizes.tolist()))
-    after_flag = dict(zip(ids_after, policy.flags_by_set(after.set_sizes).tolist()))
-    flagged_before = policy.flags_by_set(before.set_sizes)
+    size_after = dict(zip(ids_after, after.set_sizes.tolist()))
+    linkage_after = dict(zip(ids_after, [None] * len(ids_after) if after.linkage is None else after.linkage.tolist()))
+    flag_after = dict(zip(ids_after, after.flags(policy).tolist()))
     frame = pd.DataFrame({
         "doc_id": ids_before,
+        "redaction": ["withheld" if d in withheld else "edited" if d in edits else "unchanged" for d in ids_before],
         "set_size_before": before.set_sizes.astype(np.int64),
-        "flagged_before": flagged_before,
-        "redacted": [d in indicative for d in ids_before],
-        "indicative_after": [indicative.get(d) for d in ids_before],
-        "set_size_after": [after_size.get(d) for d in ids_before],
-        "flagged_after": [bool(after_flag.get(d, False)) for d in ids_before],
+        "set_size_after": pd.array([size_after.get(d) for d in ids_before], dtype="Int64"),
+        "linkage_before": before.linkage if before.linkage is not None else np.nan,
+        "linkage_after": pd.array([linkage_after.get(d) for d in ids_before], dtype="Float64"),
+        "flagged_before": before.flags(policy),
+        "flagged_after": [bool(flag_after.get(d, False)) for d in ids_before],
     })
-    frame["indicative_after"] = frame["indicative_after"].astype("Int64")
-    frame["set_size_after"] = frame["set_size_after"].astype("Int64")
     order = np.lexsort((frame["doc_id"].to_numpy(), frame["set_size_before"].to_numpy(),
                         ~frame["flagged_after"].to_numpy(), ~frame["flagged_before"].to_numpy()))
     return frame.iloc[order].reset_index(drop=True)
+
+
+def change_counts(sides: pd.DataFrame) -> dict[str, int]:
+    """What the before/after table says, in numbers: flagged before and after (the withheld ones are not
+    released), no longer flagged, newly flagged, and documents whose certified set is smaller after."""
+    kept = sides["redaction"] != "withheld"
+    smaller = kept & sides["set_size_after"].notna() & (sides["set_size_after"].fillna(0) < sides["set_size_before"])
+    return {"flagged_before": int(sides["flagged_before"].sum()), "flagged_after": int(sides["flagged_after"].sum()),
+            "withheld": int((~kept).sum()), "cleared": int((sides["flagged_before"] & ~sides["flagged_after"] & kept).sum()),
+            "newly_flagged": int((~sides["flagged_before"] & sides["flagged_after"]).sum()),
+            "smaller_set": int(smaller.sum()),
+            "smaller_set_unchanged": int((smaller & (sides["redaction"] == "unchanged")).sum())}

@@ -90,6 +90,7 @@ class AuditRun:
     data_fingerprint: str
     seconds: float
     attacker: Attacker = field(repr=False, compare=False)  # the declared attacker (explains matches)
+    audit_id: int | None = None  # its number in the audit history, once recorded
 
 
 @dataclass(frozen=True)
@@ -102,13 +103,26 @@ class Comparison:
 
 
 @dataclass(frozen=True)
-class RedactionRun:
-    """Suggested redactions of a run's flagged documents (``ask``: run key, strategy, level and k) and, once run,
-    the audit of the redacted release."""
+class Review:
+    """The review of a run's redactions: what was asked (``ask``: run key, strategy, level, policy, deny and allow
+    lists), the search's suggestions (``total``: the flagged documents; fewer suggestions when it was stopped), the
+    decisions table as the curator left it (``table``; ``version`` names the table editor drawn from it), and, once
+    run, the audit of the release the accepted rows make (``after``, with its data). ``before`` and ``data`` are
+    the audit and data it redacts."""
 
     ask: tuple
+    before: AuditRun = field(compare=False)
+    data: DataSet = field(compare=False)
     suggestions: tuple = ()
-    after: AuditRun | None = None
+    total: int = 0
+    table: pd.DataFrame | None = field(default=None, compare=False)
+    version: int = 0
+    after: AuditRun | None = field(default=None, compare=False)
+    after_data: DataSet | None = field(default=None, compare=False)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.suggestions) >= self.total
 
 
 class _Slot(Generic[T]):
@@ -145,7 +159,7 @@ class AuditState:
     leakage_threshold: _Slot[float | None] = _Slot(lambda: None)
     acceptable_linkage: _Slot[float | None] = _Slot(lambda: None)  # None: 1/k
     comparison: _Slot[Comparison] = _Slot(Comparison)
-    redaction: _Slot[RedactionRun | None] = _Slot(lambda: None)
+    review: _Slot[Review | None] = _Slot(lambda: None)  # the redaction under review (Redact page)
 
     @property
     def policy(self) -> ReleasePolicy:
@@ -165,7 +179,7 @@ class AuditState:
         """Drop everything computed from the current data (after new data is loaded)."""
         self.run = None
         self.comparison = Comparison()
-        self.redaction = None
+        self.review = None
 
 
 state = AuditState()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from cpa_core.redaction.suggestions import apply_edits
+from cpa_core.redaction.suggestions import WITHHOLD, apply_edits
 from cpa_core.report.evidence import N_CANDIDATES, document_evidence, driving_terms
 from cpa_core.report.formatting import fmt_confidence, fmt_number
 from cpa_core.report.help import HELP
@@ -15,7 +15,18 @@ from cpa_ui.analysis import DRILLDOWN_CHOICES, candidate_table, document_facts, 
 from cpa_ui.cache import explainer
 from cpa_ui.components import attack_row, policy_controls, results_page, show_warnings, table_columns
 from cpa_ui.figures import fig_candidate_weights
-from cpa_ui.redaction import STRATEGIES, STRATEGY_LABELS, document_suggestion, edits_table, rescore
+from cpa_ui.redaction import (
+    STRATEGIES,
+    STRATEGY_LABELS,
+    current_review,
+    document_suggestion,
+    document_text,
+    edits_table,
+    has_rows,
+    new_review,
+    rescore,
+    with_curator_text,
+)
 from cpa_ui.state import reseeded_widget, set_widget, state, value_changed, widget_key, widget_value
 from cpa_ui.text import highlight_spans, plain
 
@@ -105,47 +116,61 @@ with set_column:
 
 
 @st.fragment
-def edit_and_rescore(doc_id: str, certified: int, released: str, flag_below: int) -> None:
-    """Suggested edits to accept, the text to edit, and its set size re-scored against the stored calibration: a
-    fragment, so a committed edit reruns only this part of the page."""
+def edit_and_rescore(doc_id: str, certified: int, released: str, flagged: bool) -> None:
+    """Suggested edits to accept, the text to edit, its set size re-scored against the stored calibration, and the
+    text as the curator's decision for the release: a fragment, so a committed edit reruns only this part."""
     strategy = st.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("flagged.strategy", STRATEGIES[0]),
                             format_func=lambda s: STRATEGY_LABELS.get(s, s))
-    suggestion = document_suggestion(run.key, doc_id, strategy, float(confidence), flag_below, run, data) \
-        if certified < flag_below else None
+    suggestion = document_suggestion(run.key, doc_id, strategy, float(confidence), policy, run, data) \
+        if flagged else None
     accepted = []
     if suggestion is not None and suggestion.edits:
         st.markdown(f"**Suggested:** {len(suggestion.edits)} edits, {suggestion.characters:,} characters; |C| "
-                    f"{suggestion.set_size_before:,} → {suggestion.set_size_after:,} (indicative)"
-                    + ("" if suggestion.reaches_k else f": k = {flag_below} is not reached by redacting the "
-                       "evidence alone"))
+                    f"{suggestion.set_size_before:,} → {suggestion.set_size_after:,} (indicative); each lowers the "
+                    "document's risk" + ("" if suggestion.action != WITHHOLD else
+                                         f". Not enough: withhold it ({plain(suggestion.reason)})"))
         edits = edits_table(suggestion)
         chosen = st.data_editor(edits, hide_index=True, width="stretch", key=f"flagged.edits.{doc_id}.{strategy}",
                                 disabled=[c for c in edits.columns if c != "accept"], column_config={
                                     "accept": st.column_config.CheckboxColumn(help="Apply this edit."),
                                     "offset": st.column_config.NumberColumn(help="Character offset in the released "
-                                                                                 "text.")})
+                                                                                 "text."),
+                                    "set_size_after": st.column_config.NumberColumn(
+                                        "|C| once redacted", help="The set once this term and the ones above it are "
+                                                                  "redacted (indicative).")})
         accepted = [edit for edit, keep in zip(suggestion.edits, chosen["accept"]) if keep]
     elif suggestion is not None:
-        st.caption("No suggestion: none of this document's evidence can be redacted.")
+        st.caption("No suggestion: no redaction of this document's evidence lowers its risk"
+                   + (f" ({plain(suggestion.reason)})." if suggestion.reason else "."))
     else:
-        st.caption(f"Not flagged under this policy (|C| ≥ k = {flag_below}): nothing to suggest; you may still "
-                   "edit the text below.")
-    text_key = reseeded_widget(f"flagged.edited.{doc_id}", (strategy, tuple(e.offset for e in accepted)),
-                               lambda: apply_edits(released, accepted))  # a changed choice of edits starts again
+        st.caption(f"Not flagged under this policy ({plain(policy.rule)} does not hold): nothing to suggest; you may "
+                   "still edit the text below.")
+    review = current_review(run)
+    start = document_text(review, doc_id, released) if review is not None and has_rows(review, doc_id) else \
+        apply_edits(released, accepted)
+    text_key = reseeded_widget(f"flagged.edited.{doc_id}", (strategy, tuple(e.offset for e in accepted),
+                                                            review.version if review is not None else None),
+                               lambda: start)  # a changed choice of edits starts again
     edited = st.text_area("Edited text (Ctrl+Enter re-scores it)", key=text_key, height=200)
     rescored = rescore(run, data, confidence, doc_id, edited, explain)
     left, right = st.columns(2)
     left.metric("Certified |C| of the released text", f"{certified:,}", help=HELP["set_size"])
     right.metric("|C| of the edited text (indicative)", f"{rescored.set_size:,}",
                  delta=rescored.set_size - certified or None,
-                 help="The edited text attacked again and counted under this document's stored threshold.")
-    verdict = "reaches" if rescored.set_size >= flag_below else "does not reach"
-    st.warning(f"Indicative: the edited text {verdict} k = {flag_below} under the stored calibration. An edited "
-               "release is a new release mechanism: only a new calibration certifies it (Redact & re-audit page).",
-               icon=":material/science:")
+                 help="The edited text attacked again and counted under the stored calibration.")
+    verdict = "reaches" if rescored.set_size >= policy.flag_below else "does not reach"
+    st.warning(f"Indicative: the edited text {verdict} k = {policy.flag_below} under the stored calibration. An "
+               "edited release is a new release mechanism: only a new calibration certifies it (Redact & re-audit "
+               "page).", icon=":material/science:")
     st.html(f"<div class='cpa-document' style='line-height:1.6; padding:0.8rem; border:1px dashed #bbb; "
             f"border-radius:0.4rem'>{highlight_spans(edited, rescored.evidence)}</div>")
     st.caption("Highlighted: what still drives the edited text's match.")
+    if st.button("Use this text in the release", key=f"flagged.use.{doc_id}", icon=":material/playlist_add_check:",
+                 disabled=edited == released and (review is None or not has_rows(review, doc_id)),
+                 help="Its changes become rows of the review table on the Redact page, as your decisions for this "
+                      "document; the redacted release is built from that table."):
+        state.review = with_curator_text(review or new_review(run, data), doc_id, released, edited)
+        st.success("This document's text is in the review table (Redact page).", icon=":material/check_circle:")
 
 
 st.subheader("Edit and re-score")
@@ -153,6 +178,7 @@ if explain is None:
     st.caption("This attacker does not say what drives its matches, so no redaction can be suggested; edit the "
                "release and calibrate it again.")
 else:
-    edit_and_rescore(doc_id, facts["set_size"], text_of(data.documents, doc_id), policy.flag_below)
+    edit_and_rescore(doc_id, facts["set_size"], text_of(data.documents, doc_id),
+                     bool(cert.flags(policy)[row]))
 
 st.page_link(nav.REDACT, label="Next: redact the release and audit it again", icon=":material/arrow_forward:")

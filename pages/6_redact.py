@@ -1,149 +1,241 @@
-"""Step 6: suggested redactions for every flagged document, the redacted release to download, and its re-audit
-under the same declared threat model, recalibrated, side by side with the audit before."""
+"""Step 6: the redactions of every flagged document in one review table (each edit and each document to withhold,
+accepted or rejected), the release the accepted rows make, and its audit, certified in place: recorded in the
+history, side by side with the audit before, and selectable as the current audit."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import streamlit as st
 
-from cpa_core.audit.policy import BY_LINKAGE
 from cpa_core.common.errors import CPAError
-from cpa_core.redaction.suggestions import redacted_file, redaction_log, suggested_worklist
+from cpa_core.redaction.decisions import (
+    EDIT,
+    accepted,
+    decisions_csv,
+    decisions_table,
+    proposed_decisions,
+    redaction_log,
+)
+from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, suggested_worklist
 from cpa_core.report.formatting import fmt_confidence
-from cpa_core.report.worklist import worklist, worklist_csv
+from cpa_core.report.worklist import worklist_csv
 from cpa_ui import nav
-from cpa_ui.cache import audit_run, explained_worklist, explainer
+from cpa_ui.cache import explained_worklist, explainer
 from cpa_ui.components import policy_controls, results_page, show_error, table_columns
-from cpa_ui.figures import fig_set_size_ecdf
+from cpa_ui.figures import fig_set_size_histogram
+from cpa_ui.history import record_calibration
 from cpa_ui.redaction import (
     STRATEGIES,
     STRATEGY_LABELS,
     before_after,
-    reaudit_attacker,
-    redacted_documents,
-    release_suggestions,
-    suggestions_table,
+    change_counts,
+    current_review,
+    reaudit,
+    review_rows,
+    texts_of,
+    with_decisions,
+    with_search,
 )
-from cpa_ui.state import RedactionRun, state, widget_key
+from cpa_ui.state import state, widget_key
+from cpa_ui.text import plain
+
+
+def words(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(w.strip() for w in text.split(",") if w.strip()))
+
 
 data, run = results_page("Redact and re-audit")
+review = state.review
+if review is not None and review.after is not None and review.after.key == run.key:
+    # the current audit is a redacted release's: this page shows the redaction it came from
+    st.info(f"The current audit is the redacted release's ({plain(run.label)}); below is the review it came from. "
+            "To redact it further, reopen it from the History page as a release of its own.",
+            icon=":material/info:")
+    data, run = review.data, review.before
 result = run.result
 confidence = state.confidence
 policy = policy_controls("redact")
 cert = result.certificate(confidence)
-n_flagged = int(policy.flags_by_set(cert.set_sizes).sum())
-n_by_linkage = int((cert.flag_reasons(policy) == BY_LINKAGE).sum())
+n_flagged = int(cert.flags(policy).sum())
 st.markdown(f"At {fmt_confidence(confidence)} confidence, **{n_flagged:,}** of {len(cert.set_sizes):,} documents are "
-            f"flagged by their set size (|C| < {policy.flag_below}). For each, the fewest words of its evidence whose "
-            "redaction lifts its set to k under the stored calibration are suggested; applying them gives a new "
-            "release, which is audited again with the same declared threat model and calibrated anew."
-            + (f" {n_by_linkage:,} more are flagged by their linkage probability alone: no set is to be lifted, "
-               "so no edit is suggested; withhold them or redact them by hand (the Flagged documents page shows "
-               "their evidence)." if n_by_linkage else "")
-            + (" Under the split protocol the calibration documents the stored thresholds flag are redacted too: "
-               "the redacted release must be one release mechanism for its new calibration to certify it."
-               if result.config.protocol == "split" else ""))
+            f"flagged ({plain(policy.rule)}). For each, the search suggests the fewest words of its evidence whose "
+            "redaction makes it acceptable under the stored calibration: every word it suggests lowers the "
+            "document's risk (its set grows, its linkage probability falls, the attacker stops naming whom it "
+            "named), never raises it; a document no such redaction makes acceptable is to be withheld, with the "
+            "reason. Review the table, build the release from the rows you accept, and audit it again."
+            + (" Under the split protocol the calibration documents are redacted alike: the redacted release must be "
+               "one release mechanism for its new calibration to certify it." if result.config.protocol == "split"
+               else ""))
 explain = explainer(run.key, data, run)
 if explain is None:
     st.info("This attacker does not say which words drive its matches, so no redaction can be suggested. Edit the "
             "release yourself, load it on the Data page and calibrate it again.", icon=":material/info:")
     st.stop()
-if n_flagged == 0:
-    st.success("No document is flagged under this policy: nothing to redact.", icon=":material/check_circle:")
-    st.stop()
 
-strategy = st.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("redact.strategy", STRATEGIES[0]),
-                        format_func=lambda s: STRATEGY_LABELS.get(s, s))
-ask = (run.key, strategy, float(confidence), policy.flag_below)
-redaction = state.redaction if state.redaction is not None and state.redaction.ask == ask else None
-if redaction is None:
-    if st.button("Suggest redactions for the flagged documents", type="primary",
-                 icon=":material/ink_eraser:", key="redact.suggest"):
-        with st.spinner("Redacting the flagged documents, re-scoring each edit…"):
-            try:
-                found = release_suggestions(run.key, strategy, float(confidence), policy.flag_below, run, data)
-            except CPAError as error:
-                show_error(error, "No redaction could be suggested: ")
-                st.stop()
-        state.redaction = redaction = RedactionRun(ask, found)
-    else:
+left, middle, right = st.columns([1.2, 1, 1])
+strategy = left.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("redact.strategy", STRATEGIES[0]),
+                          format_func=lambda s: STRATEGY_LABELS.get(s, s))
+deny = words(middle.text_input("Never redact (deny list)", key=widget_key("redact.deny", ""),
+                               placeholder="e.g. urlLink, the, yang",
+                               help="Comma-separated words that identify no one (a link token, the release's "
+                                    "function words): never suggested."))
+allow = words(right.text_input("Always redact (allow list)", key=widget_key("redact.allow", ""),
+                               placeholder="e.g. a ward's name",
+                               help="Comma-separated words or phrases redacted wherever they occur, in every "
+                                    "document, unless that raises the document's risk."))
+ask = (run.key, strategy, float(confidence), policy, deny, allow)
+review = current_review(run)
+searched = review is not None and review.ask == ask
+if not searched or not review.complete:
+    if searched:
+        st.warning(f"The search was stopped after {len(review.suggestions):,} of {review.total:,} flagged documents: "
+                   "the table holds those. Suggest again to search them all.", icon=":material/pause_circle:")
+    elif review is not None and len(review.table):
+        st.info("The table holds your own edits and any earlier search's rows; suggest redactions to search with the "
+                "settings above (your own edits are kept).", icon=":material/info:")
+    if n_flagged == 0 and not allow and review is None:
+        st.success("No document is flagged under this policy: nothing to redact.", icon=":material/check_circle:")
+        st.stop()
+    if st.button("Suggest redactions for the flagged documents", type="primary", icon=":material/ink_eraser:",
+                 key="redact.suggest"):
+        st.button("Stop", key="redact.stop", icon=":material/stop_circle:",
+                  help="Stop the search: the documents done so far stay in the table.")
+        bar = st.progress(0.0, text=f"Searching 0 of {n_flagged:,} flagged documents…")
+        previous = review
+
+        def progress(done, total):
+            state.review = with_search(ask, run, data, done, total, decisions_table(done), previous)
+            bar.progress(len(done) / max(total, 1), text=f"{len(done):,} of {total:,} flagged documents done")
+        try:
+            table, found = proposed_decisions(result, run.attacker, data.registry, texts_of(data.documents),
+                                              policy=policy, confidence=confidence, strategy=strategy, deny=deny,
+                                              allow=allow, progress=progress)
+        except CPAError as error:
+            show_error(error, "No redaction could be suggested: ")
+            st.stop()
+        state.review = review = with_search(ask, run, data, found, len(found), table, previous)
+        bar.empty()
+    elif review is None:
         st.stop()
 
-suggestions = redaction.suggestions
-table = suggestions_table(suggestions)
-reached = int(table["reaches_k"].sum())
-columns = st.columns(4)
-columns[0].metric("Documents with a suggestion", f"{len(suggestions):,}")
-columns[1].metric("Reach k (indicative)", f"{reached:,}")
-columns[2].metric("Characters per document (median)", f"{int(table['characters'].median()) if len(table) else 0:,}")
-columns[3].metric("Edits", f"{int(table['edits'].sum()):,}")
-st.dataframe(table, hide_index=True, width="stretch", height=260, key="redact.table",
-             column_config=table_columns(table))
-st.caption("Set sizes after are indicative: each edited document attacked again and counted under its stored "
-           "threshold. Open a document on the Flagged documents page to accept suggestions one by one.")
+table = review.table
+edits_of, withheld = accepted(table)
+is_edit = table["action"] == EDIT
+columns = st.columns(5)
+columns[0].metric("Flagged documents searched", f"{len(review.suggestions):,}")
+columns[1].metric("Made acceptable (indicative)", f"{sum(s.action != WITHHOLD for s in review.suggestions):,}")
+columns[2].metric("To withhold", f"{len(withheld):,}", help="Documents no safe redaction of their evidence makes "
+                                                            "acceptable, left out of the release while accepted.")
+columns[3].metric("Edits accepted", f"{int((is_edit & table['accept']).sum()):,} of {int(is_edit.sum()):,}")
+characters = [sum(e.length for e in document) for document in edits_of.values()]
+columns[4].metric("Characters per edited document (median)", f"{int(np.median(characters)) if characters else 0:,}")
 
-released = redacted_documents(data.documents, suggestions)
+st.subheader("Review")
+st.caption("Every suggested edit (its document, the words, what they become, the evidence term and the document's "
+           "|C| and linkage probability before and once that term is redacted, indicative), every allow-list edit "
+           "and every edit you wrote in the drill-down, and a row per document to withhold. Tick or untick "
+           "'accept'; the release is built from the accepted rows only.")
+shown = review_rows(table)
+edited = st.data_editor(shown, hide_index=True, width="stretch", height=min(38 + 35 * len(shown), 420),
+                        key=f"redact.review.{review.version}", num_rows="fixed",
+                        disabled=[c for c in shown.columns if c != "accept"],
+                        column_config={**table_columns(shown), "accept": st.column_config.CheckboxColumn(
+                            "accept", help="Apply this edit, or withhold this document, in the redacted release.")})
+if not edited["accept"].equals(shown["accept"]):
+    state.review = review = with_decisions(review, edited)
+    st.rerun()
+bulk = st.columns([1, 1, 2, 1], vertical_alignment="bottom")
+terms = sorted(set(table.loc[is_edit, "term"]))
+if bulk[0].button("Accept all", key="redact.accept_all", icon=":material/done_all:"):
+    state.review = with_decisions(review, table.assign(accept=True))
+    st.rerun()
+if bulk[1].button("Reject all", key="redact.reject_all", icon=":material/remove_done:"):
+    state.review = with_decisions(review, table.assign(accept=False))
+    st.rerun()
+term = bulk[2].selectbox("Evidence term", terms, key="redact.term", index=None, placeholder="a word…",
+                         disabled=not terms)
+if bulk[3].button("Reject its edits", key="redact.reject_term", disabled=term is None):
+    state.review = with_decisions(review, table.assign(accept=table["accept"] & ~(is_edit & (table["term"] == term))))
+    st.rerun()
+
 source = data.documents_source
-declared = result.with_policy(confidence, policy)  # what the worklist declares, as on the Report page
-work = suggested_worklist(explained_worklist(run.key, declared.config.config_id, declared, data, run), suggestions)
-left, middle, right = st.columns(3)
+work = suggested_worklist(explained_worklist(run.key, result.with_policy(confidence, policy).config.config_id,
+                                             result.with_policy(confidence, policy), data, run),
+                          review.suggestions)
+left, middle, right, last = st.columns(4)
 if source is not None:
-    name, payload = redacted_file(source, data.documents, suggestions)
-    left.download_button("Download the redacted release", payload, file_name=name, icon=":material/download:",
-                         key="redact.download", help="The input file with every suggested edit applied: same "
-                                                    "format, encoding and columns.")
-middle.download_button("Download the worklist with suggested edits (CSV)", worklist_csv(work),
-                       file_name="worklist-suggested-edits.csv", mime="text/csv", icon=":material/download:",
-                       key="redact.worklist", help="The redaction worklist, each flagged document with its suggested "
-                                                   "edits (offset+length=replacement) and its |C| after them.")
-right.download_button("Download the edit log (JSON)", json.dumps(redaction_log(result.config, strategy, suggestions,
-                                                                                policy, confidence), indent=2,
-                                                                  ensure_ascii=False),
-                      file_name="redactions.json", mime="application/json", icon=":material/download:",
-                      key="redact.log")
+    try:
+        name, payload = redacted_file(source, data.documents, edits_of, withheld)
+    except CPAError as error:
+        show_error(error, "The redacted release cannot be written: ")
+    else:
+        left.download_button("Download the redacted release", payload, file_name=name, icon=":material/download:",
+                             key="redact.download", help="The input file with the accepted edits made and the "
+                                                        "documents to withhold left out: same format, encoding and "
+                                                        "columns, named after the input.")
+middle.download_button("Download the decisions (CSV)", decisions_csv(table), file_name="decisions.csv",
+                       mime="text/csv", icon=":material/download:", key="redact.decisions",
+                       help="The review table, accepted and rejected rows: `cpa redact --decisions decisions.csv` "
+                            "applies it in a pipeline.")
+right.download_button("Download the worklist with suggested edits (CSV)", worklist_csv(work),
+                      file_name="worklist-suggested-edits.csv", mime="text/csv", icon=":material/download:",
+                      key="redact.worklist")
+last.download_button("Download the edit log (JSON)",
+                     json.dumps(redaction_log(result.config, strategy, review.suggestions, policy, confidence,
+                                              decisions=table, deny=deny, allow=allow), indent=2, ensure_ascii=False),
+                     file_name="redactions.json", mime="application/json", icon=":material/download:",
+                     key="redact.log")
 
-st.subheader("Re-audit the redacted release")
-if redaction.after is None:
-    if st.button("Audit the redacted release (same threat model, calibrated again)", icon=":material/play_arrow:",
-                 key="redact.reaudit"):
+st.subheader("Audit the redacted release")
+if review.after is None:
+    st.caption("The redacted release is a new release mechanism: its certificate comes from a new calibration on "
+               "its own documents, with the threat model and release policy declared for this audit. It is recorded "
+               "in the history as redacted from this audit.")
+    if st.button("Audit the redacted release", icon=":material/play_arrow:", key="redact.reaudit", type="primary"):
         placeholder = st.empty()
         try:
             with placeholder.container():
-                after = audit_run(data, result.config, reaudit_attacker(run, data, state.threat, state.scores),
-                                  documents=released, label=f"{run.label} · redacted ({strategy})")
+                after, after_data = reaudit(review, state.threat, state.scores)
         except CPAError as error:
             show_error(error, "The redacted release could not be audited: ")
             st.stop()
         finally:
             placeholder.empty()
-        state.redaction = redaction = RedactionRun(ask, suggestions, after)
+        after = record_calibration(after)
+        state.review = review = replace(review, after=after, after_data=after_data)
     else:
-        st.caption("The redacted release is a new release mechanism: its certificate comes from a new calibration, "
-                   "on its own documents, with the threat model declared for this audit.")
         st.stop()
 
-after_cert = redaction.after.result.certificate(confidence)
-flagged_after = int(policy.flags_by_set(after_cert.set_sizes).sum())
-columns = st.columns(3)
-columns[0].metric("Flagged before", f"{n_flagged:,}")
-columns[1].metric("Flagged after (recalibrated)", f"{flagged_after:,}", delta=flagged_after - n_flagged,
-                  delta_color="inverse")
-columns[2].metric("Configuration", redaction.after.result.config.config_id,
-                  help="The same declared threat model, bound to the redacted release.")
-st.plotly_chart(fig_set_size_ecdf({"before": cert.set_sizes, "after redaction": after_cert.set_sizes},
-                                  policy.flag_below, "Certified set sizes before and after redaction"),
-                key="redact.ecdf")
-sides = before_after(cert, after_cert, policy, suggestions)
-still = worklist(after_cert, policy, redaction.after.result.config.config_id,
-                 explain=explainer(redaction.after.key, data, redaction.after))
-why = dict(zip(still["doc_id"].astype(str), [", ".join(t) for t in still["driving_terms"]]))
-sides["still_flagged_because"] = [why.get(d, "") for d in sides["doc_id"]]
+after = review.after
+after_cert = after.result.certificate(confidence)
+sides = before_after(cert, after_cert, policy, table)
+counts = change_counts(sides)
+columns = st.columns(4)
+columns[0].metric("Flagged before", f"{counts['flagged_before']:,}")
+columns[1].metric("Flagged after (recalibrated)", f"{counts['flagged_after']:,}",
+                  delta=counts["flagged_after"] - counts["flagged_before"], delta_color="inverse")
+columns[2].metric("Withheld", f"{counts['withheld']:,}")
+columns[3].metric("First guess right", f"{after.result.first_guess_right.mean():.1%}",
+                  delta=f"{(after.result.first_guess_right.mean() - result.first_guess_right.mean()) * 100:+.1f} points",
+                  delta_color="inverse", help="The declared attacker's first-guess rate on the redacted release.")
+st.plotly_chart(fig_set_size_histogram({"before": cert.set_sizes, "after redaction": after_cert.set_sizes},
+                                       policy.flag_below, f"Certified set sizes at {fmt_confidence(confidence)}, "
+                                                          "before and after redaction"),
+                key="redact.histogram")
 st.dataframe(sides, hide_index=True, width="stretch", height=360, key="redact.sides",
              column_config=table_columns(sides))
-st.caption(f"{int(np.sum(sides['flagged_before'] & ~sides['flagged_after'])):,} documents flagged before are no "
-           f"longer flagged; {int(np.sum(sides['flagged_after'])):,} are flagged after, with the words that still "
-           "drive their match. Sizes after are certified by the new calibration; indicative sizes are those the "
-           "suggestion predicted under the old one.")
-st.page_link(nav.REPORT, label="Next: export the worklist and the report", icon=":material/arrow_forward:")
+st.caption(f"{counts['cleared']:,} documents flagged before are no longer flagged; {counts['newly_flagged']:,} are "
+           f"newly flagged. {counts['smaller_set']:,} released documents have a smaller certified set under the new "
+           f"calibration ({counts['smaller_set_unchanged']:,} of them unchanged: the new calibration's threshold "
+           "moved, not their text). Sizes after are certified by the new calibration, recorded in the history"
+           + (f" as audit {after.audit_id}" if after.audit_id else "") + ".")
+if st.button("Make it the current audit", key="redact.adopt", icon=":material/swap_horiz:",
+             help="Every page then shows the redacted release's audit: its flagged documents, its report and PDF."):
+    state.data, state.run = review.after_data, after
+    state.adopt_policy(after.result.config)
+    st.success("The redacted release's audit is the current audit; the Report page certifies it and shows it beside "
+               "the audit before.", icon=":material/check_circle:")
+st.page_link(nav.REPORT, label="Next: the report and its exports", icon=":material/arrow_forward:")

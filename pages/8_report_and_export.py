@@ -16,7 +16,8 @@ from cpa_core.store.records import jsonl_lines, manifest, record_splits, records
 from cpa_ui.analysis import flagged_table
 from cpa_ui.cache import curve, explained_worklist
 from cpa_ui.components import results_page, table_columns
-from cpa_ui.figures import certificate_report
+from cpa_ui.figures import certificate_report, fig_set_size_histogram
+from cpa_ui.redaction import before_after, change_counts
 from cpa_ui.pdf import pdf_unavailable, report_pdf
 from cpa_ui.state import state
 from cpa_ui.text import plain
@@ -25,11 +26,12 @@ data, run = results_page("Report & export")
 confidence, policy = state.confidence, state.policy
 result = run.result.with_policy(confidence, policy)  # the declared configuration of every export below
 config_id = result.config.config_id
-st.markdown(f"Every export declares configuration **{config_id}**: the audit calibrated as "
-            f"{run.result.config.config_id} ({plain(run.label)}), flagging at **{fmt_confidence(confidence)}** "
-            f"confidence the documents with {policy.rule} (both set on the Explore and Flagged pages, so they are part "
-            "of the declared configuration). Files are generated on this machine and downloaded by your browser; "
-            "nothing is uploaded anywhere.")
+st.markdown(f"Every export declares configuration **{config_id}**: the audit calibrated as {plain(run.label)}, "
+            f"flagging at **{fmt_confidence(confidence)}** confidence the documents with {policy.rule} (both set on "
+            "the Explore and Flagged pages, so they are part of the declared configuration). Files are generated on "
+            "this machine and downloaded by your browser; nothing is uploaded anywhere.")
+review = state.review
+redaction = review if review is not None and review.after is not None and review.after.key == run.key else None
 stem = f"cpa-{config_id}"
 
 work = explained_worklist(run.key, config_id, result, data, run)
@@ -57,6 +59,24 @@ show_verdict(plain(f"Verdict: {verdict.title}. {verdict.headline}"),
              icon=":material/gavel:" if verdict.status in ("release", "redact") else ":material/report:")
 for check in verdict.failed:
     st.caption(plain(f"Failed check, {check.name}: {check.reason}. {check.remedy}"))
+
+if redaction is not None:
+    st.subheader("Before and after redaction")
+    before_cert = redaction.before.result.certificate(confidence)
+    after_cert = run.result.certificate(confidence)
+    sides = before_after(before_cert, after_cert, policy, redaction.table)
+    counts = change_counts(sides)
+    origin = f"audit {redaction.before.audit_id}" if redaction.before.audit_id else plain(redaction.before.label)
+    st.caption(f"This audit certifies the release redacted from {origin}: the same threat model and release "
+               f"policy, calibrated anew. Flagged {counts['flagged_before']:,} → {counts['flagged_after']:,} "
+               f"({counts['withheld']:,} withheld, {counts['cleared']:,} no longer flagged, "
+               f"{counts['newly_flagged']:,} newly flagged); first guess right "
+               f"{redaction.before.result.first_guess_right.mean():.1%} → {run.result.first_guess_right.mean():.1%}.")
+    st.plotly_chart(fig_set_size_histogram({"before": before_cert.set_sizes, "after redaction": after_cert.set_sizes},
+                                           policy.flag_below, f"Certified set sizes at {fmt_confidence(confidence)}: "
+                                                              "input and output"), key="export.before_after")
+    st.dataframe(sides, hide_index=True, width="stretch", height=240, key="export.sides",
+                 column_config=table_columns(sides))
 
 st.subheader("For the privacy officer")
 no_pdf = pdf_unavailable()
@@ -98,12 +118,16 @@ right.download_button("Manifest (JSON)", json.dumps(audit_manifest, indent=2, de
                       file_name=f"{stem}-manifest.json", mime="application/json", icon=":material/verified:",
                       key="export.manifest", width="stretch",
                       help="The full declared configuration, input checksums, split sizes, seed and versions.")
-st.download_button("Reproduce this audit (audit.toml and command, ZIP)", lambda: audit_bundle(result),
+st.download_button("Reproduce this audit (audit.toml and command, ZIP)",
+                   lambda: audit_bundle(result, redaction.before.result.with_policy(confidence, policy),
+                                        redaction.table) if redaction is not None else audit_bundle(result),
                    file_name=f"{stem}-reproduce.zip", mime="application/zip", icon=":material/replay:",
                    key="export.bundle", width="stretch",
                    help="The declared configuration as audit.toml (its input files pinned by SHA-256), the cpa audit "
                         "command that runs it again on the same files, SHA256SUMS, and the figures the run must "
-                        "give. No document text.")
+                        "give. No document text" + (", except the redacted release's decisions.csv: the original "
+                        "audit, the redaction and the audit of the redacted release, run again." if redaction is not
+                        None else "."))
 st.caption("The command, run in a folder holding the input files and the ZIP's audit.toml (paths as this audit "
            "read them):")
 st.code(audit_manifest["reproduce"]["command"], language="bash")

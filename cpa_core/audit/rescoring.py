@@ -98,6 +98,13 @@ class StoredRisk:
         for bins in self._bins.values():
             bins.sort()
 
+    @property
+    def linkage_floor(self) -> float:
+        """The lowest linkage probability the stored fit gives a new document, at any certainty: what the stored
+        calibration can show of the least identifiable documents of the release."""
+        cuts = self.result.linkage_model.cuts
+        return float(self.result.linkage_model.predict(np.concatenate([[-np.inf], cuts, [np.inf]])).p.min())
+
     def documents(self) -> dict[str, tuple[Certificate, int]]:
         """Every document of the release by doc id, as (certificate, row): the audited ones and, under the split
         protocol, the calibration documents."""

@@ -25,7 +25,7 @@ import bisect
 import io
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -421,6 +421,7 @@ def suggest_redactions(result: AuditResult, attacker: Attacker, registry: Regist
     elif generalization is not None:
         raise TypeError("a generalisation table goes with a named strategy, not with a replacement of one's own")
     stored = StoredRisk(result, attacker, registry, confidence)
+    target = reachable(policy, stored.linkage_floor)
 
     def rescore(names, edited):
         return stored.of(names, edited)
@@ -433,9 +434,18 @@ def suggest_redactions(result: AuditResult, attacker: Attacker, registry: Regist
         def report(done: list[Suggestion], _total: int, earlier: int = len(out)) -> None:
             if progress is not None:
                 progress(out[:earlier] + done, len(flagged))
-        out.extend(search_redactions(documents, rescore, explainer, policy, strategy, max_terms, deny,
+        out.extend(search_redactions(documents, rescore, explainer, target, strategy, max_terms, deny,
                                      progress=report))
     return out
+
+
+def reachable(policy: ReleasePolicy, floor: float) -> ReleasePolicy:
+    """The policy a search aims at: ``policy``, with an acceptable linkage rate of at least ``floor``, the lowest
+    linkage probability the stored calibration gives any document (a release whose least identifiable documents
+    are linked more often than the policy accepts cannot show one below it; its new calibration decides)."""
+    if floor <= policy.linkage_rate:
+        return policy
+    return replace(policy, acceptable_linkage=floor)
 
 
 def release_flags(result: AuditResult, policy: ReleasePolicy | None = None,

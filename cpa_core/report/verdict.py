@@ -332,6 +332,10 @@ def flag_counts(entry: LevelSummary) -> str:
 
 
 def summary_document(result: AuditResult) -> dict:
-    """``summary.json``: every figure of the audit, and the release verdict at the level that flags."""
+    """``summary.json``: every figure of the audit, and the release verdict at the level that flags; an audit of a
+    redacted release says what it was redacted from (``redaction``: the audit and configuration, the decisions)."""
     summary = summarize(result)
-    return {**summary.to_dict(), "verdict": release_verdict(summary, result.config.policy_confidence).to_dict()}
+    out = {**summary.to_dict(), "verdict": release_verdict(summary, result.config.policy_confidence).to_dict()}
+    if result.inputs.get("redaction"):
+        out["redaction"] = result.inputs["redaction"]
+    return out

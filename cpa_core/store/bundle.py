@@ -11,6 +11,7 @@ run must reproduce.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import shlex
@@ -25,6 +26,8 @@ from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS
 from cpa_core.report.verdict import summary_document
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from cpa_core.audit.configuration import AuditConfig
     from cpa_core.audit.results import AuditResult
 
@@ -92,25 +95,64 @@ def input_files(result: AuditResult) -> dict[str, str]:
             if role in INPUT_OPTIONS and info.get("file")}
 
 
-def audit_bundle(result: AuditResult) -> bytes:
+def audit_bundle(result: AuditResult, redacted_from: AuditResult | None = None,
+                 decisions: pd.DataFrame | None = None) -> bytes:
     """A zip archive that re-runs the audit: ``audit.toml``, ``reproduce.sh`` (the command, after checking
     the files' SHA-256), ``SHA256SUMS`` and ``expected-summary.json`` (the figures the run must give).
 
     The input files are named as the audit read them, without folders: the command runs in a folder that
     holds them next to ``audit.toml``.
+
+    An audit of a redacted release (``redacted_from``: the audit it was redacted from, ``decisions``: the table
+    that made it) reproduces the whole chain: ``original/audit.toml`` audits the original files, ``cpa redact
+    --decisions decisions.csv`` makes the redacted release from them, and ``audit.toml`` audits it; SHA256SUMS pins
+    the original files and the decisions, and the redacted release is checked against the SHA-256 its audit
+    certified. ``decisions.csv`` holds the redacted words: handle the archive like the release.
     """
     config = result.config
+    buffer = io.BytesIO()
+    if redacted_from is None:
+        files = {role: PurePath(name).name for role, name in input_files(result).items()}
+        sums = "".join(f"{config.data[role]['sha256']}  {name}\n" for role, name in files.items()
+                       if config.data.get(role, {}).get("sha256"))
+        script = ("#!/bin/sh\n"
+                  f"# Re-runs audit {config.config_id}. Run it in a folder holding the input files and audit.toml.\n"
+                  "set -e\n"
+                  "sha256sum -c SHA256SUMS\n"
+                  f"{reproduce_command(config, files)}\n")
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr(CONFIG_FILE, declared_toml(config))
+            archive.writestr("reproduce.sh", script)
+            archive.writestr("SHA256SUMS", sums)
+            archive.writestr("expected-summary.json", json.dumps(summary_document(result), indent=2))
+        return buffer.getvalue()
+    if decisions is None:
+        raise ValueError("an audit of a redacted release is reproduced from its decisions table")
+    from cpa_core.redaction.decisions import decisions_csv
+
+    before = redacted_from.config
+    originals = {role: PurePath(name).name for role, name in input_files(redacted_from).items()}
     files = {role: PurePath(name).name for role, name in input_files(result).items()}
-    sums = "".join(f"{config.data[role]['sha256']}  {name}\n" for role, name in files.items()
-                   if config.data.get(role, {}).get("sha256"))
+    table = decisions_csv(decisions)
+    sums = "".join(f"{before.data[role]['sha256']}  {name}\n" for role, name in originals.items()
+                   if before.data.get(role, {}).get("sha256"))
+    sums += f"{hashlib.sha256(table.encode('utf-8')).hexdigest()}  decisions.csv\n"
+    redacted = files.get("documents", "documents-redacted.csv")
+    after_sum = config.data.get("documents", {}).get("sha256")
     script = ("#!/bin/sh\n"
-              f"# Re-runs audit {config.config_id}. Run it in a folder holding the input files and audit.toml.\n"
+              f"# Re-runs audit {config.config_id} of a redacted release: the original audit ({before.config_id}),\n"
+              "# the redaction its decisions table makes, and the audit of the redacted release. Run it in a folder\n"
+              "# holding the original input files, audit.toml, original/ and decisions.csv.\n"
               "set -e\n"
               "sha256sum -c SHA256SUMS\n"
-              f"{reproduce_command(config, files)}\n")
-    buffer = io.BytesIO()
+              f"{reproduce_command(before, originals, out='out/original', config_file='original/' + CONFIG_FILE)}\n"
+              f"{shlex.join(['cpa', 'redact', '--audit', 'out/original', '--decisions', 'decisions.csv', '--out', 'out/redacted'])}\n"
+              + (f"echo '{after_sum}  out/redacted/{redacted}' | sha256sum -c -\n" if after_sum else "")
+              + f"{reproduce_command(config, {**files, 'documents': 'out/redacted/' + redacted})}\n")
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(CONFIG_FILE, declared_toml(config))
+        archive.writestr(f"original/{CONFIG_FILE}", declared_toml(before))
+        archive.writestr("decisions.csv", table)
         archive.writestr("reproduce.sh", script)
         archive.writestr("SHA256SUMS", sums)
         archive.writestr("expected-summary.json", json.dumps(summary_document(result), indent=2))

@@ -72,8 +72,8 @@ SCHEMA = (
         PRIMARY KEY (audit_id, confidence, doc_id))""",
 )
 LIST_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "protocol", "documents_sha256",
-                "registry_sha256", "n_documents", "flag_confidence", "first_guess_rate", "verdict", "n_flagged",
-                "median_set_size", "out_dir")
+                "registry_sha256", "n_documents", "flag_confidence", "k", "first_guess_rate", "verdict", "n_flagged",
+                "median_set_size", "redacted_from", "out_dir")
 SHORT_SHA = 12
 
 
@@ -341,9 +341,11 @@ def list_audits(path: str | Path | None = None) -> pd.DataFrame:
                      "knowledge": summary.get("knowledge"), "attacker": summary.get("attacker"),
                      "protocol": summary.get("protocol"), "documents_sha256": _short(checksums, "documents"),
                      "registry_sha256": _short(checksums, "registry"), "n_documents": level.get("n_test"),
-                     "flag_confidence": flag_confidence, "first_guess_rate": level.get("first_guess_rate"),
-                     "verdict": verdict.get("status") if isinstance(verdict, dict) else None, "n_flagged": level.get("n_flagged"),
-                     "median_set_size": level.get("median_set_size"), "out_dir": out_dir})
+                     "flag_confidence": flag_confidence, "k": (summary.get("policy") or {}).get("flag_below"),
+                     "first_guess_rate": level.get("first_guess_rate"),
+                     "verdict": verdict.get("status") if isinstance(verdict, dict) else None,
+                     "n_flagged": level.get("n_flagged"), "median_set_size": level.get("median_set_size"),
+                     "redacted_from": (summary.get("redaction") or {}).get("from_audit"), "out_dir": out_dir})
     return pd.DataFrame(rows, columns=list(LIST_COLUMNS))
 
 

@@ -1,5 +1,7 @@
 """The dashboard's redaction loop: suggestions in the drill-down, the edited text re-scored against the stored
-calibration, the redacted release downloaded and audited again, before and after side by side."""
+calibration and kept as the curator's decision, the review table decided in bulk, the release its accepted rows
+make downloaded and audited in place (recorded in the history as redacted from the audit, made the current audit,
+reported and reproduced), before and after side by side. Ticking rows of the review table: the browser test."""
 
 from __future__ import annotations
 
@@ -31,19 +33,20 @@ def flagged_page(sample_paths):
     return at
 
 
-def test_the_drill_down_suggests_edits_and_rescores_the_edited_text(flagged_page):
-    from cpa_core.audit.policy import ReleasePolicy
-    from cpa_core.redaction.suggestions import apply_edits, rescorer, suggest_redactions
+def test_the_drill_down_suggests_edits_rescores_the_edited_text_and_keeps_it_for_the_release(flagged_page):
+    from cpa_core.audit.rescoring import StoredRisk
+    from cpa_core.redaction.decisions import accepted
+    from cpa_core.redaction.suggestions import apply_edits, suggest_redactions
 
     at = flagged_page
     run, data, cert = _core(at)
+    policy = _policy(at)
     doc_id = at.selectbox(key="w.flagged.drilldown").value
     row = list(cert.split.table.doc_ids.astype(str)).index(doc_id)
     certified = int(cert.set_sizes[row])
-    k = at.session_state["cpa.flag_below"]
-    assert certified < k  # the first flagged document opens
+    assert cert.flags(policy)[row]  # the first flagged document opens
     texts = dict(zip(data.documents.frame["doc_id"].astype(str), data.documents.frame["text"]))
-    expected = suggest_redactions(run.result, run.attacker, data.registry, texts, policy=ReleasePolicy(k),
+    expected = suggest_redactions(run.result, run.attacker, data.registry, texts, policy=policy,
                                   confidence=cert.confidence, strategy="placeholder", doc_ids=[doc_id])[0]
     assert expected.edits
     # every suggested edit is listed, accepted, and the text area starts from the redacted text
@@ -52,12 +55,20 @@ def test_the_drill_down_suggests_edits_and_rescores_the_edited_text(flagged_page
     assert _number(metric(at, "Certified |C| of the released text")) == certified
     assert _number(metric(at, "|C| of the edited text (indicative)")) == expected.set_size_after
     assert "Indicative" in " ".join(shown(w) for w in at.warning)
-    # the curator's own edit: the text re-scored against the stored threshold, as the core counts it
+    # the curator's own edit: the text re-scored under the stored calibration, as the core counts it
     own = texts[doc_id][: len(texts[doc_id]) // 3]
     at.text_area(key=text_key).set_value(own).run()
     assert_clean(at)
-    size, _ = rescorer(run.result, cert, row, run.attacker, data.registry)(own)
-    assert _number(metric(at, "|C| of the edited text (indicative)")) == size
+    stored = StoredRisk(run.result, run.attacker, data.registry, cert.confidence)
+    assert _number(metric(at, "|C| of the edited text (indicative)")) == stored.of([(cert, row)], [own])[0].risk.set_size
+    # kept for the release: the review table's rows of this document make exactly this text
+    at.button(key=f"flagged.use.{doc_id}").click().run()
+    assert_clean(at)
+    review = at.session_state["cpa.review"]
+    edits, withheld = accepted(review.table)
+    assert apply_edits(texts[doc_id], edits[doc_id]) == own and not withheld
+    assert set(review.table["source"]) == {"curator"}
+    at.session_state["cpa.review"] = None
 
 
 def test_a_clicked_row_opens_its_drill_down(flagged_page):
@@ -97,43 +108,80 @@ def test_a_long_release_lists_the_riskiest_documents_and_opens_any_clicked_one(f
 
 def _policy(at):
     from cpa_core.audit.policy import ReleasePolicy
-    return ReleasePolicy(at.session_state["cpa.flag_below"], at.session_state["cpa.leakage_threshold"])
+    return ReleasePolicy(at.session_state["cpa.flag_below"], at.session_state["cpa.leakage_threshold"],
+                         at.session_state["cpa.acceptable_linkage"])
 
 
-def test_redact_the_release_and_audit_it_again(sample_paths, downloads):  # noqa: F811 (fixture)
+def test_review_the_redactions_build_the_release_and_certify_it_in_place(sample_paths, downloads):  # noqa: F811
+    from cpa_core.redaction.decisions import accepted, read_decisions
+    from cpa_core.store.history import list_audits
+
     at = calibrate(new_app().run())
     at.switch_page(nav.REDACT).run()
     assert_clean(at)
     run, data, cert = _core(at)
-    flagged_before = int(_policy(at).flags_by_set(cert.set_sizes).sum())  # the search lifts sets
+    assert run.audit_id is not None  # the calibration was recorded
+    flagged_before = int(cert.flags(_policy(at)).sum())  # both rules
+    at.text_input(key="w.redact.deny").set_value("the, and").run()
     at.button(key="redact.suggest").click().run()
     assert_clean(at)
-    suggestions = at.session_state["cpa.redaction"].suggestions
-    assert len(suggestions) == flagged_before == _number(metric(at, "Documents with a suggestion"))
-    assert _number(metric(at, "Reach k (indicative)")) == sum(s.reaches_k for s in suggestions)
-    # the redacted release: the input file, same columns, each suggestion's edits applied, nothing else changed
-    name = next(n for n in downloads if n.endswith(".csv"))
+    review = at.session_state["cpa.review"]
+    suggestions = review.suggestions
+    assert len(suggestions) == flagged_before == _number(metric(at, "Flagged documents searched"))
+    assert not {"the", "and"} & set(review.table["term"])
+    withhold = {s.doc_id for s in suggestions if s.action == "withhold"}
+    assert _number(metric(at, "To withhold")) == len(withhold)
+    # reject every edit of one evidence term, in bulk
+    term = review.table.loc[review.table["action"] == "edit", "term"].value_counts().index[0]
+    at.selectbox(key="redact.term").set_value(term).run()
+    at.button(key="redact.reject_term").click().run()
+    assert_clean(at)
+    table = at.session_state["cpa.review"].table
+    assert not table.loc[table["term"] == term, "accept"].any()
+    edits, withheld = accepted(table)
+    assert withheld == withhold
+    # the redacted release: the input file named -redacted, the accepted edits made, the withheld documents out
+    name = next(n for n in downloads if n.endswith("-redacted.csv"))
     released = pd.read_csv(sample_paths["documents"], dtype=str, keep_default_na=False)
     redacted = pd.read_csv(io.BytesIO(downloads[name]), dtype=str, keep_default_na=False)
-    assert list(redacted.columns) == list(released.columns) and len(redacted) == len(released)
-    changed = {d for d, a, b in zip(released["doc_id"], released["text"], redacted["text"]) if a != b}
-    assert changed == {s.doc_id for s in suggestions if s.edits}
+    assert list(redacted.columns) == list(released.columns) and len(redacted) == len(released) - len(withheld)
+    before_texts = dict(zip(released["doc_id"], released["text"]))
+    changed = {d for d, t in zip(redacted["doc_id"], redacted["text"]) if t != before_texts[d]}
+    assert changed == set(edits) - withheld
+    decisions = read_decisions(io.BytesIO(downloads["decisions.csv"]).getvalue(), before_texts, name="decisions.csv")
+    assert accepted(decisions) == (edits, withheld)
     log = json.loads(downloads["redactions.json"])
-    assert [d["doc_id"] for d in log["documents"]] == [s.doc_id for s in suggestions]
-    # one click: the same threat model on the redacted release, calibrated again; before and after side by side
+    assert log["deny"] == ["the", "and"] and log["decisions"]["withheld"] == sorted(withheld)
+    # one click: the same threat model and policy on the redacted release, calibrated again, recorded as redacted
     at.button(key="redact.reaudit").click().run()
     assert_clean(at)
-    after = at.session_state["cpa.redaction"].after
+    after = at.session_state["cpa.review"].after
     assert after.result.config.knowledge == run.result.config.knowledge
     assert after.result.config.attacker == run.result.config.attacker
+    assert after.result.config.policy == run.result.config.policy
     assert after.result.inputs["documents"]["sha256"] != run.result.inputs["documents"]["sha256"]
+    audits = list_audits()
+    assert int(audits.iloc[-1]["id"]) == after.audit_id and int(audits.iloc[-1]["redacted_from"]) == run.audit_id
     flagged_after = _number(metric(at, "Flagged after (recalibrated)"))
     assert _number(metric(at, "Flagged before")) == flagged_before
-    assert flagged_after == int(_policy(at).flags(after.result.certificate(cert.confidence).set_sizes).sum())
+    assert flagged_after == int(after.result.certificate(cert.confidence).flags(_policy(at)).sum())
+    assert flagged_after < flagged_before
     sides = at.dataframe[-1].value
-    assert int(sides["flagged_after"].sum()) == flagged_after
-    assert int(sides["flagged_before"].sum()) == flagged_before
-    still = sides[sides["flagged_after"]]
-    assert (still["still_flagged_because"].str.len() > 0).any()
+    assert int(sides["flagged_after"].sum()) == flagged_after and set(sides["redaction"]) <= {"edited", "withheld",
+                                                                                                "unchanged"}
     figure = json.loads(at.get("plotly_chart")[-1].proto.spec)
-    assert [trace["name"] for trace in figure["data"]] == ["before", "after redaction"]
+    assert {trace.get("name") for trace in figure["data"]} >= {"before", "after redaction"}
+    # the current audit, on every page: the report certifies it, beside the audit before, and reproduces the chain
+    at.button(key="redact.adopt").click().run()
+    assert_clean(at)
+    assert at.session_state["cpa.run"].key == after.key
+    assert at.session_state["cpa.data"].documents.file == name
+    at.switch_page(nav.REPORT).run()
+    assert_clean(at)
+    assert any("Before and after redaction" in h.value for h in at.subheader)
+    import zipfile
+    bundle = downloads[next(n for n in downloads if n.endswith("-reproduce.zip"))]
+    archive = zipfile.ZipFile(io.BytesIO(bundle() if callable(bundle) else bundle))
+    assert {"audit.toml", "original/audit.toml", "decisions.csv", "reproduce.sh"} <= set(archive.namelist())
+    script = archive.read("reproduce.sh").decode()
+    assert "cpa redact --audit out/original --decisions decisions.csv" in script
