@@ -28,6 +28,7 @@ from cpa_core.redaction.decisions import (
     curator_rows,
     decisions_summary,
     decisions_table,
+    redacted_config,
     typed,
 )
 from cpa_core.redaction.suggestions import (
@@ -202,7 +203,9 @@ def reaudit(review: Review, threat, scores) -> tuple[AuditRun, DataSet]:
     before = review.before
     after_data = redacted_data(review.data, review.table)
     attacker = reaudit_attacker(before, review.data, threat, scores)
-    run = audit_run(after_data, replace(before.result.config, data={}), attacker,
+    labelled = int(after_data.documents.frame["identity_id"].notna().sum()) \
+        if "identity_id" in after_data.documents.frame else len(after_data.documents.frame)
+    run = audit_run(after_data, redacted_config(before.result.config, labelled), attacker,
                     label=f"{before.label} · redacted" + (f" from audit {before.audit_id}" if before.audit_id else ""))
     lineage = {"from_audit": before.audit_id, "from_config_id": before.result.config.config_id,
                "decisions": decisions_summary(review.table)}

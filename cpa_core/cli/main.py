@@ -453,6 +453,7 @@ def cmd_redact(args) -> int:
         decisions_csv,
         proposed_decisions,
         read_decisions,
+        redacted_config,
         redaction_log,
     )
     from cpa_core.redaction.replacements import load_generalization
@@ -517,7 +518,10 @@ def cmd_redact(args) -> int:
         write_private(out / "worklist.json", worklist_json(work))
     kept = len(texts) - len(withheld)
     release = redacted_release(inputs["documents"]["file"], documents, edits, out, withheld)
-    after = replace(config, data={role: info for role, info in config.data.items() if role != "documents"})
+    kept_frame = documents.frame[~documents.frame["doc_id"].astype(str).isin(withheld)]
+    labelled = int(kept_frame["identity_id"].notna().sum()) if "identity_id" in kept_frame else len(kept_frame)
+    after = replace(redacted_config(config, labelled),
+                    data={role: info for role, info in config.data.items() if role != "documents"})
     write_private(out / CONFIG_FILE, declared_toml(after))
     n_edits = sum(len(e) for e in edits.values())
     if reviewed is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -366,3 +367,16 @@ def decisions_summary(table: pd.DataFrame, applied: str | None = None) -> dict:
     return {"sha256": hashlib.sha256(decisions_csv(table).encode("utf-8")).hexdigest(), "file": applied, "rows": len(table),
             "edits": counts, "documents_edited": len(edits), "withheld": sorted(withheld),
             "characters": sum(e.length for document in edits.values() for e in document)}
+
+
+def redacted_config(config: AuditConfig, labelled: int) -> AuditConfig:
+    """The declared configuration to audit the redacted release with: the same threat model and release policy,
+    unbound from the original documents; under the split protocol, a declared ``n_cal`` and ``n_test`` that the
+    release's ``labelled`` documents (some withheld) no longer hold are scaled down in proportion."""
+    out = replace(config, data={})
+    n_cal, n_test = config.n_cal, config.n_test
+    if config.protocol != "split" or (n_cal or 0) + (n_test or 0) <= labelled:
+        return out
+    share = labelled / ((n_cal or 0) + (n_test or 0))
+    return replace(out, n_cal=None if n_cal is None else max(1, int(n_cal * share)),
+                   n_test=None if n_test is None else max(1, int(n_test * share)))
