@@ -114,24 +114,33 @@ def rescore(run: AuditRun, data: DataSet, confidence: float, doc_id: str, text: 
     return Rescored(found.risk.set_size, tuple(explain.spans(text, list(found.rows))) if explain is not None else ())
 
 
-def review_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """The review table as shown: its rows, the columns of :data:`REVIEW_COLUMNS`."""
+def review_rows(review: Review) -> pd.DataFrame:
+    """The review table as drawn: the rows of the table it was drawn from, the columns of :data:`REVIEW_COLUMNS`."""
+    table = review.drawn if review.drawn is not None else review.table
     return table[list(REVIEW_COLUMNS)].rename(columns=REVIEW_COLUMNS).reset_index(drop=True)
 
 
-def with_decisions(review: Review, edited: pd.DataFrame) -> Review:
-    """The review with the table's ``accept`` column as edited in the review table (rows in the same order)."""
+def with_ticks(review: Review, accept) -> Review:
+    """The review with the ``accept`` column as ticked in the review table (the table is not redrawn)."""
     table = review.table.copy()
-    table["accept"] = edited["accept"].astype(bool).to_numpy()
-    return replace(review, table=table, version=review.version + 1)
+    table["accept"] = np.asarray(accept, dtype=bool)
+    return replace(review, table=table, drawn=review.drawn if review.drawn is not None else review.table,
+                   after=None, after_data=None)
+
+
+def with_decisions(review: Review, accept) -> Review:
+    """The review with the ``accept`` column decided in bulk: the review table is redrawn from it."""
+    table = review.table.copy()
+    table["accept"] = np.asarray(accept, dtype=bool)
+    return replace(review, table=table, drawn=None, version=review.version + 1, after=None, after_data=None)
 
 
 def with_curator_text(review: Review, doc_id: str, released: str, edited: str) -> Review:
     """The review once the curator has written ``edited`` for a document (the drill-down): its rows follow the
     text (:func:`~cpa_core.redaction.decisions.curator_rows`)."""
     table = review.table if review.table is not None else decisions_table([])
-    return replace(review, table=curator_rows(table, doc_id, released, edited), version=review.version + 1,
-                   after=None, after_data=None)
+    return replace(review, table=curator_rows(table, doc_id, released, edited), drawn=None,
+                   version=review.version + 1, after=None, after_data=None)
 
 
 def current_review(run: AuditRun) -> Review | None:

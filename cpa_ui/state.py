@@ -108,7 +108,8 @@ class Review:
     lists), the search's suggestions (``total``: the flagged documents; fewer suggestions when it was stopped), the
     decisions table as the curator left it (``table``; ``version`` names the table editor drawn from it), and, once
     run, the audit of the release the accepted rows make (``after``, with its data). ``before`` and ``data`` are
-    the audit and data it redacts."""
+    the audit and data it redacts. The review table is drawn from ``drawn`` (the table when it was last redrawn) and
+    keeps the curator's ticks since as its own edits, so that a tick never redraws it."""
 
     ask: tuple
     before: AuditRun = field(compare=False)
@@ -117,6 +118,7 @@ class Review:
     total: int = 0
     table: pd.DataFrame | None = field(default=None, compare=False)
     version: int = 0
+    drawn: pd.DataFrame | None = field(default=None, compare=False)  # the table the review table was drawn from
     after: AuditRun | None = field(default=None, compare=False)
     after_data: DataSet | None = field(default=None, compare=False)
 

@@ -38,6 +38,7 @@ from cpa_ui.redaction import (
     texts_of,
     with_decisions,
     with_search,
+    with_ticks,
 )
 from cpa_ui.state import state, widget_key
 from cpa_ui.text import plain
@@ -124,6 +125,35 @@ if not searched or not review.complete:
 table = review.table
 edits_of, withheld = accepted(table)
 is_edit = table["action"] == EDIT
+st.subheader("Review")
+st.caption("Every suggested edit (its document, the words, what they become, the evidence term and the document's "
+           "|C| and linkage probability before and once that term is redacted, indicative), every allow-list edit "
+           "and every edit you wrote in the drill-down, and a row per document to withhold. Tick or untick "
+           "'accept'; the release is built from the accepted rows only.")
+shown = review_rows(review)
+edited = st.data_editor(shown, hide_index=True, width="stretch", height=min(38 + 35 * len(shown), 420),
+                        key=f"redact.review.{review.version}", num_rows="fixed",
+                        disabled=[c for c in shown.columns if c != "accept"],
+                        column_config={**table_columns(shown), "accept": st.column_config.CheckboxColumn(
+                            "accept", help="Apply this edit, or withhold this document, in the redacted release.")})
+if not np.array_equal(edited["accept"].to_numpy(dtype=bool), table["accept"].to_numpy(dtype=bool)):
+    state.review = review = with_ticks(review, edited["accept"])
+    table = review.table
+    edits_of, withheld = accepted(table)
+bulk = st.columns([1, 1, 2, 1], vertical_alignment="bottom")
+terms = sorted(set(table.loc[is_edit, "term"]))
+if bulk[0].button("Accept all", key="redact.accept_all", icon=":material/done_all:"):
+    state.review = with_decisions(review, np.ones(len(table), dtype=bool))
+    st.rerun()
+if bulk[1].button("Reject all", key="redact.reject_all", icon=":material/remove_done:"):
+    state.review = with_decisions(review, np.zeros(len(table), dtype=bool))
+    st.rerun()
+term = bulk[2].selectbox("Evidence term", terms, key="redact.term", index=None, placeholder="a word…",
+                         disabled=not terms)
+if bulk[3].button("Reject its edits", key="redact.reject_term", disabled=term is None):
+    state.review = with_decisions(review, table["accept"] & ~(is_edit & (table["term"] == term)))
+    st.rerun()
+
 columns = st.columns(5)
 columns[0].metric("Flagged documents searched", f"{len(review.suggestions):,}")
 columns[1].metric("Made acceptable (indicative)", f"{sum(s.action != WITHHOLD for s in review.suggestions):,}")
@@ -132,34 +162,6 @@ columns[2].metric("To withhold", f"{len(withheld):,}", help="Documents no safe r
 columns[3].metric("Edits accepted", f"{int((is_edit & table['accept']).sum()):,} of {int(is_edit.sum()):,}")
 characters = [sum(e.length for e in document) for document in edits_of.values()]
 columns[4].metric("Characters per edited document (median)", f"{int(np.median(characters)) if characters else 0:,}")
-
-st.subheader("Review")
-st.caption("Every suggested edit (its document, the words, what they become, the evidence term and the document's "
-           "|C| and linkage probability before and once that term is redacted, indicative), every allow-list edit "
-           "and every edit you wrote in the drill-down, and a row per document to withhold. Tick or untick "
-           "'accept'; the release is built from the accepted rows only.")
-shown = review_rows(table)
-edited = st.data_editor(shown, hide_index=True, width="stretch", height=min(38 + 35 * len(shown), 420),
-                        key=f"redact.review.{review.version}", num_rows="fixed",
-                        disabled=[c for c in shown.columns if c != "accept"],
-                        column_config={**table_columns(shown), "accept": st.column_config.CheckboxColumn(
-                            "accept", help="Apply this edit, or withhold this document, in the redacted release.")})
-if not edited["accept"].equals(shown["accept"]):
-    state.review = review = with_decisions(review, edited)
-    st.rerun()
-bulk = st.columns([1, 1, 2, 1], vertical_alignment="bottom")
-terms = sorted(set(table.loc[is_edit, "term"]))
-if bulk[0].button("Accept all", key="redact.accept_all", icon=":material/done_all:"):
-    state.review = with_decisions(review, table.assign(accept=True))
-    st.rerun()
-if bulk[1].button("Reject all", key="redact.reject_all", icon=":material/remove_done:"):
-    state.review = with_decisions(review, table.assign(accept=False))
-    st.rerun()
-term = bulk[2].selectbox("Evidence term", terms, key="redact.term", index=None, placeholder="a word…",
-                         disabled=not terms)
-if bulk[3].button("Reject its edits", key="redact.reject_term", disabled=term is None):
-    state.review = with_decisions(review, table.assign(accept=table["accept"] & ~(is_edit & (table["term"] == term))))
-    st.rerun()
 
 source = data.documents_source
 work = suggested_worklist(explained_worklist(run.key, result.with_policy(confidence, policy).config.config_id,
