@@ -12,6 +12,7 @@ import streamlit as st
 
 from cpa_core.common.errors import CPAError
 from cpa_core.redaction.decisions import (
+    COMMON_SHARE,
     EDIT,
     accepted,
     decisions_csv,
@@ -87,7 +88,11 @@ allow = words(right.text_input("Always redact (allow list)", key=widget_key("red
                                placeholder="e.g. a ward's name",
                                help="Comma-separated words or phrases redacted wherever they occur, in every "
                                     "document, unless that raises the document's risk."))
-ask = (run.key, strategy, float(confidence), policy, deny, allow)
+common = st.number_input("Never redact words found in more than this share of the documents", min_value=0.0,
+                         max_value=0.99, step=0.05, format="%.2f", key=widget_key("redact.common", COMMON_SHARE),
+                         help="Such words identify no one in this release (a link token, its function words); 0 "
+                              "proposes every word of the evidence.")
+ask = (run.key, strategy, float(confidence), policy, deny, allow, float(common))
 review = current_review(run)
 searched = review is not None and review.ask == ask
 if not searched or not review.complete:
@@ -113,7 +118,7 @@ if not searched or not review.complete:
         try:
             table, found = proposed_decisions(result, run.attacker, data.registry, texts_of(data.documents),
                                               policy=policy, confidence=confidence, strategy=strategy, deny=deny,
-                                              allow=allow, progress=progress)
+                                              allow=allow, common_share=float(common) or None, progress=progress)
         except CPAError as error:
             show_error(error, "No redaction could be suggested: ")
             st.stop()
@@ -187,7 +192,8 @@ right.download_button("Download the worklist with suggested edits (CSV)", workli
                       key="redact.worklist")
 last.download_button("Download the edit log (JSON)",
                      json.dumps(redaction_log(result.config, strategy, review.suggestions, policy, confidence,
-                                              decisions=table, deny=deny, allow=allow), indent=2, ensure_ascii=False),
+                                              decisions=table, deny=deny, allow=allow,
+                                              common_share=float(common) or None), indent=2, ensure_ascii=False),
                      file_name="redactions.json", mime="application/json", icon=":material/download:",
                      key="redact.log")
 

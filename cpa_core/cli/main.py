@@ -213,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     redact.add_argument("--deny", action="append", default=[], metavar="WORDS",
                         help="comma-separated words never to redact (e.g. a link token or the release's stop words); "
                              "repeatable")
+    redact.add_argument("--common", type=float, default=0.1, metavar="SHARE",
+                        help="never redact a word found in more than this share of the released documents: it "
+                             "identifies no one (default 0.1; 0 proposes every word of the evidence)")
     redact.add_argument("--allow", action="append", default=[], metavar="WORDS",
                         help="comma-separated words or phrases always to redact, in every document (unless that "
                              "raises the document's risk); repeatable")
@@ -465,6 +468,9 @@ def cmd_redact(args) -> int:
     if args.generalization is not None and args.strategy != "generalize":
         raise ConfigError(f"--generalization {args.generalization} applies to --strategy generalize only; "
                           f"expected --strategy generalize, found --strategy {args.strategy}")
+    if not 0 <= args.common < 1:
+        raise ConfigError(f"--common is a share of the documents; expected a number from 0 to below 1, found "
+                          f"{args.common:g}")
     if args.decisions is not None and (args.deny or args.allow or args.generalization):
         raise ConfigError("--decisions applies a reviewed table as it is: --deny, --allow and --generalization "
                           "shape a new search; give one or the other")
@@ -500,15 +506,17 @@ def cmd_redact(args) -> int:
         if reviewed is None:
             result = run_audit(documents, registry, attacker, config, ProgressBar())
             decisions, suggestions = proposed_decisions(result, attacker, registry, texts, strategy=replacer,
-                                                        deny=_words(args.deny), allow=_words(args.allow))
+                                                        deny=_words(args.deny), allow=_words(args.allow),
+                                                        common_share=args.common or None)
         else:
             decisions = reviewed
     finally:
         close_clients(attacker)
     edits, withheld = accepted(decisions)
     write_private(out / "decisions.csv", decisions_csv(decisions))
-    log = redaction_log(config, replacer, suggestions, decisions=decisions,
-                        deny=_words(args.deny), allow=_words(args.allow), applied=args.decisions)
+    log = redaction_log(config, replacer, suggestions, decisions=decisions, deny=_words(args.deny),
+                        allow=_words(args.allow), applied=args.decisions,
+                        common_share=None if reviewed is not None else (args.common or None))
     write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
     if reviewed is None:
         work = suggested_worklist(worklist(result.certificate(config.policy_confidence), config.policy,

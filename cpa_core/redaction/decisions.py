@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from cpa_core.attack.explainers import Span, find_clue
+from cpa_core.attack.explainers import Span, find_clue, fold
 from cpa_core.audit.rescoring import StoredRisk
 from cpa_core.common.errors import DataError
 from cpa_core.io.reading import read_table
@@ -54,6 +54,7 @@ SUGGESTED, ALLOW_LIST, CURATOR = "suggested", "allow list", "curator"
 SOURCES = (SUGGESTED, ALLOW_LIST, CURATOR)
 _TRUE, _FALSE = {"true", "yes", "1", "y", "t"}, {"false", "no", "0", "n", "f"}
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]", re.UNICODE)
+_WORD = re.compile(r"(?u)\b\w\w+\b")
 
 
 def _row(doc_id: str, action: str, edit: Edit | None, source: str, before, after, reason: str,
@@ -294,18 +295,39 @@ def _check_overlaps(name: str, table: pd.DataFrame) -> None:
             reach = max(reach, int(offset) + int(length))
 
 
+COMMON_SHARE = 0.1
+"""Words in more than this share of the released documents are never proposed by default: they identify no one
+(a link token, the release's function words)."""
+
+
+def common_words(texts: Iterable[str], share: float | None = COMMON_SHARE) -> list[str]:
+    """The words (folded, of two characters or more) that appear in more than ``share`` of the texts, most frequent
+    first (none when ``share`` is ``None`` or 0)."""
+    texts = list(texts)
+    if not share or not texts:
+        return []
+    counts: dict[str, int] = {}
+    for text in texts:
+        for word in {fold(w) for w in _WORD.findall(text)}:
+            counts[word] = counts.get(word, 0) + 1
+    limit = share * len(texts)
+    return [w for w, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if n > limit]
+
+
 def proposed_decisions(result: AuditResult, attacker: Attacker, registry: Registry, texts: Mapping[str, str], *,
                        policy: ReleasePolicy | None = None, confidence=None,
                        strategy: str | Replacement | Replacer = "placeholder", generalization=None,
-                       deny: Iterable[str] = (), allow: Iterable[str] = (),
+                       deny: Iterable[str] = (), allow: Iterable[str] = (), common_share: float | None = COMMON_SHARE,
                        progress=None) -> tuple[pd.DataFrame, list[Suggestion]]:
     """The review table a search proposes, and its suggestions: every flagged document searched
-    (:func:`~cpa_core.redaction.suggestions.suggest_redactions`, never redacting a ``deny`` word), then every
-    occurrence of an ``allow`` word in any document of the release, accepted unless it raises its document's risk
-    under the stored calibration or overlaps a suggested edit."""
+    (:func:`~cpa_core.redaction.suggestions.suggest_redactions`, never redacting a ``deny`` word nor a word in more
+    than ``common_share`` of the released documents, :func:`common_words`), then every occurrence of an ``allow``
+    word in any document of the release, accepted unless it raises its document's risk under the stored
+    calibration or overlaps a suggested edit."""
     replacer = replacement_for(strategy, registry, generalization) if isinstance(strategy, str) else strategy
+    never = tuple(deny) + tuple(common_words(texts.values(), common_share))
     suggestions = suggest_redactions(result, attacker, registry, dict(texts), policy=policy, confidence=confidence,
-                                     strategy=replacer, deny=tuple(deny), progress=progress)
+                                     strategy=replacer, deny=never, progress=progress)
     rows = []
     allow = [w for w in allow if str(w).strip()]
     if allow:
@@ -327,12 +349,14 @@ def proposed_decisions(result: AuditResult, attacker: Attacker, registry: Regist
 def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions: Sequence[Suggestion],
                   policy: ReleasePolicy | None = None, confidence=None,
                   generalization: GeneralizationTable | None = None, *, decisions: pd.DataFrame | None = None,
-                  deny: Sequence[str] = (), allow: Sequence[str] = (), applied: str | None = None) -> dict:
+                  deny: Sequence[str] = (), allow: Sequence[str] = (), applied: str | None = None,
+                  common_share: float | None = None) -> dict:
     """The machine-readable record of a redaction (``redactions.json``): the configuration, strategy and
     generalisation table (file and sha256) used, what the replacer derived from the registry (field names:
     hierarchies, the age band field, the category fields), the policy, the deny and allow lists, counts of edits by
     kind, per searched document its action, risk before and after (indicative) and its edits (offset, length,
-    original, replacement, kind), and the decisions: the table's sha256 (of :func:`decisions_csv`), rows accepted
+    original, replacement, kind), the share of documents above which a word was never proposed
+    (``common_share``), and the decisions: the table's sha256 (of :func:`decisions_csv`), rows accepted
     and rejected by source, documents withheld, and the reviewed file applied (``applied``), if any."""
     policy = policy or config.policy
     confidence = config.policy_confidence if confidence is None else confidence
@@ -349,7 +373,7 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
             "rule": policy.rule, "confidence": float(confidence),
             "note": "set sizes after are indicative: the redacted release is a new release mechanism and needs its "
                     "own calibration",
-            "deny": list(deny), "allow": list(allow),
+            "deny": list(deny), "allow": list(allow), "common_share": common_share,
             "n_documents": len(suggestions), "n_reach_k": sum(s.reaches_k for s in suggestions),
             "n_withhold": sum(s.action == WITHHOLD for s in suggestions),
             "edits_by_kind": edit_kinds(suggestions),
