@@ -7,7 +7,7 @@ import streamlit as st
 
 from cpa_core.common.errors import CPAError
 from cpa_core.report.formatting import fmt_confidence
-from cpa_core.store.history import compare_audits, history_path, list_audits, load_audit
+from cpa_core.store.history import compare_audits, history_path, list_audits, load_audit, release_difference
 from cpa_ui import nav
 from cpa_ui.components import show_error, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
@@ -82,6 +82,9 @@ left, right = st.columns(2)
 first = entry(choice("history.a", "A", ids[1], left))
 second = entry(choice("history.b", "B", ids[0], right))
 comparison = compare_audits(first, second)
+different = release_difference(first, second)
+if different is not None:
+    st.warning(plain(different), icon=":material/difference:")
 levels = comparison.to_frame()
 st.dataframe(levels, hide_index=True, width="stretch", key="history.levels", column_config=table_columns(levels))
 st.caption("Coverage, median set size and flagged documents per confidence level (empty where an audit did not "

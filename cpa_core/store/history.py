@@ -450,6 +450,24 @@ class AuditComparison:
                 "changes": self.changes_frame().to_dict(orient="records"), "set_sizes": sizes}
 
 
+def release_difference(a: HistoryEntry, b: HistoryEntry) -> str | None:
+    """What a comparison of A with B must say first when they audit different data: B redacted from A (or A from
+    B), or documents or registry with other checksums (``None`` when both audit the same files)."""
+    differ = [role for role in ("documents", "registry")
+              if _short(a.checksums, role) and _short(b.checksums, role)
+              and _short(a.checksums, role) != _short(b.checksums, role)]
+    if not differ:
+        return None
+    for later, earlier in ((b, a), (a, b)):
+        if (later.summary.get("redaction") or {}).get("from_audit") == earlier.id:
+            return (f"Audit {later.id} certifies the release redacted from audit {earlier.id}: the documents differ, "
+                    "so the two certify different releases; the set sizes of a document are compared across them.")
+    named = " and ".join(f"{role} ({_short(a.checksums, role)} in audit {a.id}, {_short(b.checksums, role)} in audit "
+                         f"{b.id})" for role in differ)
+    return (f"Audits {a.id} and {b.id} certify different data: their {named} differ. Their figures are of two "
+            "releases, not of one release under two configurations.")
+
+
 def compare_audits(a: HistoryEntry, b: HistoryEntry) -> AuditComparison:
     """Compare audit A with audit B: per-level figures, worklist changes and per-document set sizes."""
     labels = sorted(set(a.set_sizes) | set(b.set_sizes) | set(a.summary.get("confidence", {}))

@@ -163,6 +163,23 @@ def test_comparison_by_hand():
     assert comparison.to_dict()["levels"][1]["coverage_a"] is None
 
 
+def test_a_comparison_of_two_releases_says_so_and_names_a_redaction():
+    from dataclasses import replace
+
+    from cpa_core.store.history import release_difference
+
+    files = {"documents": {"sha256": "a" * 64}, "registry": {"sha256": "b" * 64}}
+    a = replace(hand_made(1, {"d1": 1}, ()), checksums=files)
+    same = replace(hand_made(2, {"d1": 1}, ()), checksums=files)
+    other = replace(same, checksums={**files, "documents": {"sha256": "c" * 64}})
+    assert release_difference(a, same) is None  # one release under two configurations
+    said = release_difference(a, other)
+    assert "certify different data" in said and "documents (aaaaaaaaaaaa in audit 1, cccccccccccc in audit 2)" in said
+    redacted = replace(other, summary={**other.summary, "redaction": {"from_audit": 1}})
+    assert release_difference(a, redacted).startswith("Audit 2 certifies the release redacted from audit 1")
+    assert release_difference(redacted, a).startswith("Audit 2 certifies the release redacted from audit 1")
+
+
 # --- reopen -------------------------------------------------------------------------------------------------
 
 
