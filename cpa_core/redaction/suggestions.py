@@ -426,6 +426,20 @@ def suggest_redactions(result: AuditResult, attacker: Attacker, registry: Regist
     def rescore(names, edited):
         return stored.of(names, edited)
     out: list[Suggestion] = []
+    order = {str(cert.split.table.doc_ids[row]): i for i, (cert, row) in enumerate(flagged)}
+    small = [(cert, row) for cert, row in flagged if int(cert.split.table.pool_sizes[row]) < policy.flag_below]
+    if small:  # no redaction gives a set more people than its pool holds
+        for cert, row in small:
+            risk = stored.certified(cert, row)
+            pool = int(cert.split.table.pool_sizes[row])
+            out.append(Suggestion(str(cert.split.table.doc_ids[row]), risk, risk, (), policy.flag_below, WITHHOLD,
+                                  f"its pool holds {pool:,} people, fewer than k = {policy.flag_below}: no redaction "
+                                  "gives it a set of k"))
+        gone = {(id(cert), row) for cert, row in small}
+        flagged = [(cert, row) for cert, row in flagged if (id(cert), row) not in gone]
+        if progress is not None:
+            progress(list(out), len(flagged) + len(out))
+    total = len(flagged) + len(out)
     for first in range(0, len(flagged), CHUNK):
         chunk = flagged[first:first + CHUNK]
         documents = [((cert, row), str(cert.split.table.doc_ids[row]), texts[str(cert.split.table.doc_ids[row])])
@@ -433,10 +447,10 @@ def suggest_redactions(result: AuditResult, attacker: Attacker, registry: Regist
 
         def report(done: list[Suggestion], _total: int, earlier: int = len(out)) -> None:
             if progress is not None:
-                progress(out[:earlier] + done, len(flagged))
+                progress(out[:earlier] + done, total)
         out.extend(search_redactions(documents, rescore, explainer, target, strategy, max_terms, deny,
                                      progress=report))
-    return out
+    return sorted(out, key=lambda s: order[s.doc_id])  # riskiest first
 
 
 def reachable(policy: ReleasePolicy, floor: float) -> ReleasePolicy:

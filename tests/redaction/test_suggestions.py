@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from cpa_core.attack.explainers import TermExplainer
 from cpa_core.audit.rescoring import Rescored, Risk
 from cpa_core.redaction.suggestions import Edit, apply_edits, released_offsets, suggest
+from toy_release import toy_release_fixture  # noqa: F401
 
 
 def test_edits_apply_from_the_end_and_keep_the_rest():
@@ -134,3 +135,17 @@ def test_the_worklist_carries_each_documents_suggested_edits_as_offsets():
     assert [e["replacement"] for e in json.loads(worklist_json(frame))[0]["suggested_edits"]] == ["[CITY]", "the 2010s"]
     row = pd.read_csv(io.StringIO(worklist_csv(frame)), dtype=str, keep_default_na=False).iloc[0]
     assert row["suggested_edits"] == "3+5=[CITY]; 12+4=the 2010s" and row["reaches_k"] == "True"
+
+
+def test_a_document_whose_pool_is_smaller_than_k_is_to_be_withheld_without_a_search(toy_release):
+    """No redaction gives a set more people than the pool holds: such a document is withheld at once, saying so."""
+    from cpa_core.audit.policy import ReleasePolicy
+    from cpa_core.redaction.suggestions import suggest_redactions
+
+    result, _, documents = toy_release
+    texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
+    pool = int(result.test_split.table.pool_sizes.max())
+    found = suggest_redactions(result, toy_release.attacker, toy_release.registry, texts,
+                               policy=ReleasePolicy(pool + 1, acceptable_linkage=0.999))
+    assert found and all(s.action == "withhold" and s.edits == () and f"fewer than k = {pool + 1}" in s.reason
+                         for s in found)
