@@ -148,9 +148,9 @@ def _measure(name, documents, registry, config, attacker, again, strategy) -> di
             "edits": sum(len(e) for e in edits.values()), "redact_s": wall, "redact_cpu_s": cpu, "audit_s": audit_s}
 
 
-def measure_scale(strategy: str, limit: int = 1000, alone: int = 100) -> dict | None:
-    """The Blog slice: the search of up to ``limit`` flagged posts of 100 to 1,000 words, timed, and the same search
-    one document at a time on ``alone`` of them."""
+def blog_setup():
+    """The Blog slice as the tests build it, with the defaults a newcomer gets (TF-IDF, temperature auto, the
+    default policy): documents, registry, configuration and attacker, and how to audit a redacted release."""
     from real_releases import PROFILE, blog_release
 
     from cpa_core.attack.attackers.tfidf import TfidfAttacker
@@ -162,6 +162,19 @@ def measure_scale(strategy: str, limit: int = 1000, alone: int = 100) -> dict | 
     documents, registry = release
     attacker = TfidfAttacker()
     config = AuditConfig(knowledge=PROFILE, attacker=AttackerConfig.of(attacker), confidences=(0.9, 0.95, 0.99))
+
+    def again(redacted):
+        return run_audit(redacted, registry, TfidfAttacker(), config)
+    return documents, registry, config, attacker, again
+
+
+def measure_scale(strategy: str, limit: int = 1000, alone: int = 100) -> dict | None:
+    """The Blog slice: the search of up to ``limit`` flagged posts of 100 to 1,000 words, timed, and the same search
+    one document at a time on ``alone`` of them."""
+    setup = blog_setup()
+    if setup is None:
+        return None
+    documents, registry, config, attacker, _ = setup
     log("blog: audit")
     result = run_audit(documents, registry, attacker, config)
     texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
@@ -252,6 +265,10 @@ def main() -> None:
                 rows.append(measure("TextWash study 1", textwash_files(Path(folder)), args.strategy))
             else:
                 rows.append({"name": "TextWash study 1", "skipped": f"not found in {STUDY}"})
+        if args.only in (None, "blog"):
+            setup = blog_setup()
+            rows.append(_measure("Blog slice", *setup, args.strategy) if setup is not None
+                        else {"name": "Blog slice", "skipped": "not found in ../shared/datasets/blog"})
     if rows:
         print(table(rows, args.strategy, (load_start, os.getloadavg()[0])))
     if args.only in (None, "blog"):
