@@ -505,9 +505,11 @@ def cmd_redact(args) -> int:
     try:
         if reviewed is None:
             result = run_audit(documents, registry, attacker, config, ProgressBar())
-            decisions, suggestions = proposed_decisions(result, attacker, registry, texts, strategy=replacer,
-                                                        deny=_words(args.deny), allow=_words(args.allow),
-                                                        common_share=args.common or None)
+            bar = ProgressBar()
+            decisions, suggestions = proposed_decisions(
+                result, attacker, registry, texts, strategy=replacer, deny=_words(args.deny),
+                allow=_words(args.allow), common_share=args.common or None,
+                progress=lambda done, total: bar(len(done), total, "searching redactions"))
         else:
             decisions = reviewed
     finally:
