@@ -166,7 +166,7 @@ columns[2].metric("To withhold", f"{len(withheld):,}", help="Documents no safe r
                                                             "acceptable, left out of the release while accepted.")
 columns[3].metric("Edits accepted", f"{int((is_edit & table['accept']).sum()):,} of {int(is_edit.sum()):,}")
 characters = [sum(e.length for e in document) for document in edits_of.values()]
-columns[4].metric("Characters per edited document (median)", f"{int(np.median(characters)) if characters else 0:,}")
+columns[4].metric("Characters per edited doc (median)", f"{int(np.median(characters)) if characters else 0:,}")
 
 source = data.documents_source
 work = suggested_worklist(explained_worklist(run.key, result.with_policy(confidence, policy).config.config_id,
