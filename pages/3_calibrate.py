@@ -120,7 +120,10 @@ st.caption(COVERAGE_READING[protocol] + " An infinite q̂ certifies nothing: eve
            + (" With per-group calibration each group has its own q̂ (below)." if result.config.group_column else ""))
 
 st.subheader("Certainty strata")
-st.caption(plain(summary.stratification.split(";")[0]) + ". " + helps["strata"])
+stratification = ("each declared group is one stratum, calibrated on its own labelled documents (none is cut into "
+                  "certainty strata)" if not summary.strata and result.config.group_column else
+                  summary.stratification.split(";")[0])
+st.caption(plain(stratification[0].upper() + stratification[1:]) + ". " + helps["strata"])
 if summary.strata:
     strata = strata_table(summary)
     st.dataframe(strata, hide_index=True, width="stretch", height=table_height(strata),

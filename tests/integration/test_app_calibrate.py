@@ -1,5 +1,6 @@
 """The Calibrate page under Streamlit's AppTest: its words follow the protocol in use, each cause of an uncertified
-level is said once, and tables without groups show no group column."""
+level is said once, tables without groups show no group column, and the bundled sample calibrates without a warning
+at the levels it declares."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import json
 import re
 
 import pandas as pd
-from apptest import assert_clean, metric, new_app, shown
+import pytest
+from apptest import assert_clean, calibrate, metric, new_app, shown
 
 from cpa_ui import nav
 
@@ -91,3 +93,35 @@ def test_no_group_column_without_groups(sample_paths):
         for frame in at.dataframe:
             assert "group" not in frame.value.columns, (page, list(frame.value.columns))
 
+
+@pytest.mark.parametrize("knowledge", ["K1", "K2", "K3"])
+def test_the_sample_calibrates_without_a_warning_at_its_levels(sample, knowledge):
+    """A newcomer's first calibration on the bundled sample: every declared level (and the pages' default 95 %) has a
+    finite threshold in every stratum, so the page opens on results, not on warnings (which stay for real data:
+    test_each_cause_of_an_uncertified_level_is_said_once)."""
+    at = calibrate(new_app().run(), knowledge=knowledge)
+    assert at.session_state["cpa.confidence"] in sample["confidences"]
+    assert not at.warning, [shown(w) for w in at.warning]
+    table = at.dataframe[0].value
+    assert list(table["confidence"]) == sample["confidences"]
+    assert "infinite" not in set(table["threshold"])
+
+
+def test_groups_that_are_their_own_strata_are_said_so(sample_paths):
+    """Calibrated per group without certainty strata: the page says each group is a stratum, never that every
+    document is calibrated against every other."""
+    config = sample_paths["config"].read_text(encoding="utf-8").replace("certainty_bins = 2", "certainty_bins = 1")
+    assert "certainty_bins = 1" in config
+    at = new_app().run()
+    at.switch_page(nav.DATA).run()
+    at.file_uploader(key="upload.config").set_value(("audit.toml", config.encode("utf-8"), "application/toml")).run()
+    at.button(key="upload.load").click().run()
+    assert_clean(at)
+    at.switch_page(nav.CALIBRATE).run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    assert not at.session_state["cpa.run"].result.strata and at.session_state["cpa.run"].result.config.group_column
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("Each declared group is one stratum, calibrated on its own labelled documents")
+               for c in captions), captions
+    assert not any("every document calibrated against every other" in c for c in captions)

@@ -98,12 +98,13 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     labels = " ".join(m.text for m in metrics)
     for label in ("Documents at risk", "Smallest set", "Median set", "Mean leakage proxy", "Coverage (release)"):
         assert label in labels
-    before = metric_value(driver, "Documents at risk")
-    # lower the confidence to the slider's minimum with the keyboard: sets shrink, documents get flagged
+    before = metric_value(driver, "Median set")
+    # lower the confidence to the slider's minimum with the keyboard: sets shrink (the documents at risk may not
+    # change: on the sample the linkage rule, which no level moves, flags nearly every document under K2)
     slider = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSlider"] input[type="range"]')[0]
     driver.execute_script("arguments[0].focus();", slider)
     ActionChains(driver).send_keys(Keys.HOME).perform()
-    wait(driver, lambda d: metric_value(d, "Documents at risk") != before, "the KPIs to follow the confidence slider")
+    wait(driver, lambda d: metric_value(d, "Median set") != before, "the KPIs to follow the confidence slider")
     wait(driver, settled, "the explore page to settle")
     charts = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')
     assert len(charts) >= 2

@@ -118,7 +118,7 @@ def test_summary_has_every_metric_per_level_and_group(runs, sample_paths):
     declared = tomllib.loads(sample_paths["config"].read_text(encoding="utf-8"))["audit"]
     summary = read_json(out / "summary.json")
     levels = summary["confidence"]
-    assert set(levels) == {str(c) for c in declared["confidence"]} == {"0.9", "0.95", "0.99"}
+    assert set(levels) == {str(c) for c in declared["confidence"]} == {"0.8", "0.9", "0.95"}
     groups = set(pd.read_csv(sample_paths["documents"], dtype=str, keep_default_na=False)["group"])
     for label, entry in levels.items():
         for key in SUMMARY_KEYS:
@@ -173,7 +173,7 @@ def test_manifest_records_the_configuration(runs, sample_paths):
         assert manifest["attacker"][key] == value, key
     assert manifest["attacker"]["attacker"] == "tfidf"
     assert manifest["score"] == declared["audit"]["score"]
-    assert manifest["confidences"] == ["0.9", "0.95", "0.99"]
+    assert manifest["confidences"] == [str(c) for c in declared["audit"]["confidence"]]
     assert manifest["protocol"] == "release"
     n = len(pd.read_csv(sample_paths["documents"]))
     assert manifest["split"]["n_test"] == n and manifest["split"]["n_cal"] == n - 200  # the tuning fold

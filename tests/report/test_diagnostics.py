@@ -111,10 +111,11 @@ def test_the_command_line_says_it_on_the_sample_data(sample_paths, tmp_path):
     assert done.returncode == 0, done.describe()
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     entry = summary["confidence"]["0.99"]
-    assert entry["whole_pool_rate"] > 0.5 and entry["warnings"]
-    [said] = [w for w in entry["warnings"] if "outside the candidate pool" in w]  # one warning for every stratum
     infinite = [label for label, q in entry["strata_thresholds"].items() if q is None]
+    assert infinite and entry["whole_pool_rate"] > 0.2 and entry["warnings"]
+    [said] = [w for w in entry["warnings"] if "outside the candidate pool" in w]  # one warning for every stratum
     assert all(f"'{label}'" in said for label in infinite), (infinite, said)
+    assert not summary["confidence"]["0.9"]["warnings"]
     assert any(line.startswith("cpa: warning:") and "outside the candidate pool" in line for line in done.stderr_lines)
     assert "q_hat per stratum (" in done.stderr and " infinite" in done.stderr
     assert None in entry["strata_thresholds"].values()
@@ -169,11 +170,14 @@ def test_the_command_line_says_a_short_shortlist_and_a_group_without_labels(samp
     done = run_cli_inprocess("audit", "--documents", path, "--registry", sample_paths["registry"],
                              "--config", sample_paths["config"], "--confidence", 0.9, "--out", tmp_path / "groups")
     assert done.returncode == 0, done.describe()
-    assert any("group 'ner_masking' has 348 audited documents but no calibration document" in line
+    unknown = int((documents["group"] == "ner_masking").sum())
+    assert any(f"group 'ner_masking' has {unknown:,} audited documents but no calibration document" in line
                for line in done.stderr_lines)
     summary = json.loads((tmp_path / "groups" / "summary.json").read_text(encoding="utf-8"))
     assert summary["confidence"]["0.9"]["groups"]["ner_masking"]["threshold"] == "infinite"
-    assert summary["confidence"]["0.9"]["n_test"] == 1000 and summary["confidence"]["0.9"]["n_cal"] == 652 - 130  # a fifth tunes the temperature
+    labelled = len(documents) - unknown
+    assert summary["confidence"]["0.9"]["n_test"] == len(documents)
+    assert summary["confidence"]["0.9"]["n_cal"] == labelled - round(labelled / 5)  # a fifth tunes the temperature
 
 
 @pytest.mark.parametrize("labelled, groups", [(9, None), (10, None), (18, ("a", "b"))])

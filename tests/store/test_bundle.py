@@ -55,7 +55,8 @@ def test_a_policy_chosen_after_calibration_declares_what_the_command_line_would(
     config, _ = declare_audit(project, registry, documents=documents)
     viewed = config.with_policy(0.935, ReleasePolicy(3, 0.4))
     cli, _ = declare_audit(project, registry, documents=documents, overrides={
-        "confidence": [0.9, 0.935, 0.95, 0.99], "flag_confidence": 0.935, "flag_below": 3, "leakage_threshold": 0.4})
+        "confidence": sorted({*map(float, config.confidences), 0.935}), "flag_confidence": 0.935, "flag_below": 3,
+        "leakage_threshold": 0.4})
     assert viewed.config_id == cli.config_id
     assert config.with_policy(0.95, config.policy).confidences == config.confidences  # an audited level: not added
 
