@@ -50,6 +50,9 @@ def adopt_data(data: DataSet) -> None:
     state.flag_below = int(data.project.audit.get("flag_below", AUDIT_DEFAULTS["flag_below"]))
     state.leakage_threshold = data.project.audit.get("leakage_threshold")
     state.acceptable_linkage = data.project.audit.get("acceptable_linkage")
+    levels = data.project.audit.get("confidence") or AUDIT_DEFAULTS["confidence"]
+    # viewed at the level its configuration flags at (declared, else the lowest audited one), as exports declare
+    state.confidence = float(data.project.audit.get("flag_confidence") or min(levels))
     state.forget_results()
     forget_widgets("w.threat.")
 

@@ -76,8 +76,7 @@ if st.button(label, type="primary" if not current else "secondary", icon=":mater
         st.stop()
     finally:
         placeholder.empty()
-    state.run, current = run, True
-    record_calibration(run)  # a history failure is a warning: the run is kept
+    state.run, current = record_calibration(run), True  # a history failure is a warning: the run is kept
     state.notice = f"Calibrated in {run.seconds:.1f} s."
 
 if run is None:

@@ -153,6 +153,23 @@ HELP: dict[str, str] = {
     "flagged_before": "Flagged by the audit of the released text.",
     "flagged_after": "Flagged by the audit of the redacted release.",
     "still_flagged_because": "For a document still flagged after redaction: the words that still drive its match.",
+    "action": "edit: replace these words of the released text; withhold: leave the whole document out of the release "
+              "(no safe redaction of its evidence makes it acceptable).",
+    "original": "The words of the released text the edit replaces.",
+    "replacement": "What they become in the redacted release (empty: deleted).",
+    "term": "The piece of the attacker's evidence the edit removes (a word, a sentence or an LLM clue).",
+    "origin": "Who proposed the row: the search (suggested), the allow list, or you in the drill-down (curator).",
+    "linkage_before": "The document's linkage probability under the audit's calibration.",
+    "linkage_after": "The document's linkage probability after redaction, from the re-audit's calibration.",
+    "linkage_after_indicative": "The document's linkage probability once this term (and every earlier one) is "
+                                "redacted, under the stored calibration. Indicative.",
+    "reason": "Why the document is to be withheld, or why an edit is not accepted by default.",
+    "accept": "Whether the row goes into the redacted release.",
+    "redaction": "What the accepted decisions did to the document: edited, withheld (left out of the release) or "
+                 "unchanged.",
+    "k": "The release policy's k: documents whose certified set has fewer members are flagged.",
+    "flag_confidence": "The confidence level the audit flags at: its flagged count and median |C| are at this level.",
+    "redacted_from": "For an audit of a redacted release: the audit of the release it was redacted from.",
 }
 
 PROTOCOL_HELP: dict[str, dict[str, str]] = {
@@ -264,6 +281,20 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "n_flagged_a": ("flagged A", "%d", "audit_a"),
     "n_flagged_b": ("flagged B", "%d", "audit_b"),
     "change": ("change", TEXT, "change"),
+    "action": ("action", TEXT, "action"),
+    "original": ("words", TEXT, "original"),
+    "replacement": ("become", TEXT, "replacement"),
+    "term": ("evidence term", TEXT, "term"),
+    "origin": ("from", TEXT, "origin"),
+    "linkage_before": ("linkage before", "%.3f", "linkage_before"),
+    "linkage_after": ("linkage after (recalibrated)", "%.3f", "linkage_after"),
+    "linkage_after_indicative": ("linkage after (indicative)", "%.3f", "linkage_after_indicative"),
+    "reason": ("reason", TEXT, "reason"),
+    "accept": ("accept", TEXT, "accept"),
+    "redaction": ("redaction", TEXT, "redaction"),
+    "k": ("k", "%d", "k"),
+    "flag_confidence": ("flagged at", TEXT, "flag_confidence"),
+    "redacted_from": ("redacted from audit", "%d", "redacted_from"),
 }
 """How every table of figures labels, formats and explains its columns (pages and report alike)."""
 
