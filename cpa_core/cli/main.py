@@ -539,9 +539,14 @@ def cmd_redact(args) -> int:
         where = " (audited and calibration documents alike)" if config.protocol == "split" else ""
         _say(f"{len(suggestions)} flagged documents{where}: {safe} made acceptable to the policy by their suggested "
              f"edits (indicative, under the stored calibration), {len(suggestions) - safe} to withhold")
-    _say(f"{n_edits} accepted edits in {len(edits)} documents, {sum(e.length for d in edits.values() for e in d):,} "
-         f"characters; {len(withheld)} documents withheld; decisions {out / 'decisions.csv'}; "
-         f"redacted release {release} ({kept} documents)")
+    kinds = {}
+    for document in edits.values():
+        for edit in document:
+            kinds[edit.kind] = kinds.get(edit.kind, 0) + 1
+    said = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    _say(f"{n_edits} accepted edits{f' ({said})' if said else ''} in {len(edits)} documents, "
+         f"{sum(e.length for d in edits.values() for e in d):,} characters; {len(withheld)} documents withheld; "
+         f"decisions {out / 'decisions.csv'}; redacted release {release} ({kept} documents)")
     if kept == 0:
         _say("every document is withheld: the redacted release is empty and there is nothing to audit again")
         return 0
