@@ -26,6 +26,7 @@ from cpa_core.common.errors import ConfigError
 from cpa_core.io.candidate_scores import CandidateScores, read_candidate_scores
 from cpa_core.io.reading import encoding_notes, read_table
 from cpa_core.io.tables import Documents, Registry, load_documents, load_registry
+from cpa_core.report.formatting import counted
 from cpa_core.report.metrics import confidence_curve
 from cpa_core.report.worklist import worklist
 from cpa_ui.state import AuditRun, DataSet
@@ -105,14 +106,15 @@ def audit(key: str, _documents: Documents, _registry: Registry, _attacker: Attac
     The bar is drawn inside the cached function, so a cache hit replays it in its final state; callers
     draw it in a placeholder they clear afterwards.
     """
-    bar = st.progress(0.0, text="Splitting the documents into calibration and test sets…")
+    bar = st.progress(0.0, text="Preparing the attack…")
 
     def progress(done: int, total: int, step: str) -> None:
         bar.progress(min(done / max(total, 1), 1.0), text=f"{step.capitalize()}: {done:,} of {total:,} documents")
 
     result = run_audit(_documents, _registry, _attacker, _config, progress=progress, engine=_engine)
-    bar.progress(1.0, text=f"Calibrated on {sum(result.calibration.n_.values()):,} documents; "
-                           f"{len(result.test_split):,} test documents certified")
+    certified = "documents certified" if _config.protocol == "release" else "test documents certified"
+    bar.progress(1.0, text=f"Calibrated on {counted(sum(result.calibration.n_.values()), 'document')}; "
+                           f"{len(result.test_split):,} {certified}")
     return result
 
 

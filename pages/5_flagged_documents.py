@@ -52,7 +52,8 @@ if len(flagged):
     choices = flagged["doc_id"].astype(str).tolist()
     sizes = dict(zip(choices, flagged["set_size"]))
 else:
-    st.caption("No document is flagged under this policy; inspect any test document, smallest set first.")
+    st.caption("No document is flagged under this policy; inspect any "
+               + ("document" if result.config.protocol == "release" else "test document") + ", smallest set first.")
     order = np.argsort(cert.set_sizes, kind="stable")
     choices = cert.split.table.doc_ids[order].astype(str).tolist()
     sizes = dict(zip(choices, cert.set_sizes[order]))

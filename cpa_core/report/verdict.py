@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from cpa_core.report.diagnostics import FEW_IN_REGISTRY, MOSTLY, NEARLY_WHOLE
+from cpa_core.report.formatting import counted
 from cpa_core.report.metrics import AuditSummary, GroupMetrics, LevelSummary, summarize
 
 if TYPE_CHECKING:
@@ -244,13 +245,13 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
         status = "unsafe"
         kept = entry.remainder_documents or 0
         headline = (f"Not releasable as it is: {attack}. Even after withholding or redacting the {n_flagged:,} "
-                    f"flagged {documents}{by_rule}, the {kept:,} left would be linked at up to {_percent(bound)} "
+                    f"flagged {documents if n_flagged != 1 else documents[:-1]}{by_rule}, the {kept:,} left would be linked at up to {_percent(bound)} "
                     f"(95 % upper bound), {_percent(bound - rate)} above the acceptable linkage rate "
                     f"{_percent(rate)}.")
         actions = ["Do not release this collection as it is: the declared attacker names the right person too "
                    "often, whatever the certified set sizes."]
         if n_flagged:
-            actions.append(f"Withhold or redact the {n_flagged:,} flagged documents first (the redaction worklist, "
+            actions.append(f"Withhold or redact the {counted(n_flagged, 'flagged document')} first (the redaction worklist, "
                            "highest linkage probability and smallest set first).")
         actions.append("Then reduce what links the rest: generalise or remove the attributes the attacker matches "
                        "(the driving terms of the worklist), release fewer documents, or release to a controlled "
@@ -268,20 +269,20 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
                    "the failed checks are resolved."]
         actions += list(dict.fromkeys(check.remedy for check in failed if check.remedy))
         if n_flagged:
-            actions.append(f"Meanwhile, do not release the {n_flagged:,} flagged documents.")
+            actions.append(f"Meanwhile, do not release the {counted(n_flagged, 'flagged document')}.")
         actions.append("Re-run the audit and sign off on a report whose checks all pass.")
     elif n_flagged and n_flagged == n:
         status = "redact"
         headline = (f"Every one of the {n:,} {documents} is flagged at {level} confidence ({rule}){by_rule}: none can be "
                     f"released as it is. {first}.")
-        actions = [f"Withhold the {n:,} documents, or redact every one of them and audit the redacted release again."]
+        actions = [f"Withhold the {counted(n, 'document')}, or redact every one of them and audit the redacted release again."]
     elif n_flagged:
         status = "redact"
         headline = (f"{n_flagged:,} of {n:,} {documents} flagged at {level} confidence ({rule}){by_rule}: redact or "
                     f"withhold them before release. {first}; "
                     + ("nothing is left to release." if bound is None else
                        f"the rest is linked at up to {_percent(bound)}, within the acceptable {_percent(rate)}."))
-        actions = [f"Redact or withhold the {n_flagged:,} flagged documents, highest linkage probability and smallest "
+        actions = [f"Redact or withhold the {counted(n_flagged, 'flagged document')}, highest linkage probability and smallest "
                    "set first (the redaction worklist; its driving terms are where to start)."]
         if n_empty:
             actions.append(f"{n_empty:,} of them have an empty set (|C| = 0): the attacker is more certain about "
@@ -296,7 +297,8 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
                     + (f"; at most {_percent(bound)} (95 % upper bound)" if bound is not None else "") + ".")
         actions = [f"The {n:,} {documents} may be released under this configuration."]
     if entry.n_uninformative:
-        actions.append(f"{entry.n_uninformative:,} documents give the attacker nothing to go on (every candidate "
+        actions.append(f"{counted(entry.n_uninformative, 'document')} give"
+                       f"{'s' if entry.n_uninformative == 1 else ''} the attacker nothing to go on (every candidate "
                        "ties): nothing links them under this attacker. Check them by hand (an image, code, another "
                        "language the attacker cannot read) or withhold them.")
     if status in ("release", "redact"):

@@ -239,6 +239,19 @@ def test_documents_the_attacker_cannot_tell_apart_are_a_per_document_action_neve
                for a in verdict.actions)
 
 
+def test_one_document_is_said_in_the_singular():
+    one = release_verdict(summary(entry(n_flagged=1, n_uninformative=1)), 0.9)
+    assert one.actions[0].startswith("Redact or withhold the 1 flagged document,")
+    assert any(a.startswith("1 document gives the attacker nothing to go on") for a in one.actions)
+    low, high = clopper_pearson(100, 200)
+    unsafe = release_verdict(summary(entry(first_guess_rate=0.5, first_guess_low=low, first_guess_high=high,
+                                           n_flagged=1, n_flagged_by_set=0, n_flagged_by_linkage=1,
+                                           remainder_documents=199, remainder_labelled=199,
+                                           remainder_first_guess=0.5, remainder_bound=0.56)), 0.9)
+    assert "withholding or redacting the 1 flagged held-out test document (" in unsafe.headline
+    assert any(a.startswith("Withhold or redact the 1 flagged document first") for a in unsafe.actions)
+
+
 # --- real audits -------------------------------------------------------------------------------------------------
 
 def test_an_attacker_that_knows_nothing_is_never_a_release():
