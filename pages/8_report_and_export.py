@@ -111,7 +111,8 @@ st.subheader("For re-derivation and archiving")
 left, right = st.columns(2)
 left.download_button("Per-document records (JSONL)", records_jsonl, file_name=f"{stem}-records.jsonl",
                      mime="application/x-ndjson", icon=":material/list:", key="export.records", width="stretch",
-                     help="One JSON object per calibration and test document: the query (the released text), the top "
+                     help=("One JSON object per document" if result.config.protocol == "release" else
+                           "One JSON object per calibration and test document") + ": the query (the released text), the top "
                           "candidates with weights and scores, the truth's rank and the set at each level. Contains "
                           "document text: handle it like the release itself.")
 right.download_button("Manifest (JSON)", json.dumps(audit_manifest, indent=2, default=str).encode("utf-8"),
