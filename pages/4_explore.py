@@ -40,6 +40,16 @@ def sizes_by_level(key: str, _result: AuditResult) -> pd.DataFrame:
                                                           _result.certificates(CURVE_CONFIDENCES)))))
 
 
+def most_flagged(groups: pd.DataFrame) -> str:
+    """The group with the largest share of flagged documents, in words (its name as text, never as markdown)."""
+    share = groups["n_flagged"] / groups["n_test"].clip(lower=1)
+    if not (groups["n_flagged"] > 0).any():
+        return "no document flagged in any group"
+    top = groups.loc[share.idxmax()]
+    return (f"the most flagged is {plain(top['group'])}, {int(top['n_flagged']):,} of {int(top['n_test']):,} "
+            f"documents ({100 * share.max():.1f} %)")
+
+
 @st.fragment
 def certificate_at_level(result: AuditResult, documents: str, curve_flag_below: int | None) -> None:
     """What a slider changes: the certificate, its KPIs and figures. A fragment: moving a slider reruns this
@@ -75,7 +85,7 @@ def certificate_at_level(result: AuditResult, documents: str, curve_flag_below: 
         columns["coverage"] = st.column_config.ProgressColumn(column_label("coverage", protocol), format="percent",
                                                               help=help_texts(protocol)[COLUMNS["coverage"][2]],
                                                               min_value=0.0, max_value=1.0)
-        st.markdown(f"**Per group** at {fmt_confidence(confidence)}")
+        st.markdown(f"**Per group** at {fmt_confidence(confidence)}: {most_flagged(shown)}")
         st.dataframe(shown, hide_index=True, width="stretch", column_config=columns)
         if not result.config.group_column:
             st.caption("Calibrated on all groups together: the guarantee holds on average over groups, not within "

@@ -51,6 +51,12 @@ def test_release_protocol_says_audited_documents_and_shows_no_coverage_curve(sam
     levels = shown_figures[BY_LEVEL]
     assert levels["data"][0]["name"] == "audited documents with |C| < k = 11"
     assert "coverage" not in " ".join(trace["name"] for trace in levels["data"])
+    # the per-group table's heading names the group with the largest share flagged, as text
+    groups = at.dataframe[0].value
+    share = groups["n_flagged"] / groups["n_test"]
+    top = groups.loc[share.idxmax()]
+    assert (f"the most flagged is {top['group']}, {top['n_flagged']:,} of {top['n_test']:,} documents "
+            f"({100 * share.max():.1f} %)") in said
 
     # a new k reruns the page: the chart across levels counts with it
     at.slider(key="w.explore.flag_below").set_value(5).run()
