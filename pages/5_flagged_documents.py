@@ -78,7 +78,7 @@ columns[0].metric("Set size |C|", f"{facts['set_size']:,}", help=HELP["set_size"
                   delta="no information: every candidate ties" if facts["uninformative"] else None, delta_color="off")
 columns[1].metric("Linkage probability", "–" if facts["linkage_probability"] is None else
                   fmt_number(facts["linkage_probability"]),
-                  delta=None if facts["stratum"] is None else f"stratum {facts['stratum']}", delta_color="off",
+                  delta=None if facts["stratum"] is None else plain(f"stratum {facts['stratum']}"), delta_color="off",
                   help=HELP["linkage_probability"])
 columns[2].metric("True identity's rank", "not in pool" if facts["true_rank"] is None else f"{facts['true_rank']:,}",
                   help=HELP["true_rank"])
