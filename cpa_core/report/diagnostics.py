@@ -139,12 +139,16 @@ def certificate_warnings(result: AuditResult, cert: Certificate, policy: Release
     cal = result.calibration_split
     too_small = {stratum for stratum, _ in small}
     labels = cal.stratum_labels
-    strata = {ALL: np.ones(len(cal), dtype=bool)} if labels is None else \
-        {key: labels.astype(str) == str(key) for key in calibration.n_}
+    if labels is not None:
+        keys, codes = cal.stratum_codes  # computed once per split: a stratum's mask is one comparison of codes
+        index = {str(key): i for i, key in enumerate(keys.tolist())}
 
     missed = []
-    for stratum, mask in strata.items():
-        if stratum in too_small or not math.isinf(calibration.q_hat(confidence, stratum)) or not mask.any():
+    for stratum in ([ALL] if labels is None else list(calibration.n_)):
+        if stratum in too_small or not math.isinf(calibration.q_hat(confidence, stratum)):
+            continue
+        mask = np.ones(len(cal), dtype=bool) if labels is None else codes == index.get(str(stratum), -1)
+        if not mask.any():
             continue
         outside = int((~cal.in_pool[mask]).sum())
         if config.miss_policy == "infinite" and outside:

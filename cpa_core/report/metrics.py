@@ -179,10 +179,10 @@ def attack_metrics(cert: Certificate, mask: np.ndarray, policy: ReleasePolicy) -
     first = (ranks == 1)
     k = policy.flag_below
     in_top = (ranks >= 1) & (ranks <= k)
-    reasons = cert.flag_reasons(policy)[mask]
-    flagged = reasons != ""
     linkage = None if cert.linkage is None else cert.linkage[mask]
-    rest = ~flagged
+    by_set = policy.flags_by_set(cert.set_sizes[mask])  # the rules on the selected documents only
+    by_linkage = policy.flags_by_linkage(linkage, by_set.shape[0])
+    rest = ~(by_set | by_linkage)
     rest_labelled = rest & split.labelled[mask]
     rest_first = (split.truth_ranks[mask] == 1) & rest_labelled
     rate, low, high = rate_with_interval(int(rest_first.sum()), int(rest_labelled.sum()))
@@ -199,8 +199,8 @@ def attack_metrics(cert: Certificate, mask: np.ndarray, policy: ReleasePolicy) -
     return {
         "first_guess_rate": first_rate, "first_guess_low": first_low, "first_guess_high": first_high,
         "top_k": k, "top_k_rate": k_rate, "top_k_low": k_low, "top_k_high": k_high,
-        "n_flagged_by_set": int(np.isin(reasons, ("set", "set+linkage")).sum()),
-        "n_flagged_by_linkage": int(np.isin(reasons, ("linkage", "set+linkage")).sum()),
+        "n_flagged_by_set": int(by_set.sum()),
+        "n_flagged_by_linkage": int(by_linkage.sum()),
         "n_uninformative": int(split.uninformative[mask].sum()),
         "mean_linkage": float(linkage.mean()) if linkage is not None and linkage.size else None,
         "remainder_documents": int(rest.sum()), "remainder_labelled": n_l,
@@ -292,7 +292,7 @@ def _metrics_of(cert: Certificate, mask: np.ndarray | None, policy: ReleasePolic
         **ranking_metrics(split.truth_ranks[mask][labelled]),
     }
     if policy is not None:
-        flagged = cert.flags(policy)[mask]
+        flagged = policy.flags(sizes, None if cert.linkage is None else cert.linkage[mask])
         out["n_flagged"] = int(flagged.sum())
         out["flagged_share"] = float(flagged.mean()) if n else 0.0
         out.update(attack_metrics(cert, mask, policy))
