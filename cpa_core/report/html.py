@@ -271,14 +271,7 @@ def svg_set_size_curve(curve: pd.DataFrame, confidence: float, flag_below: int, 
     parts.append(f'<line x1="{left}" y1="{k_y:.1f}" x2="{left + plot_w}" y2="{k_y:.1f}" stroke="{FLAGGED_COLOR}" '
                  'stroke-dasharray="2 3"/>')
     parts.append(_svg_text(left + plot_w + 6, k_y + 3, f"k = {flag_below} (flagged below)", 9, "start", FLAGGED_COLOR))
-    for i, (name, values, color, dash) in enumerate(series):
-        points = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(levels, values) if math.isfinite(y))
-        dashing = f' stroke-dasharray="{dash}"' if dash else ""
-        parts.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="1.8"{dashing}/>')
-        legend_y = top + 12 + 16 * i
-        parts.append(f'<line x1="{left + plot_w + 10}" y1="{legend_y - 3}" x2="{left + plot_w + 30}" '
-                     f'y2="{legend_y - 3}" stroke="{color}" stroke-width="1.8"{dashing}/>')
-        parts.append(_svg_text(left + plot_w + 34, legend_y, name, 9, "start"))
+    parts += _svg_lines(series, levels, sx, sy, left + plot_w, top)
     marker = sx(float(confidence))
     parts.append(f'<line x1="{marker:.1f}" y1="{top}" x2="{marker:.1f}" y2="{top + plot_h}" stroke="{FLAGGED_COLOR}" '
                  'stroke-dasharray="4 3"/>')
@@ -287,6 +280,21 @@ def svg_set_size_curve(curve: pd.DataFrame, confidence: float, flag_below: int, 
     parts.append(_svg_text(14, top + plot_h / 2, "certified set size |C|", 10).replace(
         "<text ", f'<text transform="rotate(-90 14 {top + plot_h / 2:.1f})" ', 1))
     return _svg(width, height, "".join(parts), title)
+
+
+def _svg_lines(series, levels, sx, sy, legend_x: float, top: float) -> list[str]:
+    """Each ``(name, values, color, dash)`` of ``series`` as a polyline over ``levels`` (values that are not finite
+    left out), with its legend entry to the right of the plot (``legend_x``: the plot's right edge)."""
+    parts = []
+    for i, (name, values, color, dash) in enumerate(series):
+        points = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(levels, values) if math.isfinite(y))
+        dashing = f' stroke-dasharray="{dash}"' if dash else ""
+        parts.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="1.8"{dashing}/>')
+        legend_y = top + 12 + 16 * i
+        parts.append(f'<line x1="{legend_x + 10}" y1="{legend_y - 3}" x2="{legend_x + 30}" '
+                     f'y2="{legend_y - 3}" stroke="{color}" stroke-width="1.8"{dashing}/>')
+        parts.append(_svg_text(legend_x + 34, legend_y, name, 9, "start"))
+    return parts
 
 
 def svg_confidence_curve(curve: pd.DataFrame, confidence: float, title: str) -> str:
@@ -310,14 +318,7 @@ def svg_confidence_curve(curve: pd.DataFrame, confidence: float, title: str) -> 
         parts.append(_svg_text(left - 6, sy(tick) + 3, f"{100 * tick:.0f} %", 9, "end"))
     for tick in np.arange(math.ceil(20 * x0) / 20, x1 + 1e-9, 0.1):
         parts.append(_svg_text(sx(tick), top + plot_h + 14, f"{100 * tick:.0f} %", 9))
-    for i, (name, values, color, dash) in enumerate(series):
-        points = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(levels, values) if not math.isnan(y))
-        dashing = f' stroke-dasharray="{dash}"' if dash else ""
-        parts.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="1.8"{dashing}/>')
-        legend_y = top + 12 + 16 * i
-        parts.append(f'<line x1="{left + plot_w + 10}" y1="{legend_y - 3}" x2="{left + plot_w + 30}" '
-                     f'y2="{legend_y - 3}" stroke="{color}" stroke-width="1.8"{dashing}/>')
-        parts.append(_svg_text(left + plot_w + 34, legend_y, name, 9, "start"))
+    parts += _svg_lines(series, levels, sx, sy, left + plot_w, top)
     marker = sx(float(confidence))
     parts.append(f'<line x1="{marker:.1f}" y1="{top}" x2="{marker:.1f}" y2="{top + plot_h}" stroke="{FLAGGED_COLOR}" '
                  'stroke-dasharray="4 3"/>')
