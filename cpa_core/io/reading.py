@@ -235,12 +235,24 @@ def _read(source: str | Path | bytes, name: str | None, fmt: str | None, encodin
                  _encoding_notes(data, encoding, kind))
 
 
+# a released document can be longer than the csv module's default field limit (131,072 characters): public judgments
+# run to hundreds of thousands; the table reader (pandas) has no such limit, and neither does this reader now
+csv.field_size_limit(2**31 - 1)
+
+
 def _check_row_widths(name: str, records, width: int) -> None:
     """Refuse a CSV row with fewer fields than the header: a table reader pads it with empty cells, which would
     silently turn, e.g., a document with a cut-off line into one with no identity (a line break inside an
-    unquoted field cuts a row in two)."""
+    unquoted field cuts a row in two). A row the CSV reader cannot read is refused, naming it."""
     row = 0
-    for record in records:
+    while True:
+        try:
+            record = next(records, None)
+        except csv.Error as error:
+            raise DataError(name, f"not a well-formed CSV table (row {row + 1}: {error})",
+                            expected="a CSV row", found="a row the CSV reader cannot read") from None
+        if record is None:
+            return
         if not record:  # a blank line: skipped, as the table reader does
             continue
         row += 1

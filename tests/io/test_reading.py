@@ -277,3 +277,13 @@ def test_a_row_shorter_than_the_header_is_refused_with_its_number(body, row):
         load_documents(("doc_id,text,identity_id\n" + body).encode(), name="docs.csv")
     quoted = 'doc_id,text,identity_id\nd1,"a line\rbreak",p1\n\nd2,text,p2\n'  # quoted breaks and blank lines are fine
     assert list(load_documents(quoted.encode(), name="docs.csv").frame["identity_id"]) == ["p1", "p2"]
+
+
+def test_a_field_longer_than_the_csv_modules_default_limit_is_read_whole():
+    """Public judgments run to 200,000 characters and more: a document that long is read, not refused."""
+    from cpa_core.io.reading import read_table
+
+    long = "word " * 41_306  # 206,530 characters, beyond the csv module's default limit of 131,072
+    data = ("doc_id,text,identity_id\n" + f'd1,"{long}",P1\n' + "d2,short,P2\n").encode("utf-8")
+    frame, _ = read_table(data, "long.csv")
+    assert frame["text"].tolist() == [long, "short"]
