@@ -55,7 +55,7 @@ from bench_tfidf import log  # noqa: E402
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.project import declare_audit, load_config
 from cpa_core.redaction.decisions import accepted, proposed_decisions, redacted_config
-from cpa_core.redaction.suggestions import REPLACEMENTS, WITHHOLD, apply_edits, suggest_redactions
+from cpa_core.redaction.suggestions import REPLACEMENTS, WITHHOLD, decided_frame, suggest_redactions
 
 SAMPLE = REPO / "sample_data"
 PROFILE_DOCS, AUDIT_DOCS = 3, 10
@@ -98,9 +98,7 @@ def n_flagged(result, level=None) -> int:
 def decided(documents, table):
     """The release the accepted rows of a decisions table make (edits applied, documents to withhold left out)."""
     edits, withheld = accepted(table)
-    frame = documents.frame[~documents.frame["doc_id"].astype(str).isin(withheld)].copy()
-    frame["text"] = [apply_edits(t, edits.get(str(d), ())) for d, t in zip(frame["doc_id"], frame["text"])]
-    return replace(documents, frame=frame.reset_index(drop=True), sha256="0" * 64), edits, withheld
+    return replace(documents, frame=decided_frame(documents.frame, edits, withheld), sha256="0" * 64), edits, withheld
 
 
 def measure(name: str, paths: dict[str, Path], strategy: str) -> dict:
@@ -112,8 +110,7 @@ def measure(name: str, paths: dict[str, Path], strategy: str) -> dict:
 
     def again(redacted):
         config_after, attacker_after = declare_audit(project, registry, documents=redacted)
-        labelled = int(redacted.frame["identity_id"].notna().sum())
-        return run_audit(redacted, registry, attacker_after, redacted_config(config_after, labelled))
+        return run_audit(redacted, registry, attacker_after, redacted_config(config_after, redacted.frame))
     return _measure(name, documents, registry, config, attacker, again, strategy)
 
 

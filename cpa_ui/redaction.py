@@ -35,6 +35,7 @@ from cpa_core.redaction.suggestions import (
     REPLACEMENTS,
     Suggestion,
     apply_edits,
+    decided_frame,
     redacted_file,
     redacted_name,
     suggest_redactions,
@@ -122,17 +123,20 @@ def review_rows(review: Review) -> pd.DataFrame:
 
 def with_ticks(review: Review, accept) -> Review:
     """The review with the ``accept`` column as ticked in the review table (the table is not redrawn)."""
-    table = review.table.copy()
-    table["accept"] = np.asarray(accept, dtype=bool)
-    return replace(review, table=table, drawn=review.drawn if review.drawn is not None else review.table,
-                   after=None, after_data=None)
+    return _with_accept(review, accept, redraw=False)
 
 
 def with_decisions(review: Review, accept) -> Review:
     """The review with the ``accept`` column decided in bulk: the review table is redrawn from it."""
+    return _with_accept(review, accept, redraw=True)
+
+
+def _with_accept(review: Review, accept, redraw: bool) -> Review:
+    """The review with a new ``accept`` column; the audit of the release the old one made is dropped."""
     table = review.table.copy()
     table["accept"] = np.asarray(accept, dtype=bool)
-    return replace(review, table=table, drawn=None, version=review.version + 1, after=None, after_data=None)
+    drawn = None if redraw else review.drawn if review.drawn is not None else review.table
+    return replace(review, table=table, drawn=drawn, version=review.version + redraw, after=None, after_data=None)
 
 
 def with_curator_text(review: Review, doc_id: str, released: str, edited: str) -> Review:
@@ -182,16 +186,14 @@ def document_text(review: Review | None, doc_id: str, released: str) -> str:
 
 def redacted_data(data: DataSet, table: pd.DataFrame) -> DataSet:
     """The release the accepted rows make, as a data set of its own: the edits applied, the documents to withhold
-    left out, named ``<input>-redacted`` (with the file as written, when the input's file is at hand). Raises :class:`~cpa_core.common.errors.DataError` when every document is withheld."""
+    left out, named ``<input>-redacted`` (with the file as written, when the input's file is at hand). Raises
+    :class:`~cpa_core.common.errors.DataError` when every document is withheld."""
     edits, withheld = accepted(table)
     documents = data.documents
-    frame = documents.frame[~documents.frame["doc_id"].astype(str).isin(withheld)].copy()
+    frame = decided_frame(documents.frame, edits, withheld)
     if frame.empty:
         raise DataError(str(documents.file), "every document is withheld: the redacted release is empty",
                         expected="at least one document released", found=f"{len(withheld):,} withheld")
-    frame["text"] = [apply_edits(text, edits[d]) if d in edits else text
-                     for d, text in zip(frame["doc_id"].astype(str), frame["text"])]
-    frame = frame.reset_index(drop=True)
     digest = hashlib.sha256()
     for doc_id, text in zip(frame["doc_id"].astype(str), frame["text"]):
         digest.update(doc_id.encode("utf-8", "surrogatepass") + b"\x00" + text.encode("utf-8", "surrogatepass") + b"\x00")
@@ -212,9 +214,7 @@ def reaudit(review: Review, threat, scores) -> tuple[AuditRun, DataSet]:
     before = review.before
     after_data = redacted_data(review.data, review.table)
     attacker = reaudit_attacker(before, review.data, threat, scores)
-    labelled = int(after_data.documents.frame["identity_id"].notna().sum()) \
-        if "identity_id" in after_data.documents.frame else len(after_data.documents.frame)
-    run = audit_run(after_data, redacted_config(before.result.config, labelled), attacker,
+    run = audit_run(after_data, redacted_config(before.result.config, after_data.documents.frame), attacker,
                     label=f"{before.label} · redacted" + (f" from audit {before.audit_id}" if before.audit_id else ""))
     lineage = {"from_audit": before.audit_id, "from_config_id": before.result.config.config_id,
                "decisions": decisions_summary(review.table)}

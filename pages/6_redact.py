@@ -169,8 +169,8 @@ characters = [sum(e.length for e in document) for document in edits_of.values()]
 columns[4].metric("Characters per edited doc (median)", f"{int(np.median(characters)) if characters else 0:,}")
 
 source = data.documents_source
-work = suggested_worklist(explained_worklist(run.key, result.with_policy(confidence, policy).config.config_id,
-                                             result.with_policy(confidence, policy), data, run),
+declared = result.with_policy(confidence, policy)  # what the worklist declares, as on the Report page
+work = suggested_worklist(explained_worklist(run.key, declared.config.config_id, declared, data, run),
                           review.suggestions)
 left, middle, right, last = st.columns(4)
 if source is not None:

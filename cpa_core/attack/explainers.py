@@ -127,10 +127,6 @@ class Explainer:
         return [heaviest_terms(found, n_terms) for found in self.evidence_batch(texts, candidate_rows, clues)]
 
 
-def _overlaps(start: int, end: int, regions: Sequence[tuple[int, int]]) -> bool:
-    return any(a < end and start < b for a, b in regions)
-
-
 class _Regions:
     """Ranges of a text (sorted by start, possibly overlapping), asked many times whether a range meets one:
     a bisection on the starts and the furthest end of the ranges that start before."""
@@ -348,6 +344,7 @@ def find_clue(text: str, clue: str, regions: Sequence[tuple[int, int]] = (),
     if not words:
         return []
     flat, origin = folded if folded is not None else _folded(text)
+    covered = _Regions(sorted(regions))
     found = []
     for match in re.finditer(r"\s+".join(map(re.escape, words)), flat):
         a, b = match.span()
@@ -359,7 +356,7 @@ def find_clue(text: str, clue: str, regions: Sequence[tuple[int, int]] = (),
         if (_is_word(flat[a]) and start > 0 and _is_word(text[start - 1])) or \
                 (_is_word(flat[b - 1]) and end < len(text) and _is_word(text[end])):
             continue  # inside a word
-        if not _overlaps(start, end, regions):
+        if not covered.overlap(start, end):
             found.append((start, end))
     return found
 

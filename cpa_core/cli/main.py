@@ -460,7 +460,7 @@ def cmd_redact(args) -> int:
         redaction_log,
     )
     from cpa_core.redaction.replacements import load_generalization
-    from cpa_core.redaction.suggestions import redacted_release, replacement_for, suggested_worklist
+    from cpa_core.redaction.suggestions import decided_frame, redacted_release, replacement_for, suggested_worklist
     from cpa_core.report.worklist import worklist, worklist_csv, worklist_json
     from cpa_core.store.bundle import CONFIG_FILE, declared_toml
     from cpa_core.store.records import write_private
@@ -528,9 +528,7 @@ def cmd_redact(args) -> int:
         write_private(out / "worklist.json", worklist_json(work))
     kept = len(texts) - len(withheld)
     release = redacted_release(inputs["documents"]["file"], documents, edits, out, withheld)
-    kept_frame = documents.frame[~documents.frame["doc_id"].astype(str).isin(withheld)]
-    labelled = int(kept_frame["identity_id"].notna().sum()) if "identity_id" in kept_frame else len(kept_frame)
-    after = replace(redacted_config(config, labelled),
+    after = replace(redacted_config(config, decided_frame(documents.frame, edits, withheld)),
                     data={role: info for role, info in config.data.items() if role != "documents"})
     write_private(out / CONFIG_FILE, declared_toml(after))
     n_edits = sum(len(e) for e in edits.values())

@@ -393,10 +393,12 @@ def decisions_summary(table: pd.DataFrame, applied: str | None = None) -> dict:
             "characters": sum(e.length for document in edits.values() for e in document)}
 
 
-def redacted_config(config: AuditConfig, labelled: int) -> AuditConfig:
-    """The declared configuration to audit the redacted release with: the same threat model and release policy,
-    unbound from the original documents; under the split protocol, a declared ``n_cal`` and ``n_test`` that the
-    release's ``labelled`` documents (some withheld) no longer hold are scaled down in proportion."""
+def redacted_config(config: AuditConfig, frame: pd.DataFrame) -> AuditConfig:
+    """The declared configuration to audit the redacted release (its documents' table ``frame``) with: the same
+    threat model and release policy, unbound from the original documents; under the split protocol, a declared
+    ``n_cal`` and ``n_test`` that the release's labelled documents (some withheld) no longer hold are scaled down in
+    proportion."""
+    labelled = int(frame["identity_id"].notna().sum()) if "identity_id" in frame else len(frame)
     out = replace(config, data={})
     n_cal, n_test = config.n_cal, config.n_test
     if config.protocol != "split" or (n_cal or 0) + (n_test or 0) <= labelled:

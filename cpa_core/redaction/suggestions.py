@@ -502,6 +502,16 @@ def redacted_name(name: str) -> str:
     return f"{path.stem}-redacted{path.suffix}"
 
 
+def decided_frame(frame: pd.DataFrame, edits: Mapping[str, Sequence[Edit]], withheld: Collection[str] = (),
+                  doc_id: str = "doc_id", text: str = "text") -> pd.DataFrame:
+    """A table of released documents with the edits applied (doc id -> its edits) and the ``withheld`` documents
+    left out (``doc_id`` and ``text`` name its columns)."""
+    ids = frame[doc_id].astype(str).str.strip()
+    out = frame.copy()
+    out[text] = [apply_edits(t, edits[i]) if i in edits else t for i, t in zip(ids, frame[text])]
+    return out[~ids.isin({str(d) for d in withheld})].reset_index(drop=True)
+
+
 def redacted_file(source, documents: Documents, edits: Mapping[str, Sequence[Edit]],
                   withheld: Collection[str] = ()) -> tuple[str, bytes]:
     """The release with the edits applied (doc id -> its edits) and the ``withheld`` documents left out, in the
@@ -513,10 +523,7 @@ def redacted_file(source, documents: Documents, edits: Mapping[str, Sequence[Edi
         data, name = Path(source), str(source)
     frame, _ = read_table(data, name, encoding=documents.encoding)
     columns = {"doc_id": "doc_id", "text": "text", **dict(documents.columns)}
-    ids = frame[columns["doc_id"]].astype(str).str.strip()
-    frame[columns["text"]] = [apply_edits(text, edits[i]) if i in edits else text
-                              for i, text in zip(ids, frame[columns["text"]])]
-    frame = frame[~ids.isin({str(d) for d in withheld})]
+    frame = decided_frame(frame, edits, withheld, columns["doc_id"], columns["text"])
     kind = FORMATS.get(Path(name).suffix.lower(), "csv")
     if kind == "parquet":
         buffer = io.BytesIO()

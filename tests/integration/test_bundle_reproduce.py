@@ -61,7 +61,7 @@ def test_the_bundle_of_a_redacted_release_reproduces_audit_redaction_and_re_audi
     name, payload = redacted_file(SAMPLE_DIR / "documents.csv", documents, edits, withheld)
     redacted = load_documents(payload, name=name)
     again, attacker_again = declare_audit(project, registry, documents=redacted, knowledge="K1")
-    after = run_audit(redacted, registry, attacker_again, redacted_config(again, len(redacted.frame)))
+    after = run_audit(redacted, registry, attacker_again, redacted_config(again, redacted.frame))
     after = after.with_inputs(redaction={"from_audit": 1, "from_config_id": config.config_id})
     with zipfile.ZipFile(io.BytesIO(audit_bundle(after, before, table))) as archive:
         archive.extractall(tmp_path)

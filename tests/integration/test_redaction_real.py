@@ -15,7 +15,7 @@ from cpa_core.attack.attackers.tfidf import TfidfAttacker
 from cpa_core.audit.configuration import AttackerConfig, AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.redaction.decisions import accepted, proposed_decisions
-from cpa_core.redaction.suggestions import apply_edits
+from cpa_core.redaction.suggestions import decided_frame
 
 
 def audit(documents, registry):
@@ -41,9 +41,8 @@ def test_the_decided_blog_release_flags_fewer_documents_at_every_level_and_no_se
         assert s.set_size_after >= s.set_size_before
         assert all(e.term.casefold() != "urllink" for e in s.edits)
     edits, withheld = accepted(table)
-    frame = documents.frame[~documents.frame["doc_id"].astype(str).isin(withheld)].copy()
-    frame["text"] = [apply_edits(t, edits.get(str(d), ())) for d, t in zip(frame["doc_id"], frame["text"])]
-    after, _ = audit(replace(documents, frame=frame.reset_index(drop=True), sha256="1" * 64), registry)
+    after, _ = audit(replace(documents, frame=decided_frame(documents.frame, edits, withheld), sha256="1" * 64),
+                     registry)
     for level in config.confidences:
         before_cert, after_cert = result.certificate(level), after.certificate(level)
         assert int(after_cert.flags(config.policy).sum()) < int(before_cert.flags(config.policy).sum()) / 10, level

@@ -12,8 +12,6 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from cpa_core.redaction.suggestions import apply_edits
-from cpa_core.report.metrics import summarize
 
 
 def audited_sample(sample_paths, overrides=None):
@@ -34,11 +32,10 @@ def audited_sample(sample_paths, overrides=None):
 def decided_release(documents, table):
     """The release the accepted rows of a decisions table make: edits applied, documents to withhold left out."""
     from cpa_core.redaction.decisions import accepted
+    from cpa_core.redaction.suggestions import decided_frame
 
     edits, withheld = accepted(table)
-    frame = documents.frame[~documents.frame["doc_id"].astype(str).isin(withheld)].copy()
-    frame["text"] = [apply_edits(t, edits.get(str(d), ())) for d, t in zip(frame["doc_id"], frame["text"])]
-    return replace(documents, frame=frame.reset_index(drop=True), sha256="0" * 64)
+    return replace(documents, frame=decided_frame(documents.frame, edits, withheld), sha256="0" * 64)
 
 
 def redacted_sample(sample_paths):
