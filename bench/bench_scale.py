@@ -43,7 +43,7 @@ def worker_stages(data: str, top_k: str, out: str, temperature: str = "auto") ->
     from cpa_core.report.evidence import audit_explainer
     from cpa_core.report.verdict import summary_document
     from cpa_core.report.worklist import worklist, worklist_csv, worklist_json
-    from cpa_core.store.records import jsonl_lines, manifest, prepare_out_dir, record_splits, records, write_private
+    from cpa_core.store.records import jsonl_lines, manifest, record_splits, records, write_private
 
     timings: dict[str, float] = {}
 
@@ -61,7 +61,8 @@ def worker_stages(data: str, top_k: str, out: str, temperature: str = "auto") ->
     with StepMemory() as memory:
         table, _ = timed("attack", lambda: attack_documents(documents, registry, attacker, level))
         result = timed("score_calibrate", lambda: run_audit(documents, registry, attacker, config, table=table))
-        folder = prepare_out_dir(out)
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         timed("summary", lambda: write_private(folder / "summary.json",
                                                json.dumps(summary_document(result), indent=2)))
         declared = result.config  # with its inputs' checksums

@@ -37,7 +37,8 @@ from cpa_core.redaction.suggestions import REPLACEMENTS
 from cpa_core.report.evidence import audit_explainer
 from cpa_core.report.metrics import LevelSummary, summarize, threshold_text
 from cpa_core.report.verdict import attack_sentence, release_verdict
-from cpa_core.store.records import prepare_out_dir, write_audit
+from cpa_core.store.output_folder import OutputFolder
+from cpa_core.store.records import jsonl_lines, write_audit, write_private
 
 EPILOG = """examples:
   cpa audit --documents sample_data/documents.csv --registry sample_data/registry.csv \\
@@ -157,8 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Attack, calibrate and certify; writes summary.json, documents.jsonl "
                                             "(calibration.jsonl and test.jsonl with --protocol split), "
-                                            "worklist.csv, worklist.json, manifest.json and report.html (the "
-                                            "certificate report to sign, static figures) to --out.")
+                                            "worklist.csv, worklist.json, manifest.json, report.html (the "
+                                            "certificate report to sign, static figures) and contents.json (every "
+                                            "file's size and SHA-256, written last) to --out. The folder is written "
+                                            "aside and put in place whole: --out holds the previous audit or this "
+                                            "one, never a mix; a second run on the same --out is refused.")
     _add_audit_options(audit)
     audit.add_argument("--out", required=True, metavar="DIR", help="output folder")
     audit.add_argument("--scheduler", metavar="ADDRESS",
@@ -334,50 +338,62 @@ def _llm_report(result, attacker):
     return result.with_inputs(llm_counters=counters) if counters else result
 
 
-def _write_attribute_sets(result, attacker, out: str) -> None:
+def _write_attribute_sets(result, attacker, out: Path) -> None:
     """Profile-CPA: the certified attribute value sets of every test document, per confidence level."""
     from cpa_core.attack.attackers.profile import ProfileAttacker, certified_attribute_sets
     if not isinstance(attacker, ProfileAttacker):
         return
     levels = list(result.config.confidences)
     per_level = {confidence_label(c): certified_attribute_sets(result.certificate(c), attacker) for c in levels}
-    path = Path(out) / "attribute_sets.jsonl"
-    with path.open("w", encoding="utf-8") as handle:
-        for row, doc_id in enumerate(result.test_split.table.doc_ids.tolist()):
-            record = {"doc_id": doc_id, "sets": {label: {name: {"values": list(s.values), "any_value": s.any_value}
-                                                         for name, s in sets[row].items()}
-                                                 for label, sets in per_level.items()}}
-            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    rows = ({"doc_id": doc_id, "config_id": result.config.config_id,
+             "sets": {label: {name: {"values": list(s.values), "any_value": s.any_value}
+                              for name, s in level_sets[row].items()}
+                      for label, level_sets in per_level.items()}}
+            for row, doc_id in enumerate(result.test_split.table.doc_ids.tolist()))
+    write_private(out / "attribute_sets.jsonl", jsonl_lines(rows))
 
 
 def cmd_audit(args) -> int:
-    if not args.dry_run:
-        prepare_out_dir(args.out)  # before any work: an unusable folder is said at once
+    if args.dry_run:
+        return _dry_run(args)
+    inputs = (args.documents, args.registry, args.config, args.scores, args.history)
+    with OutputFolder(args.out, "audit", inputs=inputs) as folder:  # before any work: an unusable folder is said
         check_audit_history(args)  # and so is an unusable audit history
+        _, documents, registry, config, attacker = _load(args)
+        engine = None
+        try:
+            if args.scheduler:
+                from cpa_core.attack.engine import DaskEngine, shipped_attacker
+                shipped_attacker(attacker, {})  # an attacker that cannot run on a cluster is said before it starts
+                engine = DaskEngine(args.scheduler)
+            result = run_audit(documents, registry, attacker, config, ProgressBar(), engine=engine)
+            result = _llm_report(result, attacker)
+            write_audit(result, folder.staging, audit_explainer(attacker, registry, config), report=True)
+            _write_attribute_sets(result, attacker, folder.staging)
+        finally:
+            close_clients(attacker)
+            if engine is not None:
+                engine.close()
+        folder.complete(config.config_id)
+    _say_audit(args, result)
+    record_cli_audit(args, result)
+    return 0
+
+
+def _dry_run(args) -> int:
     _, documents, registry, config, attacker = _load(args)
-    engine = None
     try:
-        if args.scheduler and not args.dry_run:
-            from cpa_core.attack.engine import DaskEngine, shipped_attacker
-            shipped_attacker(attacker, {})  # an attacker that cannot run on a cluster is said before it starts
-            engine = DaskEngine(args.scheduler)
-        return _audit(args, documents, registry, config, attacker, engine)
+        calls = estimate_llm_calls(documents, registry, attacker, config)
     finally:
         close_clients(attacker)
-        if engine is not None:
-            engine.close()
+    print(f"{calls} LLM calls needed (answers already cached are not counted)")
+    return 0
 
 
-def _audit(args, documents, registry, config, attacker, engine=None) -> int:
-    if args.dry_run:
-        calls = estimate_llm_calls(documents, registry, attacker, config)
-        print(f"{calls} LLM calls needed (answers already cached are not counted)")
-        return 0
-    result = run_audit(documents, registry, attacker, config, ProgressBar(), engine=engine)
-    result = _llm_report(result, attacker)
-    write_audit(result, args.out, audit_explainer(attacker, registry, config), report=True)
-    _write_attribute_sets(result, attacker, args.out)
-    summary = summarize(result)  # this run's figures, never a file that another run may have written since
+def _say_audit(args, result) -> None:
+    """What the run computed (never a file read back: another run may write the folder later)."""
+    config = result.config
+    summary = summarize(result)
     for warning in dict.fromkeys(w for entry in summary.levels.values() for w in entry.warnings):
         _say(f"warning: {warning}")
     for label, entry in summary.levels.items():
@@ -397,8 +413,6 @@ def _audit(args, documents, registry, config, attacker, engine=None) -> int:
     _say(f"verdict ({verdict.status}): {verdict.headline}")
     for check in verdict.failed:
         _say(f"failed check, {check.name}: {check.reason}")
-    record_cli_audit(args, result)
-    return 0
 
 
 def cmd_stress(args) -> int:
@@ -450,6 +464,30 @@ def _words(values: list[str]) -> list[str]:
     return [w.strip() for value in values for w in value.split(",") if w.strip()]
 
 
+def _audit_manifest(audit_dir: Path) -> dict:
+    """The manifest of a complete audit folder, checked for what ``cpa redact`` reads from it."""
+    from cpa_core.store.bundle import CONFIG_FILE
+    from cpa_core.store.output_folder import complete_folder
+
+    complete_folder(audit_dir, "audit", verify=("manifest.json", CONFIG_FILE))
+    where = audit_dir / "manifest.json"
+    try:
+        manifest = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{where}: not readable JSON ({error})") from None
+    inputs = manifest.get("inputs") if isinstance(manifest, dict) else None
+    config = manifest.get("config") if isinstance(manifest, dict) else None
+    roles = ("documents", "registry")
+    if not isinstance(inputs, dict) or not all(isinstance(inputs.get(r), dict) and isinstance(inputs[r].get("file"), str)
+                                               for r in roles):
+        raise ConfigError(f"{where}: expected 'inputs' naming the audit's documents and registry files, found "
+                          f"{type(inputs).__name__ if not isinstance(inputs, dict) else sorted(map(str, inputs))}")
+    if not isinstance(manifest.get("config_id"), str) or not isinstance(config, dict) \
+            or not isinstance(config.get("data", {}), dict):
+        raise ConfigError(f"{where}: expected the audit's 'config_id' and 'config', found neither in that form")
+    return manifest
+
+
 def cmd_redact(args) -> int:
     from cpa_core.redaction.decisions import (
         accepted,
@@ -463,7 +501,6 @@ def cmd_redact(args) -> int:
     from cpa_core.redaction.suggestions import decided_frame, redacted_release, replacement_for, suggested_worklist
     from cpa_core.report.worklist import worklist, worklist_csv, worklist_json
     from cpa_core.store.bundle import CONFIG_FILE, declared_toml
-    from cpa_core.store.records import write_private
 
     if args.generalization is not None and args.strategy != "generalize":
         raise ConfigError(f"--generalization {args.generalization} applies to --strategy generalize only; "
@@ -475,62 +512,64 @@ def cmd_redact(args) -> int:
         raise ConfigError("--decisions applies a reviewed table as it is: --deny, --allow and --generalization "
                           "shape a new search; give one or the other")
     audit_dir = Path(args.audit)
-    try:
-        manifest = json.loads((audit_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise ConfigError(f"{audit_dir}: not the output folder of a cpa audit run (no readable manifest.json)") from None
-    out = prepare_out_dir(args.out)
-    project = load_config(audit_dir / CONFIG_FILE)
+    manifest = _audit_manifest(audit_dir)
     inputs = manifest["inputs"]
-    if "scores" in inputs or project.audit.get("attacker") == "imported":
-        raise ConfigError("an audit of imported scores cannot be redacted here: the scores of an edited text "
-                          "come from the pipeline that made them")
-    drop = "drop" if any(info.get("dropped_rows") for info in manifest["config"]["data"].values()) else "error"
-    documents = project.load_documents(inputs["documents"]["file"], on_invalid=drop)
-    registry = project.load_registry(inputs["registry"]["file"], on_invalid=drop)
-    texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
-    reviewed = None if args.decisions is None else read_decisions(args.decisions, texts)
-    table = None if args.generalization is None else load_generalization(args.generalization,
-                                                                         registry_fields=registry.fields)
-    replacer = replacement_for(args.strategy, registry, table)
-    config, attacker = declare_audit(project, registry, documents=documents)
-    if reviewed is None and audit_explainer(attacker, registry, config) is None:
-        raise ConfigError(f"the '{config.attacker.name}' attacker does not say which words drive its matches, so no "
-                          "redaction can be suggested; edit the release yourself, or apply a decisions table with "
-                          "--decisions")
-    if config.config_id != manifest["config_id"]:
-        raise ConfigError(f"{audit_dir}: its configuration {manifest['config_id']} is not what {CONFIG_FILE} declares "
-                          f"now ({config.config_id})")
-    suggestions = []
-    try:
+    claimed = (audit_dir, inputs["documents"]["file"], inputs["registry"]["file"], args.decisions, args.generalization)
+    with OutputFolder(args.out, "redaction", inputs=claimed) as folder:  # before any work, as cpa audit's
+        out = folder.staging
+        project = load_config(audit_dir / CONFIG_FILE)
+        if "scores" in inputs or project.audit.get("attacker") == "imported":
+            raise ConfigError("an audit of imported scores cannot be redacted here: the scores of an edited text "
+                              "come from the pipeline that made them")
+        drop = "drop" if any(isinstance(info, dict) and info.get("dropped_rows")
+                             for info in manifest["config"].get("data", {}).values()) else "error"
+        documents = project.load_documents(inputs["documents"]["file"], on_invalid=drop)
+        registry = project.load_registry(inputs["registry"]["file"], on_invalid=drop)
+        texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
+        reviewed = None if args.decisions is None else read_decisions(args.decisions, texts)
+        table = None if args.generalization is None else load_generalization(args.generalization,
+                                                                             registry_fields=registry.fields)
+        replacer = replacement_for(args.strategy, registry, table)
+        config, attacker = declare_audit(project, registry, documents=documents)
+        if reviewed is None and audit_explainer(attacker, registry, config) is None:
+            raise ConfigError(f"the '{config.attacker.name}' attacker does not say which words drive its matches, so no "
+                              "redaction can be suggested; edit the release yourself, or apply a decisions table with "
+                              "--decisions")
+        if config.config_id != manifest["config_id"]:
+            raise ConfigError(f"{audit_dir}: its configuration {manifest['config_id']} is not what {CONFIG_FILE} declares "
+                              f"now ({config.config_id})")
+        suggestions = []
+        try:
+            if reviewed is None:
+                result = run_audit(documents, registry, attacker, config, ProgressBar())
+                bar = ProgressBar()
+                decisions, suggestions = proposed_decisions(
+                    result, attacker, registry, texts, strategy=replacer, deny=_words(args.deny),
+                    allow=_words(args.allow), common_share=args.common or None,
+                    progress=lambda done, total: bar(len(done), total, "searching redactions"))
+            else:
+                decisions = reviewed
+        finally:
+            close_clients(attacker)
+        edits, withheld = accepted(decisions)
+        write_private(out / "decisions.csv", decisions_csv(decisions))
+        log = redaction_log(config, replacer, suggestions, decisions=decisions, deny=_words(args.deny),
+                            allow=_words(args.allow), applied=args.decisions,
+                            common_share=None if reviewed is not None else (args.common or None))
+        write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
         if reviewed is None:
-            result = run_audit(documents, registry, attacker, config, ProgressBar())
-            bar = ProgressBar()
-            decisions, suggestions = proposed_decisions(
-                result, attacker, registry, texts, strategy=replacer, deny=_words(args.deny),
-                allow=_words(args.allow), common_share=args.common or None,
-                progress=lambda done, total: bar(len(done), total, "searching redactions"))
-        else:
-            decisions = reviewed
-    finally:
-        close_clients(attacker)
-    edits, withheld = accepted(decisions)
-    write_private(out / "decisions.csv", decisions_csv(decisions))
-    log = redaction_log(config, replacer, suggestions, decisions=decisions, deny=_words(args.deny),
-                        allow=_words(args.allow), applied=args.decisions,
-                        common_share=None if reviewed is not None else (args.common or None))
-    write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
-    if reviewed is None:
-        work = suggested_worklist(worklist(result.certificate(config.policy_confidence), config.policy,
-                                           config.config_id, explain=audit_explainer(attacker, registry, config)),
-                                  suggestions)
-        write_private(out / "worklist.csv", worklist_csv(work))
-        write_private(out / "worklist.json", worklist_json(work))
-    kept = len(texts) - len(withheld)
-    release = redacted_release(inputs["documents"]["file"], documents, edits, out, withheld)
-    after = replace(redacted_config(config, decided_frame(documents.frame, edits, withheld)),
-                    data={role: info for role, info in config.data.items() if role != "documents"})
-    write_private(out / CONFIG_FILE, declared_toml(after))
+            work = suggested_worklist(worklist(result.certificate(config.policy_confidence), config.policy,
+                                               config.config_id, explain=audit_explainer(attacker, registry, config)),
+                                      suggestions)
+            write_private(out / "worklist.csv", worklist_csv(work))
+            write_private(out / "worklist.json", worklist_json(work))
+        kept = len(texts) - len(withheld)
+        release = redacted_release(inputs["documents"]["file"], documents, edits, out, withheld)
+        after = replace(redacted_config(config, decided_frame(documents.frame, edits, withheld)),
+                        data={role: info for role, info in config.data.items() if role != "documents"})
+        write_private(out / CONFIG_FILE, declared_toml(after))
+        folder.complete(config.config_id)
+    release, out = folder.final_path(release), Path(args.out)
     n_edits = sum(len(e) for e in edits.values())
     if reviewed is None:
         safe = sum(s.action == "redact" for s in suggestions)

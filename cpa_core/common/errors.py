@@ -6,6 +6,7 @@
     ├── ConfigError          the declared configuration is invalid or inconsistent with the data
     │   └── HistoryError     the audit history (or a snapshot in it) cannot be used as asked
     ├── DataError            an input file cannot be used as given (names file, row, column, expected, found)
+    ├── OutputError          an output folder cannot be written as asked, or one read back is not complete
     └── LLMError             an LLM call failed for good (names the endpoint, the status and what to check)
         └── LLMBudgetError   a run would exceed the configured call budget (raised before any call)
 
@@ -62,3 +63,11 @@ class LLMError(CPAError):
 
 class LLMBudgetError(LLMError):
     """A run would make more LLM calls than the configured budget allows (raised before any call)."""
+
+
+class OutputError(CPAError):
+    """An output folder cannot be written as asked (another run holds it, it holds files no cpa run wrote, an
+    input of the run, or the disk is full), or a folder read back is not a complete cpa output.
+
+    The message names the folder or the file, and says that a folder being replaced is left as it was.
+    """

@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -37,7 +36,6 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Mapping
 import numpy as np
 
 from cpa_core.audit.stratification import certainty
-from cpa_core.common.errors import ConfigError
 from cpa_core.conformal.calibration import confidence_label
 from cpa_core.conformal.scores import get_score
 from cpa_core.report.diagnostics import whole_pool
@@ -222,33 +220,21 @@ def jsonl_lines(items: Iterable[dict]) -> Iterator[str]:
         yield orjson.dumps(item, default=str, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS).decode()
 
 
-def prepare_out_dir(out_dir: str | Path) -> Path:
-    """The output folder, created owner-only and checked writable *before* any work is spent.
-
-    Raises :class:`~cpa_core.common.errors.ConfigError` naming the folder and why it cannot be used.
-    """
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, probe = tempfile.mkstemp(prefix=".cpa-write-check-", dir=out)
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as error:
-        raise ConfigError(f"output folder {out}: cannot be written ({error.strerror or error}); choose another --out") \
-            from None
-    return out
-
-
 def write_private(path: Path, text: str | Iterable[str]) -> None:
     """Write a file readable by its owner only: records and worklists hold document text and terms. ``text``:
     the whole text, or its pieces (written as they come: records are never held in memory at once)."""
-    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(handle, 0o600)  # an existing file keeps its mode otherwise
-    with os.fdopen(handle, "w", encoding="utf-8") as stream:
-        if isinstance(text, str):
-            stream.write(text)
-        else:
-            stream.writelines(text)
+    try:
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(handle, 0o600)  # an existing file keeps its mode otherwise
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            if isinstance(text, str):
+                stream.write(text)
+            else:
+                stream.writelines(text)
+    except OSError as error:
+        if error.filename is None:  # a failed write (a full disk) says no file by itself
+            raise OSError(error.errno, error.strerror, str(path)) from None
+        raise
 
 
 def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer | None" = None, *,
@@ -259,8 +245,12 @@ def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer 
     worklist; the records of flagged documents carry it (with an explainer; see the module's docstring).
 
     ``report``: also write the certificate report, report.html (:func:`audit_report`), as private as the other
-    files; the manifest does not list it, and no other file changes for it."""
-    out = prepare_out_dir(out_dir)
+    files; the manifest does not list it, and no other file changes for it.
+
+    The files are written into ``out_dir`` as they come: a run that replaces an earlier output writes into an
+    :class:`~cpa_core.store.output_folder.OutputFolder`'s staging folder, put in place once complete."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True, mode=0o700)
     config = result.config
     splits = record_splits(result)
     paths = {name: out / name for name in ("summary.json", *(f"{s}.jsonl" for s in splits), "worklist.csv",
