@@ -452,12 +452,30 @@ def _stress(args, project, documents, registry, config, attacker) -> int:
                 field, values = "score", ["aps", "rank", "probability"]
             table = stress.sweep(documents, registry, config, full, field, values)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(args.out, index=False)
+        _write_table(table, Path(args.out))
         _say(f"wrote {len(table)} rows to {args.out}")
     else:
         print(table.to_string(index=False))
     return 0
+
+
+def _write_table(table, path: Path) -> None:
+    """A stress table as CSV, in place at once (written beside, then renamed): never a part of one."""
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
+            table.to_csv(stream, index=False)
+        os.replace(staging, path)
+    except OSError as error:
+        Path(staging).unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror, str(path)) from None
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise
 
 
 def _words(values: list[str]) -> list[str]:
@@ -610,7 +628,8 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"error: {error}")
         return 2
     except OSError as error:
-        _say(f"error: {error.filename or ''}: {error.strerror}")
+        where = f"{error.filename}: " if error.filename else ""
+        _say(f"error: {where}{error.strerror or error}")
         return 2
     except KeyboardInterrupt:
         _say("interrupted")

@@ -127,3 +127,27 @@ def test_sample_data_is_written_where_asked(tmp_path, cli_inprocess):
     assert result.stderr_lines == [f"cpa: wrote {tmp_path / 'sample' / 'registry.csv'}",
                                    f"cpa: wrote {tmp_path / 'sample' / 'documents.csv'}"]
     assert len((tmp_path / "sample" / "documents.csv").read_text(encoding="utf-8").splitlines()) > 1000
+
+
+def test_a_stress_table_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    import errno
+
+    import pandas as pd
+
+    from cpa_core.cli.main import _write_table
+
+    path = tmp_path / "tables" / "topk.csv"
+    _write_table(pd.DataFrame({"top_k": [1, 5], "coverage": [0.9, 0.95]}), path)
+    before = path.read_bytes()
+    assert before.startswith(b"top_k,coverage\n")
+
+    def full_disk(self, stream, **kwargs):
+        stream.write("top_k,cov")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
+    with pytest.raises(OSError) as raised:
+        _write_table(pd.DataFrame({"top_k": [10]}), path)
+    assert raised.value.filename == str(path) and raised.value.errno == errno.ENOSPC
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["topk.csv"]
