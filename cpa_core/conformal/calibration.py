@@ -100,13 +100,73 @@ def conformal_threshold(calibration_scores: np.ndarray, alpha: float | Fraction)
     return float(np.partition(scores, k - 1)[k - 1])
 
 
+TOO_SMALL = "too small"
+"""The kind of a note whose stratum's calibration set is too small for its level (``k > n``)."""
+
+NOTES_NAMED = 5
+"""Notes of one kind at one level are said one by one up to this many strata; beyond, in one line with the count
+and :data:`EXAMPLES_NAMED` of the strata (a release of 1,000 one-document groups gives one line per level, not
+1,000)."""
+EXAMPLES_NAMED = 3
+
+
 @dataclass(frozen=True)
 class CalibrationNote:
-    """Why a threshold certifies nothing: ``message`` at confidence ``confidence`` (a label) in ``stratum``."""
+    """Why a threshold certifies nothing: ``message`` at confidence ``confidence`` (a label) in ``stratum``, a note
+    of kind ``kind`` (:data:`TOO_SMALL`) whose figures are ``n`` calibration documents where ``needed`` are needed."""
 
     confidence: str
     stratum: Hashable
     message: str
+    kind: str = TOO_SMALL
+    n: int = 0
+    needed: int = 0
+
+
+def examples(strata: Sequence[Hashable], shown: int = EXAMPLES_NAMED) -> str:
+    """The first ``shown`` of some strata, quoted, with an ellipsis when there are more: ``'a', 'b', 'c', …``."""
+    quoted = [f"'{_cut(stratum)}'" for stratum in list(strata)[:shown]]
+    return ", ".join(quoted + (["…"] if len(strata) > shown else []))
+
+
+def _cut(stratum: Hashable, width: int = 40) -> str:
+    text = str(stratum)
+    return text if len(text) <= width else text[:width] + "…"
+
+
+def grouped_notes(notes: Iterable[CalibrationNote]) -> list[str]:
+    """The notes' messages, those of one kind at one level in one line when more than :data:`NOTES_NAMED` strata
+    share it: their count, a few of them, and what it means (the notes themselves keep every stratum)."""
+    by_kind: dict[tuple[str, str], list[CalibrationNote]] = {}
+    for note in notes:
+        by_kind.setdefault((note.kind, note.confidence), []).append(note)
+    out = []
+    for (kind, level), same in by_kind.items():
+        if len(same) <= NOTES_NAMED or kind != TOO_SMALL:  # the only kind of note so far
+            out.extend(note.message for note in same)
+            continue
+        strata = [note.stratum for note in same]
+        out.append(f"calibration set too small for confidence {level} in {strata_counted(strata)}: "
+                   f"{sizes_said([note.n for note in same])}, needs at least {same[0].needed:,}; their thresholds are "
+                   "infinite and every set in them is the whole pool")
+    return out
+
+
+def strata_counted(strata: Sequence[Hashable]) -> str:
+    """``1,000 groups ('g1', 'g2', 'g3', …)``: how many strata and the first few (strata when any is a certainty
+    stratum, groups otherwise)."""
+    return f"{len(strata):,} {strata_noun(strata)} ({examples(strata)})"
+
+
+def strata_noun(strata: Sequence[Hashable]) -> str:
+    """``strata`` when any of them is a certainty stratum (``'g1 · certainty 1 of 2'``), ``groups`` otherwise."""
+    return "strata" if any("certainty " in str(stratum) for stratum in strata) else "groups"
+
+
+def sizes_said(sizes: Sequence[int]) -> str:
+    """``n = 1 each`` or ``n from 1 to 4``: the calibration sizes of several strata."""
+    low, high = min(sizes), max(sizes)
+    return f"n = {low:,} each" if low == high else f"n from {low:,} to {high:,}"
 
 
 @dataclass(frozen=True)
@@ -123,9 +183,9 @@ class Calibration:
     notes_: tuple[CalibrationNote, ...] = ()
 
     def notes_for(self, confidence) -> list[str]:
-        """The messages of the notes at one confidence level."""
+        """The messages of the notes at one confidence level, grouped by kind (:func:`grouped_notes`)."""
         label = confidence_label(confidence)
-        return [note.message for note in self.notes_ if note.confidence == label]
+        return grouped_notes(note for note in self.notes_ if note.confidence == label)
 
     @property
     def strata(self) -> list[Hashable]:
@@ -198,7 +258,8 @@ class CalibrationScores:
                         confidence_label(level), key,
                         f"calibration set too small for confidence {confidence_label(level)}{where}: "
                         f"n = {values.shape[0]}, needs at least {minimum_calibration_size(alpha)}; "
-                        "the threshold is infinite and every set is the whole pool"))
+                        "the threshold is infinite and every set is the whole pool",
+                        TOO_SMALL, int(values.shape[0]), minimum_calibration_size(alpha)))
             q_hat[confidence_label(level)] = row
         return Calibration(confidences=levels, q_hat_=q_hat,
                            n_={key: int(values.shape[0]) for key, values in self.groups.items()}, notes_=tuple(notes))

@@ -2,6 +2,12 @@
 
 A file that does not decode is refused with the byte, line and row where it fails, never read with
 replaced characters; checksums are of the raw bytes. Parquet stores its text as UTF-8.
+
+A field (a document's text, an id, a profile field) may be up to :data:`MAX_FIELD_CHARS` characters long
+(10 million), far beyond the csv module's default limit of 131,072 characters: long documents are read whole.
+A longer field is refused by the loaders (:mod:`cpa_core.io.tables`), naming its file, row and column, or its
+row is dropped with the other invalid rows. A JSONL line whose object has a key twice is refused, naming the line
+and the key: a JSON reader keeps the last value, so the first would be silently lost.
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ import pandas as pd
 
 from cpa_core.common.errors import ConfigError, DataError
 
+
+MAX_FIELD_CHARS = 10_000_000
+"""The stated bound on a field's length in characters, in CSV, JSONL and Parquet alike: a document of up to 10
+million characters (thousands of pages) is read whole; a longer field is refused, or its row dropped."""
 
 ID_SHOWN = 40
 """Ids quoted in messages are cut to this many characters (a long "id" may be document text)."""
@@ -236,7 +246,9 @@ def _read(source: str | Path | bytes, name: str | None, fmt: str | None, encodin
 
 
 # a released document can be longer than the csv module's default field limit (131,072 characters): public judgments
-# run to hundreds of thousands; the table reader (pandas) has no such limit, and neither does this reader now
+# run to hundreds of thousands. The table reader (pandas) has no such limit, and this reader's is far above
+# MAX_FIELD_CHARS, so that a longer field is read and then refused (or its row dropped) by the loaders, naming its row
+# and column, instead of failing the whole file here
 csv.field_size_limit(2**31 - 1)
 
 
@@ -262,16 +274,40 @@ def _check_row_widths(name: str, records, width: int) -> None:
                             expected=f"{width} fields per row, as in the header", found=f"{len(record)} fields")
 
 
+class _RepeatedKey(Exception):
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _object(pairs: list) -> dict:
+    """A JSON object, refused when a key appears twice (a dict keeps the last value and loses the first)."""
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return record
+
+
+_JSON = json.JSONDecoder(object_pairs_hook=_object)  # one decoder for every line (json.loads with a hook makes one
+# per call); the hook costs one length comparison per object
+
+
 def _read_jsonl(name: str, text: str) -> pd.DataFrame:
     records = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = _JSON.decode(line)
         except json.JSONDecodeError as error:
             raise DataError(name, f"line {line_no} is not valid JSON ({error.msg})",
                             expected="one JSON object per line") from None
+        except _RepeatedKey as repeated:
+            raise DataError(name, f"line {line_no}: key '{short(repeated.key)}' appears twice",
+                            expected="each key once") from None
         if not isinstance(record, dict):
             raise DataError(name, f"line {line_no} is not a JSON object", expected="one JSON object per line",
                             found=type(record).__name__)

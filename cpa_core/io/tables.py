@@ -5,7 +5,9 @@ Problems with the file as a whole (unreadable, undecodable, not a table, require
 what: :mod:`cpa_core.io.columns`). Problems with single rows (missing or duplicate id, empty text, wrong type)
 either raise (the default, ``on_invalid="error"``) or drop the row (``on_invalid="drop"``); dropped rows are listed
 in the :class:`ValidationReport` with the reason. Rows are numbered from 1, the header excluded. The encoding is
-recorded on the loaded table; checksums are of the raw bytes.
+recorded on the loaded table; checksums are of the raw bytes. A field longer than
+:data:`~cpa_core.io.reading.MAX_FIELD_CHARS` characters (10 million) is such a row problem, in every format: its
+row is refused (or dropped), naming the column and the field's length, never its text.
 
 Documents whose identity is not in the registry are kept: the audit is open-world, and such
 documents are counted as candidate misses. A blank ``identity_id`` marks a document whose subject is
@@ -24,7 +26,7 @@ import pandas as pd
 
 from cpa_core.common.errors import ConfigError, DataError
 from cpa_core.io.columns import DOCUMENT_COLUMNS, REGISTRY_ID, _apply_mapping
-from cpa_core.io.reading import _read, short
+from cpa_core.io.reading import MAX_FIELD_CHARS, _read, short
 
 
 @dataclass(frozen=True)
@@ -138,12 +140,32 @@ def _is_blank(value) -> bool:
     return _is_missing(value) or (isinstance(value, str) and not value.strip())
 
 
+def _check_field_sizes(checker: _Checker, frame: pd.DataFrame, columns) -> set[int]:
+    """The rows (from 1) with a text field of ``columns`` longer than :data:`MAX_FIELD_CHARS`, each rejected once
+    (at its first such column); their other fields are not checked."""
+    too_long: dict[int, tuple[str, int]] = {}
+    for column in columns:
+        values = frame[column].tolist()
+        lengths = np.fromiter((len(v) if isinstance(v, str) else 0 for v in values), dtype=np.int64, count=len(values))
+        for position in np.flatnonzero(lengths > MAX_FIELD_CHARS).tolist():
+            too_long.setdefault(position + 1, (column, int(lengths[position])))
+    for row in sorted(too_long):
+        column, length = too_long[row]
+        checker.reject(row, column, "field too long", f"at most {MAX_FIELD_CHARS:,} characters in a field",
+                       f"{length:,} characters")
+    return set(too_long)
+
+
 def _validate_ids(checker: _Checker, frame: pd.DataFrame, column: str, unique: bool,
-                  optional: bool = False) -> list[str | None]:
-    """Each row's id as text; ``None`` for an invalid one (rejected) or, when ``optional``, a blank one."""
+                  optional: bool = False, skip: set[int] = frozenset()) -> list[str | None]:
+    """Each row's id as text; ``None`` for an invalid one (rejected) or, when ``optional``, a blank one. Rows in
+    ``skip`` (already rejected) are ``None`` without a check."""
     ids: list[str | None] = []
     first_row: dict[str, int] = {}
     for row, value in enumerate(frame[column].tolist(), start=1):
+        if row in skip:
+            ids.append(None)
+            continue
         ident = None if _is_missing(value) else _as_id(value)
         if ident is None and optional and _is_blank(value):
             ids.append(None)
@@ -202,10 +224,12 @@ def load_documents(source: str | Path | bytes, *, name: str | None = None, colum
         mapping["group"] = group_column
     frame = _apply_mapping(name, frame, mapping, DOCUMENT_COLUMNS + (("group",) if group_column else ()))
     checker = _Checker(name, strict=(on_invalid == "error"))
-    doc_ids = _validate_ids(checker, frame, "doc_id", unique=True)
-    identity_ids = _validate_ids(checker, frame, "identity_id", unique=False, optional=True)
+    too_long = _check_field_sizes(checker, frame, [c for c in (*DOCUMENT_COLUMNS, "group") if c in frame.columns])
+    doc_ids = _validate_ids(checker, frame, "doc_id", unique=True, skip=too_long)
+    identity_ids = _validate_ids(checker, frame, "identity_id", unique=False, optional=True, skip=too_long)
     invalid_identity = [i is None and not _is_blank(v) for i, v in zip(identity_ids, frame["identity_id"].tolist())]
-    keep = [d is not None and not bad for d, bad in zip(doc_ids, invalid_identity)]
+    keep = [d is not None and not bad and row not in too_long
+            for row, (d, bad) in enumerate(zip(doc_ids, invalid_identity), start=1)]
     texts = frame["text"].tolist()
     for row, value in enumerate(texts, start=1):
         if not isinstance(value, str) or not value.strip():
@@ -235,7 +259,8 @@ def load_registry(source: str | Path | bytes, *, name: str | None = None, column
     frame, name = read.frame, name or str(source)
     frame = _apply_mapping(name, frame, columns, (REGISTRY_ID,))
     checker = _Checker(name, strict=(on_invalid == "error"))
-    ids = _validate_ids(checker, frame, REGISTRY_ID, unique=True)
+    too_long = _check_field_sizes(checker, frame, list(frame.columns))
+    ids = _validate_ids(checker, frame, REGISTRY_ID, unique=True, skip=too_long)
     keep = np.array([i is not None for i in ids], dtype=bool)
     out = frame.copy()
     out[REGISTRY_ID] = ids

@@ -15,6 +15,10 @@ The cases:
 - most sets are (nearly) the whole pool, whatever the cause;
 - the release policy's ``k`` is at least the pool size: every set is smaller than ``k``;
 - few of the documents' subjects are in the registry.
+
+A cause is one warning however many strata it holds in: each stratum is named, with its figures, up to
+:data:`~cpa_core.conformal.calibration.NOTES_NAMED` of them; beyond, the warning gives their count, a few of them
+and their figures in all (a release of 1,000 one-document groups gives a few lines, not one per group).
 """
 
 from __future__ import annotations
@@ -27,9 +31,14 @@ import numpy as np
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.conformal.calibration import (
     ALL,
+    NOTES_NAMED,
+    TOO_SMALL,
     alpha_from_confidence,
     confidence_label,
     minimum_calibration_size,
+    sizes_said,
+    strata_counted,
+    strata_noun,
     threshold_rank,
 )
 from cpa_core.report.formatting import counted, ordinal
@@ -75,13 +84,18 @@ def _too_small(level: str, alpha, small: list[tuple[object, int]]) -> str:
         return (f"confidence {level}: the calibration set is too small: {counted(small[0][1], 'calibration document')}"
                 f", and a finite threshold needs at least {needed:,}; the threshold is infinite and every set is the "
                 "whole pool. Add labelled documents or lower the confidence level")
-    sizes = f"n = {small[0][1]:,}" if len(small) == 1 else "; ".join(f"'{stratum}': n = {n:,}" for stratum, n in small)
     fewer = any(_kind(stratum) == "stratum" for stratum, _ in small)
+    advice = (" Add labelled documents" + (", lower the confidence level or calibrate in fewer certainty strata"
+                                           if fewer else " or lower the confidence level"))
+    if len(small) > NOTES_NAMED:
+        return (f"confidence {level}: {strata_counted([s for s, _ in small])} have fewer than {needed:,} calibration "
+                f"documents ({sizes_said([n for _, n in small])}), the least that gives a finite threshold: their "
+                f"thresholds are infinite and every set in them is the whole pool.{advice}")
+    sizes = (f"n = {small[0][1]:,}" if len(small) == 1 else
+             "; ".join(f"'{stratum}': n = {n:,}" for stratum, n in small))
     return (f"confidence {level}: the calibration set of {_named([s for s, _ in small])} is too small ({sizes}), and a "
             f"finite threshold needs at least {needed:,}; {'its' if len(small) == 1 else 'their'} threshold is infinite "
-            "and every set in " + ("it" if len(small) == 1 else "them") + " is the whole pool. Add labelled documents"
-            + (", lower the confidence level or calibrate in fewer certainty strata" if fewer else
-               " or lower the confidence level"))
+            "and every set in " + ("it" if len(small) == 1 else "them") + f" is the whole pool.{advice}")
 
 
 MISS_ADVICE = ("Certify with miss_policy = 'exclude' (a guarantee conditional on the identity being in the pool, "
@@ -102,6 +116,12 @@ def _missing(level: str, alpha, missed: list[tuple[object, int, int]]) -> str:
                 f"conservative miss policy; at this level the threshold is the {ordinal(k)} smallest of the "
                 f"{counted(n, 'score')}, so at most {n - k:,} of them may be infinite: the threshold is infinite and "
                 f"every set is the whole pool. {MISS_ADVICE}")
+    if len(missed) > NOTES_NAMED:
+        outside, n = sum(o for _, o, _ in missed), sum(n for _, _, n in missed)
+        return (f"confidence {level}: in {strata_counted([s for s, _, _ in missed])}, more calibration documents have "
+                f"their identity outside the candidate pool than this level allows ({outside:,} of their "
+                f"{counted(n, 'calibration document')}): their scores are infinite under the conservative miss policy, "
+                f"so the thresholds are infinite and every set in them is the whole pool. {MISS_ADVICE}")
     each = "; ".join(f"'{stratum}': {outside:,} of {n:,}, at most {n - threshold_rank(n, alpha):,} allowed"
                      for stratum, outside, n in missed)
     return (f"confidence {level}: in {_named([s for s, _, _ in missed])}, more calibration documents have their "
@@ -118,6 +138,11 @@ def _uncalibrated(counts: list[tuple[object, int]]) -> str:
         return (f"{what} '{stratum}' has {counted(n, 'audited document')} but no calibration document, so no "
                 f"threshold: every set of the {what} is the whole pool. Add calibration documents of {what} "
                 f"'{stratum}' or calibrate without groups")
+    if len(counts) > NOTES_NAMED:
+        strata, audited = [s for s, _ in counts], counted(sum(n for _, n in counts), "audited document")
+        return (f"{strata_counted(strata)} have audited documents ({audited} in all) but no calibration document, so "
+                "no threshold: every set in them is the whole pool. Add calibration documents of these "
+                f"{strata_noun(strata)} or calibrate without groups")
     sizes = "; ".join(f"'{stratum}': {counted(n, 'audited document')}" for stratum, n in counts)
     return (f"{_named([s for s, _ in counts])} have audited documents but no calibration document ({sizes}), so no "
             "threshold: every set in them is the whole pool. Add calibration documents of these strata or calibrate "
@@ -134,7 +159,7 @@ def certificate_warnings(result: AuditResult, cert: Certificate, policy: Release
     level = confidence_label(confidence)
     calibration = result.calibration_for(confidence)
     small = [(note.stratum, calibration.n_.get(note.stratum, 0)) for note in calibration.notes_
-             if note.confidence == level]
+             if note.confidence == level and note.kind == TOO_SMALL]
     out = [_too_small(level, alpha, small)] if small else []
     cal = result.calibration_split
     too_small = {stratum for stratum, _ in small}

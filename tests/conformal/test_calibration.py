@@ -272,3 +272,24 @@ def test_set_size_table_counts_as_set_sizes_level_by_level(n, width, levels, see
     expected = np.array([set_sizes(scores, pools, row) for row in thresholds])
     with patch.object(conformal, "SIZE_TABLE_ENTRIES", entries), patch.object(conformal, "SIZE_TABLE_VALUES", values):
         assert np.array_equal(conformal.set_size_table(scores, pools, thresholds), expected)
+
+
+def test_the_notes_of_many_one_document_strata_are_said_in_one_line_per_level():
+    """1,000 one-document groups: every group keeps its note (kind, size, size needed), and the notes at a level
+    read as one line with their count and a few of the groups, not 1,000 lines."""
+    from cpa_core.conformal.calibration import NOTES_NAMED, TOO_SMALL
+
+    strata = [f"g{i}" for i in range(1000)]
+    calibration = calibrate(np.linspace(0, 1, 1000), [0.9, 0.95], strata=strata)
+    assert len(calibration.notes_) == 2000
+    assert {(note.kind, note.n) for note in calibration.notes_} == {(TOO_SMALL, 1)}
+    assert [note.needed for note in calibration.notes_[::1000]] == [9, 19]
+    [said] = calibration.notes_for(0.9)
+    assert said == ("calibration set too small for confidence 0.9 in 1,000 groups ('g0', 'g1', 'g2', …): n = 1 each, "
+                    "needs at least 9; their thresholds are infinite and every set in them is the whole pool")
+    assert len(calibration.notes_for(0.95)) == 1 and "1,000 groups" in calibration.notes_for(0.95)[0]
+    few = calibrate(np.linspace(0, 1, 10), [0.9], strata=[f"g{i % NOTES_NAMED}" for i in range(10)])
+    assert len(few.notes_for(0.9)) == NOTES_NAMED  # a few strata: each said with its own figures
+    mixed = calibrate(np.linspace(0, 1, 12), [0.9], strata=["a"] * 3 + [f"s{i} · certainty 1 of 2" for i in range(9)])
+    assert mixed.notes_for(0.9)[0].startswith("calibration set too small for confidence 0.9 in 10 strata ('a', "
+                                              "'s0 · certainty 1 of 2', 's1 · certainty 1 of 2', …): n from 1 to 3")

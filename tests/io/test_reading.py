@@ -287,3 +287,34 @@ def test_a_field_longer_than_the_csv_modules_default_limit_is_read_whole():
     data = ("doc_id,text,identity_id\n" + f'd1,"{long}",P1\n' + "d2,short,P2\n").encode("utf-8")
     frame, _ = read_table(data, "long.csv")
     assert frame["text"].tolist() == [long, "short"]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_a_300000_character_document_is_read_whole_in_every_format(tmp_path, suffix):
+    """A document 300,000 characters long (quotes, commas and line breaks inside) comes back character for
+    character, in CSV, JSONL and Parquet alike: far below the stated bound on a field."""
+    from cpa_core.io.reading import MAX_FIELD_CHARS
+
+    long = ('A "quoted" clause, then a comma,\nand a new line; ' * 7_000)[:300_000]
+    assert len(long) == 300_000 and MAX_FIELD_CHARS == 10_000_000
+    frame = pd.DataFrame({"doc_id": ["d1", "d2"], "text": [long, "short"], "identity_id": ["P1", "P2"]})
+    read, _ = read_table(write_table(frame, tmp_path / f"long{suffix}"))
+    assert read["text"].tolist() == [long, "short"]
+
+
+def test_a_jsonl_line_with_a_key_twice_is_refused_with_its_line_and_key():
+    """A JSON reader keeps a repeated key's last value and silently loses the first ({"doc_id": "a", ...,
+    "doc_id": "b"} would be document b): refused instead, naming the line (blank lines counted) and the key."""
+    lines = ['{"doc_id": "d1", "text": "one", "identity_id": "P1"}', "",
+             '{"doc_id": "a", "text": "private words", "doc_id": "b", "identity_id": "P2"}']
+    with pytest.raises(DataError) as info:
+        read_table("\n".join(lines).encode(), "documents.jsonl")
+    assert str(info.value) == "documents.jsonl: line 3: key 'doc_id' appears twice; expected each key once"
+    nested = '{"doc_id": "d1", "text": "one", "identity_id": "P1", "meta": {"k": 1, "k": 2}}\n'
+    with pytest.raises(DataError, match="line 1: key 'k' appears twice"):
+        read_table(nested.encode(), "documents.jsonl")
+    same_value = '{"doc_id": "d1", "text": "one", "identity_id": "P1", "text": "one"}\n'
+    with pytest.raises(DataError, match="line 1: key 'text' appears twice"):
+        read_table(same_value.encode(), "documents.jsonl")
+    fine = '{"doc_id": "d1", "text": "the key \\"doc_id\\" twice: \\"doc_id\\"", "identity_id": "P1"}\n'
+    assert read_table(fine.encode(), "documents.jsonl")[0]["doc_id"].tolist() == ["d1"]

@@ -240,3 +240,47 @@ def test_a_blank_identity_marks_an_unlabelled_document(tmp_path):
     assert loaded.frame["identity_id"].tolist() == ["P0", None, None] and len(loaded) == 3
     jsonl = write_bytes(tmp_path, "d.jsonl", b'{"doc_id": "D0", "text": "a", "identity_id": null}\n')
     assert load_documents(jsonl).frame["identity_id"].tolist() == [None]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_a_field_above_the_stated_bound_is_refused_or_its_row_dropped(tmp_path, suffix):
+    """A field longer than MAX_FIELD_CHARS (10 million characters) is refused in one line naming the file, the
+    row, the column, the bound and the field's length, never its text; with on_invalid="drop" its row is dropped
+    and reported like any invalid row, in every format. A 300,000-character document is kept whole."""
+    from cpa_core.io.reading import MAX_FIELD_CHARS
+
+    too_long = "secretword " * (MAX_FIELD_CHARS // 11) + "x" * (MAX_FIELD_CHARS % 11 + 1)
+    long = "word " * 60_000
+    frame = pd.DataFrame({"doc_id": ["d1", "d2", "d3"], "text": [long, too_long, "short"],
+                          "identity_id": ["P1", "P2", "P3"]})
+    path = write_table(frame, tmp_path / f"documents{suffix}")
+    with pytest.raises(DataError) as info:
+        load_documents(path)
+    message = str(info.value)
+    assert message == (f"{path}, row 2, column 'text': field too long; expected at most 10,000,000 characters in a "
+                       "field, found 10,000,001 characters"), message
+    assert "secretword" not in message and "\n" not in message
+    dropped = load_documents(path, on_invalid="drop")
+    assert dropped.frame["doc_id"].tolist() == ["d1", "d3"] and dropped.frame["text"].tolist() == [long, "short"]
+    assert [(r.row, r.column) for r in dropped.report.rejected] == [(2, "text")]
+    assert "found 10,000,001 characters" in dropped.report.rejected[0].reason
+
+
+def test_a_field_above_the_bound_is_said_once_and_its_id_is_not_taken():
+    """The over-long row is rejected once (at its first over-long column), and its id, never validated, does not
+    make a later row with the same id a duplicate. A registry's profile fields have the same bound."""
+    from cpa_core.io.reading import MAX_FIELD_CHARS
+
+    too_long = "y" * (MAX_FIELD_CHARS + 5)
+    data = ('{"doc_id": "d1", "text": "%s", "identity_id": "%s"}\n' % (too_long, too_long)
+            + '{"doc_id": "d1", "text": "short", "identity_id": "P2"}\n').encode()
+    documents = load_documents(data, name="docs.jsonl", on_invalid="drop")
+    assert documents.frame["doc_id"].tolist() == ["d1"] and documents.frame["identity_id"].tolist() == ["P2"]
+    assert [(r.row, r.column) for r in documents.report.rejected] == [(1, "text")]
+    registry = ('{"identity_id": "P1", "profile": "short"}\n'
+                '{"identity_id": "P2", "profile": "%s"}\n' % too_long).encode()
+    with pytest.raises(DataError, match=r"^registry.jsonl, row 2, column 'profile': field too long; expected at most "
+                                        r"10,000,000 characters in a field, found 10,000,005 characters$"):
+        load_registry(registry, name="registry.jsonl")
+    kept = load_registry(registry, name="registry.jsonl", on_invalid="drop")
+    assert kept.ids.tolist() == ["P1"] and [(r.row, r.column) for r in kept.report.rejected] == [(2, "profile")]

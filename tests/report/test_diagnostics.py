@@ -284,3 +284,21 @@ def test_a_group_without_calibration_documents_is_said_alike_at_every_level():
     [said] = per_level[0]
     assert said.startswith("group 'b' has 1 audited document but no calibration document"), said
     assert "confidence" not in said
+
+
+def test_a_thousand_one_document_groups_are_said_in_a_few_lines_with_their_counts():
+    """1,000 one-document groups, a fifth of them unlabelled: each cause is one short warning with its count and a few
+    of the groups (the summary's warnings, so the command line, the dashboard and the report say it alike), not a line
+    naming all of them."""
+    truth = _known(1000)
+    truth[::5] = [None] * 200
+    result = _release(truth, [f"g{i}" for i in range(1000)], confidences=(0.9, 0.99))
+    said = list(summarize(result, [0.9]).level(0.9).warnings)
+    assert len(said) == 2, said
+    assert said[0] == ("confidence 0.9: 800 groups ('g1', 'g2', 'g3', …) have fewer than 9 calibration documents "
+                       "(n = 1 each), the least that gives a finite threshold: their thresholds are infinite and every "
+                       "set in them is the whole pool. Add labelled documents or lower the confidence level")
+    assert said[1].startswith("200 groups ('g0', 'g10', 'g100', …) have audited documents (200 audited documents in "
+                              "all) but no calibration document"), said[1]
+    assert all(len(w) < 400 for w in said)
+    assert len(result.calibration.notes_) == 2 * 800  # the notes themselves keep every group (the manifest's list)
