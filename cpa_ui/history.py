@@ -32,6 +32,12 @@ def history_table(audits: pd.DataFrame) -> pd.DataFrame:
     return audits.iloc[::-1][list(HISTORY_COLUMNS)].reset_index(drop=True)
 
 
+def unreadable_notes(audits: pd.DataFrame) -> list[str]:
+    """One sentence per listed audit whose row cannot be read (``list_audits``' ``unreadable``)."""
+    return [f"Audit {row.id} cannot be read ({row.unreadable}): it is listed, but cannot be reopened or compared; "
+            f"'cpa history prune {row.id}' removes it." for row in audits[audits["unreadable"].notna()].itertuples()]
+
+
 def entry_label(entry: pd.Series) -> str:
     """How an audit is named in the page's choices (a row of ``list_audits``)."""
     return f"audit {entry['id']} · {entry['created_at']} · {entry['knowledge']} · {entry['attacker']} · {entry['source']}"

@@ -11,7 +11,7 @@ from cpa_core.store.history import compare_audits, history_path, list_audits, lo
 from cpa_ui import nav
 from cpa_ui.components import show_error, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
-from cpa_ui.history import data_mismatch, entry_label, history_table, reopen
+from cpa_ui.history import data_mismatch, entry_label, history_table, reopen, unreadable_notes
 from cpa_ui.state import set_widget, state, widget_key, widget_value
 from cpa_ui.text import plain
 
@@ -34,8 +34,12 @@ if audits.empty:
 listed = history_table(audits)
 st.dataframe(listed, hide_index=True, width="stretch", height=240, key="history.table",
              column_config=table_columns(listed))
-labels = {int(row["id"]): entry_label(row) for _, row in audits.iterrows()}
+for note in unreadable_notes(audits):
+    st.warning(plain(note), icon=":material/warning:")
+labels = {int(row["id"]): entry_label(row) for _, row in audits[audits["unreadable"].isna()].iterrows()}
 ids = list(labels)[::-1]  # the latest first
+if not ids:
+    st.stop()
 
 
 def choice(name: str, label: str, default: int, container=st) -> int:

@@ -1,8 +1,11 @@
 """Two small audits recorded in a test's audit history, as fixtures shared by the history's tests and the ``cpa
 history`` command's: import ``audits_fixture``, ``history_fixture`` and ``recorded_fixture`` (``# noqa: F401``)
-and ask for ``audits``, ``history`` and ``recorded``."""
+and ask for ``audits``, ``history`` and ``recorded``; and :func:`damage`, which damages a history file."""
 
 from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
 
 import pytest
 from tables import small_audit
@@ -29,3 +32,15 @@ def recorded_fixture(audits, history, tmp_path):
     first, second = audits
     return (record_audit(first, source="cli", out_dir=tmp_path / "out", path=history),
             record_audit(second, source="dashboard", path=history))
+
+
+def damage(history: Path) -> None:
+    """Overwrite the first bytes of the set sizes' root page: the file opens and its audits list, but SQLite's
+    quick_check fails, and so does reading an audit's set sizes."""
+    with sqlite3.connect(history) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = connection.execute("PRAGMA page_size").fetchone()[0]
+        root = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = 'set_sizes'").fetchone()[0]
+    with open(history, "r+b") as handle:
+        handle.seek((root - 1) * page)
+        handle.write(b"\xff" * 16)

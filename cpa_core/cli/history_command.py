@@ -5,9 +5,11 @@
     cpa history list [--history FILE] [--json]
     cpa history show ID [--history FILE] [--json]
     cpa history compare ID_A ID_B [--history FILE] [--json]
+    cpa history prune [ID ...] [--before DATE] [--keep N] [--dry-run] [--history FILE] [--json]
 
 What is printed is ids, checksums, file names and figures, never document text. Errors raise
-:class:`~cpa_core.common.errors.HistoryError`, which ``cpa`` prints as one line with exit status 2.
+:class:`~cpa_core.common.errors.HistoryError`, which ``cpa`` prints as one line with exit status 2: among them a
+history that fails SQLite's integrity check, refused by every action and by ``cpa audit`` before any work.
 """
 
 from __future__ import annotations
@@ -15,23 +17,29 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
 from cpa_core.common.errors import CPAError
+from cpa_core.report.formatting import counted
 from cpa_core.store.history import (
     DEFAULT_PATH,
     ENV_VAR,
     SHORT_SHA,
     AuditComparison,
     HistoryEntry,
+    PruneReport,
     check_history,
     compare_audits,
     history_path,
     list_audits,
     load_audit,
+    orphan_files,
+    prune_history,
     record_audit,
+    snapshot_folder,
 )
 from cpa_core.store.snapshot import json_default
 
@@ -57,29 +65,81 @@ def add_audit_history_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no-history", action="store_true", help="do not record the run in the audit history")
 
 
+def _moment(text: str) -> datetime:
+    """``--before``: a date or an ISO 8601 time, UTC unless it says its zone."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD or an ISO 8601 time, found {text!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _count(text: str) -> int:
+    """``--keep``: an integer of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer of at least 0, found {text!r}")
+    return value
+
+
+PRUNE_TEXT = ("remove audits (by ID, recorded before a date, or all but the newest N) with their snapshots, and "
+              "always the orphan files of the snapshot folder: snapshots no audit refers to and temporaries, left "
+              "by recordings interrupted before they committed; says what it removed (files and bytes). With no "
+              "ID, --before or --keep, only the orphan files are removed.")
+
+
 def add_history_command(commands) -> None:
     """The ``cpa history`` subcommand and its actions."""
-    text = "past audits (every 'cpa audit' run and dashboard calibration): list, show one, compare two"
+    text = "past audits (every 'cpa audit' run and dashboard calibration): list, show one, compare two, prune"
     history = commands.add_parser("history", help=text, description=text)
     actions = history.add_subparsers(dest="action", required=True, metavar="ACTION")
     specs = {"list": "every recorded audit, oldest first",
              "show": "one audit: configuration, input checksums, figures per level, worklist",
-             "compare": "two audits: figures per level, flagged documents added and removed, set-size changes"}
+             "compare": "two audits: figures per level, flagged documents added and removed, set-size changes",
+             "prune": PRUNE_TEXT}
     for name, description in specs.items():
-        action = actions.add_parser(name, help=description, description=description)
+        short = "remove audits with their snapshots, and orphan snapshot files" if name == "prune" else description
+        action = actions.add_parser(name, help=short, description=description)
         if name == "show":
             action.add_argument("id", type=int, metavar="ID", help="the audit's id (see 'cpa history list')")
         if name == "compare":
             action.add_argument("a", type=int, metavar="ID_A", help="audit A (the reference)")
             action.add_argument("b", type=int, metavar="ID_B", help="audit B (compared with A)")
+        if name == "prune":
+            action.add_argument("ids", type=int, nargs="*", metavar="ID",
+                                help="remove these audits (see 'cpa history list'), whatever --before and --keep say")
+            action.add_argument("--before", type=_moment, metavar="DATE",
+                                help="remove the audits recorded before DATE (YYYY-MM-DD or an ISO 8601 time; UTC "
+                                     "unless it says its zone)")
+            action.add_argument("--keep", type=_count, metavar="N",
+                                help="remove every audit but the newest N; with --before, keep the newest N "
+                                     "whatever their date")
+            action.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
         action.add_argument("--history", metavar="FILE", help=f"the audit history file ({DEFAULT_LOCATION})")
         action.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
 
+def _bytes(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return counted(n, "byte")
+
+
 def check_audit_history(args) -> None:
-    """Before an audit: the history it will be recorded in can be written (unless ``--no-history``)."""
-    if not args.no_history:
-        check_history(_file(args))
+    """Before an audit: the history it will be recorded in can be written and is intact (unless ``--no-history``);
+    orphan files of its snapshot folder are pointed out (``cpa history prune`` removes them)."""
+    if args.no_history:
+        return
+    file = check_history(_file(args))
+    orphans, size = orphan_files(file)
+    if orphans:
+        _say(f"note: {counted(len(orphans), 'file')} ({_bytes(size)}) in {snapshot_folder(file)} belong to no recorded "
+             f"audit (recordings interrupted before they committed); 'cpa history prune --history {file}' removes "
+             "them")
 
 
 def record_cli_audit(args, result) -> None:
@@ -160,8 +220,34 @@ def compare(a: HistoryEntry, b: HistoryEntry, comparison: AuditComparison) -> st
     return "\n".join(lines)
 
 
+def pruned(report: PruneReport) -> list[str]:
+    """The lines of ``cpa history prune``: the audits and the orphan files removed, their counts and bytes."""
+    verb = "would remove" if report.dry_run else "removed"
+    lines = []
+    if report.audits:
+        lines.append(f"{verb} {counted(len(report.audits), 'audit')} ({_ids(report.audits)}) from {report.file} "
+                     f"and {counted(len(report.snapshots), 'snapshot')} ({_bytes(report.snapshot_bytes)})")
+    if report.orphans:
+        partial = sum(path.suffix == ".part" for path in report.orphans)
+        kinds = " and ".join(text for n, text in ((len(report.orphans) - partial, counted(len(report.orphans) - partial,
+                                                                                            "orphan snapshot")),
+                                                  (partial, counted(partial, "temporary file"))) if n)
+        lines.append(f"{verb} {kinds} ({_bytes(report.orphan_bytes)}) from {snapshot_folder(report.file)}: no audit "
+                     "refers to them (recordings interrupted before they committed)")
+    return lines or [f"nothing to remove in {report.file}: no audit chosen, no orphan file"]
+
+
 def cmd_history(args) -> int:
     file = _file(args)
+    if args.action == "prune":
+        report = prune_history(file, ids=args.ids, before=args.before, keep=args.keep, dry_run=args.dry_run)
+        if args.json:
+            _print_json(report.to_dict())
+        else:
+            for line in pruned(report):
+                _say(line)
+        return 0
+    check_history(file, create=False)  # a damaged history is said in one line, whatever is read of it
     if args.action == "list":
         frame = list_audits(file)
         if args.json:
@@ -170,6 +256,8 @@ def cmd_history(args) -> int:
             _say(f"no audit recorded in {file or history_path()}")
         else:
             print(_table(frame[list(LIST_SHOWN)]))
+            for row in frame[frame["unreadable"].notna()].itertuples():
+                _say(f"audit {row.id} cannot be read ({row.unreadable}); 'cpa history prune {row.id}' removes it")
     elif args.action == "show":
         entry = load_audit(args.id, file)
         if args.json:

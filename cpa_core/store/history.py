@@ -16,15 +16,31 @@ Writes are safe under concurrency and crashes: the file is in WAL mode with a bu
 is written in one ``BEGIN IMMEDIATE`` transaction, so a reader sees either all of an audit's rows or none,
 two processes recording at once wait for each other, and a process killed while recording leaves the
 audits recorded before it intact.
+
+Nothing is recorded into a damaged file: recording (and :func:`check_history`, which ``cpa audit`` runs before
+any work) first runs SQLite's ``PRAGMA quick_check``, and a file that fails it is refused with one line naming it
+(0.12 s on 300 audits of 1,000 documents at two levels, a 36 MB file; ``integrity_check`` also compares every
+index with its table and takes 4 to 5 times as long). Every failure of the file or of its folders (a full disk, a
+permission denied) is a :class:`~cpa_core.common.errors.HistoryError` naming the file or folder, and so is a row
+the tool cannot read.
+
+:func:`prune_history` removes audits with their snapshots, and the orphan files of the snapshot folder: the
+snapshot of a recording killed between writing it and committing its row, and the temporary of a snapshot whose
+writing was killed. Recordings hold the snapshot folder with a shared lock from writing their snapshot to
+committing, a prune holds it exclusively, so that a prune never takes a snapshot about to be committed for an
+orphan; a recording removes the temporaries left by killed ones when no other recording is under way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+import stat
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +54,20 @@ from cpa_core.common.errors import HistoryError
 from cpa_core.conformal.calibration import confidence_label, exact_fraction
 from cpa_core.report.verdict import summary_document
 from cpa_core.store.records import package_versions
-from cpa_core.store.snapshot import json_default, read_snapshot, write_snapshot
+from cpa_core.store.snapshot import (
+    PARTIAL,
+    SUFFIX,
+    folder_error,
+    json_default,
+    prepare_folder,
+    read_snapshot,
+    write_snapshot,
+)
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: recordings and prunes are not kept apart
+    fcntl = None
 
 if TYPE_CHECKING:
     from cpa_core.audit.results import AuditResult
@@ -47,6 +76,9 @@ ENV_VAR = "CPA_HISTORY"
 DEFAULT_PATH = Path("~/.local/share/cpa/history.sqlite")
 SOURCES = ("cli", "dashboard")
 BUSY_TIMEOUT_S = 60.0  # another process's transaction is short (no attack, no snapshot inside it)
+LOCK_WAIT_S = BUSY_TIMEOUT_S  # how long a prune waits for recordings under way, and a recording for a prune
+INTEGRITY_CHECK = "PRAGMA quick_check(1)"  # its first problem only: the message is one line
+SQLITE_IDS = range(-(2**63), 2**63)  # what an SQLite INTEGER holds: any other id is no audit's
 APPLICATION_ID = 0x43504148  # "CPAH" in the SQLite header: tells an audit history from any other database
 SCHEMA_VERSION = 1
 SCHEMA = (
@@ -73,7 +105,7 @@ SCHEMA = (
 )
 LIST_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "protocol", "documents_sha256",
                 "registry_sha256", "n_documents", "flag_confidence", "k", "first_guess_rate", "verdict", "n_flagged",
-                "median_set_size", "redacted_from", "out_dir")
+                "median_set_size", "redacted_from", "out_dir", "unreadable")
 SHORT_SHA = 12
 
 
@@ -93,17 +125,38 @@ def _dumps(value) -> str:
     return json.dumps(value, default=json_default, sort_keys=True)
 
 
+def _damaged(file: Path, problem: str) -> HistoryError:
+    """The one message for a history that fails SQLite's integrity check, or that SQLite finds malformed."""
+    problem = " ".join(str(problem).split())  # SQLite's report spans lines
+    problem = problem if len(problem) <= 160 else problem[:160] + "…"
+    return HistoryError(f"audit history {file}: is damaged ({problem}); expected an intact SQLite file, and nothing "
+                        f"is recorded into a damaged one: restore the file from a copy, or start a new history "
+                        f"with --history FILE (or ${ENV_VAR})")
+
+
 def _unusable(file: Path, error: Exception) -> HistoryError:
     """The one message for a file SQLite cannot use: what it is, and what was expected."""
     reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    if "malformed" in reason:
+        return _damaged(file, f"SQLite: {reason}")
     if "not a database" in reason:
         reason = "not an SQLite database"
+    if "disk is full" in reason or (isinstance(error, OSError) and error.errno == errno.ENOSPC):
+        return HistoryError(f"audit history {file}: cannot be written ({reason}); expected free space on its disk: "
+                            f"free some, or set {ENV_VAR} or --history to a file on another disk")
     return HistoryError(f"audit history {file}: cannot be used ({reason}); expected an audit history file "
                         f"(SQLite) in a writable folder; set {ENV_VAR} or --history to another file")
 
 
 def _check_location(file: Path, create: bool) -> bool:
     """Whether the file exists; with ``create``, its folder is made (700) and the file created (600)."""
+    try:
+        return _locate(file, create)
+    except OSError as error:  # a folder that cannot be searched (permission denied), a failing disk
+        raise _unusable(file, error) from None
+
+
+def _locate(file: Path, create: bool) -> bool:
     if file.is_dir():
         raise HistoryError(f"audit history {file}: is a folder; expected the path of a file, "
                            f"e.g. {file / 'history.sqlite'}")
@@ -139,12 +192,25 @@ def _check_schema(connection: sqlite3.Connection, file: Path) -> bool:
     return True
 
 
+def _check_integrity(connection: sqlite3.Connection, file: Path) -> None:
+    """Raise when the file fails SQLite's ``quick_check`` (every page, record and free list is well formed).
+
+    ``quick_check`` rather than ``integrity_check``: it reads the whole file once and skips comparing each index
+    with its table, 4 to 5 times as fast (on 300 audits of 1,000 documents at two levels, a 36 MB file: 0.12 s
+    against 0.55 s), and a damaged page is what a crash or a failing disk leaves.
+    """
+    problems = [row[0] for row in connection.execute(INTEGRITY_CHECK).fetchall()]
+    if problems != ["ok"]:
+        raise _damaged(file, f"SQLite's quick_check: {problems[0] if problems else 'no answer'}")
+
+
 @contextlib.contextmanager
-def _open(file: Path, *, create: bool) -> Iterator[sqlite3.Connection | None]:
+def _open(file: Path, *, create: bool, check: bool = False) -> Iterator[sqlite3.Connection | None]:
     """A connection to the history (``None`` when reading a file that does not exist yet).
 
     Creating one sets WAL mode and the schema, in a transaction of its own so that processes opening a new
-    file at once agree on it. Every SQLite failure becomes a :class:`HistoryError` naming the file.
+    file at once agree on it. With ``check``, a file that fails SQLite's integrity check is refused before
+    anything is written to it. Every SQLite failure becomes a :class:`HistoryError` naming the file.
     """
     if not _check_location(file, create):
         yield None
@@ -156,6 +222,8 @@ def _open(file: Path, *, create: bool) -> Iterator[sqlite3.Connection | None]:
         raise _unusable(file, error) from None
     try:
         connection.execute("PRAGMA foreign_keys = ON")
+        if check:
+            _check_integrity(connection, file)
         if create:
             connection.execute("PRAGMA journal_mode = WAL")  # persistent: readers never block the writer
             connection.execute("BEGIN IMMEDIATE")
@@ -175,15 +243,83 @@ def _open(file: Path, *, create: bool) -> Iterator[sqlite3.Connection | None]:
         connection.close()
 
 
-def check_history(path: str | Path | None = None) -> Path:
-    """Create the history (and its folder) if needed and check it can be written; returns its path.
+def check_history(path: str | Path | None = None, *, create: bool = True) -> Path:
+    """Create the history (and its folder) if needed, check it can be written and passes SQLite's integrity
+    check; returns its path. Without ``create``, an existing history is checked and an absent one left absent.
 
-    Callers run it before an audit, so that an unusable location is said before any work is spent.
+    Callers run it before an audit, so that an unusable or damaged history is said before any work is spent.
     """
     file = Path(path) if path is not None else history_path()
-    with _open(file, create=True):
+    with _open(file, create=create, check=True):
         pass
     return file
+
+
+@contextlib.contextmanager
+def _snapshot_lock(folder: Path, *, exclusive: bool, wait: bool = True) -> Iterator[bool]:
+    """Hold the snapshot folder: shared by a recording from writing its snapshot to committing its row, exclusive
+    by a prune, so that a prune never takes the snapshot of a recording under way for an orphan.
+
+    Yields whether it is held: ``False`` only without ``wait``, when another process holds it. An advisory lock
+    of the system (``flock`` on the folder): a process killed while holding it releases it.
+    """
+    if fcntl is None:
+        yield True
+        return
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError as error:
+        raise folder_error(folder, error) from None
+    try:
+        mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle, mode)
+                held = True
+            except BlockingIOError:
+                held = False
+            except OSError:  # a file system without locks: nothing to keep apart from
+                held = True
+            if held or not wait:
+                break
+            if time.monotonic() > deadline:
+                raise HistoryError(f"audit snapshot folder {folder}: still in use after {LOCK_WAIT_S:g} s by "
+                                   f"{'an audit being recorded' if exclusive else 'a prune'} in another process; "
+                                   "expected it to finish: try again")
+            time.sleep(0.05)
+        yield held
+    finally:
+        os.close(handle)
+
+
+def _files(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The snapshots (``*.npz``) and the temporaries of snapshots being written (``.snapshot-*.part``) in the
+    folder, regular files only (none when the folder is absent)."""
+    snapshots, partial = [], []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                if entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
+                    snapshots.append(Path(entry.path))
+                elif entry.name.startswith(PARTIAL[0]) and entry.name.endswith(PARTIAL[1]):
+                    partial.append(Path(entry.path))
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise HistoryError(f"audit snapshot folder {folder}: cannot be read ({error.strerror or error})") from None
+    return sorted(snapshots), sorted(partial)
+
+
+def _remove_partial(folder: Path) -> None:
+    """Remove the temporaries of snapshots whose writing was killed, when no recording is under way (best effort:
+    the audit is recorded whatever happens here; ``cpa history prune`` removes what is left)."""
+    with contextlib.suppress(HistoryError, OSError), _snapshot_lock(folder, exclusive=True, wait=False) as held:
+        if held:
+            for path in _files(folder)[1]:
+                path.unlink(missing_ok=True)
 
 
 def _level_rows(result: AuditResult) -> list[tuple[str, str, int, int]]:
@@ -212,9 +348,10 @@ def record_audit(result: AuditResult, *, source: str, out_dir: str | Path | None
     before_commit : called with the new id inside the transaction, after every row is written and before
         the commit; tests interrupt a recording there to check that nothing of it is left behind
 
-    The snapshot is written first, outside the transaction (other writers do not wait for it), and removed
-    again if the audit cannot be recorded; only a process killed while recording leaves its snapshot behind,
-    referenced by no audit.
+    The history must pass SQLite's integrity check (a damaged one is refused before anything is written). The
+    snapshot is written first, outside the transaction (other writers do not wait for it), and removed again
+    if the audit cannot be recorded; only a process killed while recording leaves its snapshot behind,
+    referenced by no audit (:func:`prune_history` removes it).
     """
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, found {source!r}")
@@ -227,8 +364,10 @@ def record_audit(result: AuditResult, *, source: str, out_dir: str | Path | None
            "flag_confidence": confidence_label(config.policy_confidence),
            "out_dir": None if out_dir is None else str(Path(out_dir).resolve()), "versions": _dumps(package_versions())}
     levels = _level_rows(result)
-    with _open(file, create=True) as connection:
-        snapshot, sha256 = write_snapshot(result, snapshot_folder(file))
+    folder = snapshot_folder(file)
+    with _open(file, create=True, check=True) as connection, \
+            _snapshot_lock(prepare_folder(folder), exclusive=False):
+        snapshot, sha256 = write_snapshot(result, folder)
         row.update(snapshot=str(snapshot.relative_to(file.parent)), snapshot_sha256=sha256)
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -246,8 +385,10 @@ def record_audit(result: AuditResult, *, source: str, out_dir: str | Path | None
                     connection.execute("ROLLBACK")
                 raise
         except BaseException:
-            snapshot.unlink(missing_ok=True)  # an audit that is not recorded keeps no snapshot
+            with contextlib.suppress(OSError):  # the first error is the one to say; a file left is an orphan
+                snapshot.unlink(missing_ok=True)  # an audit that is not recorded keeps no snapshot
             raise
+    _remove_partial(folder)
     return audit_id
 
 
@@ -322,10 +463,59 @@ def _short(checksums: dict, role: str) -> str | None:
     return sha[:SHORT_SHA] if sha else None
 
 
+JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false",
+              type(None): "null"}
+
+
+def _json_object(text, what: str) -> dict:
+    """A JSON column of a row as the object the tool wrote; ``ValueError`` saying what it is instead."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):  # not JSON, or not even text
+        raise ValueError(f"its stored {what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"its stored {what} is JSON but {JSON_KINDS.get(type(value), 'not an object')}, "
+                         "not an object")
+    return value
+
+
+def _summary(text) -> dict:
+    """The stored summary, of the form the tool writes: ``confidence`` an object of objects, ``policy`` an object."""
+    summary = _json_object(text, "summary")
+    levels, policy = summary.get("confidence", {}), summary.get("policy", {})
+    if not (isinstance(levels, dict) and all(isinstance(v, dict) for v in levels.values())
+            and isinstance(policy, dict)):
+        raise ValueError("its stored summary is not of the form the tool records")
+    return summary
+
+
+def _unreadable(file: Path, audit_id: int, reason) -> HistoryError:
+    return HistoryError(f"audit history {file}: audit {audit_id} cannot be read ({reason}); expected the row the "
+                        f"tool recorded: 'cpa history prune {audit_id}' removes it")
+
+
+def _figures(summary, checksums, flag_confidence) -> dict:
+    """A row's columns of :func:`list_audits` read from its stored summary and checksums."""
+    summary, checksums = _summary(summary), _json_object(checksums, "checksums")
+    try:
+        level = summary.get("confidence", {}).get(flag_confidence, {})
+        verdict = summary.get("verdict")
+        return {"knowledge": summary.get("knowledge"), "attacker": summary.get("attacker"),
+                "protocol": summary.get("protocol"), "documents_sha256": _short(checksums, "documents"),
+                "registry_sha256": _short(checksums, "registry"), "n_documents": level.get("n_test"),
+                "k": (summary.get("policy") or {}).get("flag_below"), "first_guess_rate": level.get("first_guess_rate"),
+                "verdict": verdict.get("status") if isinstance(verdict, dict) else None,
+                "n_flagged": level.get("n_flagged"), "median_set_size": level.get("median_set_size"),
+                "redacted_from": (summary.get("redaction") or {}).get("from_audit")}
+    except (AttributeError, TypeError):  # a member of another type than the tool writes
+        raise ValueError("its stored summary or checksums are not of the form the tool records") from None
+
+
 def list_audits(path: str | Path | None = None) -> pd.DataFrame:
     """Every recorded audit, oldest first, one row each (:data:`LIST_COLUMNS`; figures at the flagging level).
 
-    An absent history file has no audits.
+    An absent history file has no audits. A row whose stored summary or checksums the tool cannot read is listed
+    with its id, time, source and configuration id, and ``unreadable`` saying why (``None`` on every other row).
     """
     file = Path(path) if path is not None else history_path()
     rows = []
@@ -334,44 +524,51 @@ def list_audits(path: str | Path | None = None) -> pd.DataFrame:
             "SELECT id, created_at, source, config_id, summary, checksums, flag_confidence, out_dir "
             "FROM audits ORDER BY id").fetchall()
     for audit_id, created_at, source, config_id, summary, checksums, flag_confidence, out_dir in records:
-        summary, checksums = json.loads(summary), json.loads(checksums)
-        level = summary.get("confidence", {}).get(flag_confidence, {})
-        verdict = summary.get("verdict")
-        rows.append({"id": audit_id, "created_at": created_at, "source": source, "config_id": config_id,
-                     "knowledge": summary.get("knowledge"), "attacker": summary.get("attacker"),
-                     "protocol": summary.get("protocol"), "documents_sha256": _short(checksums, "documents"),
-                     "registry_sha256": _short(checksums, "registry"), "n_documents": level.get("n_test"),
-                     "flag_confidence": flag_confidence, "k": (summary.get("policy") or {}).get("flag_below"),
-                     "first_guess_rate": level.get("first_guess_rate"),
-                     "verdict": verdict.get("status") if isinstance(verdict, dict) else None,
-                     "n_flagged": level.get("n_flagged"), "median_set_size": level.get("median_set_size"),
-                     "redacted_from": (summary.get("redaction") or {}).get("from_audit"), "out_dir": out_dir})
+        row = {"id": audit_id, "created_at": created_at, "source": source, "config_id": config_id,
+               "flag_confidence": flag_confidence, "out_dir": out_dir, "unreadable": None}
+        try:
+            row.update(_figures(summary, checksums, flag_confidence))
+        except ValueError as error:
+            row["unreadable"] = str(error)
+        rows.append(row)
     return pd.DataFrame(rows, columns=list(LIST_COLUMNS))
 
 
+def _no_audit(file: Path, audit_id, connection: sqlite3.Connection | None) -> HistoryError:
+    known = None if connection is None else connection.execute("SELECT min(id), max(id) FROM audits").fetchone()
+    return HistoryError(f"audit history {file}: no audit {audit_id}; expected "
+                        + (f"an id from {known[0]} to {known[1]}" if known and known[1] is not None
+                           else "a recorded audit (none yet)") + " (see 'cpa history list')")
+
+
 def load_audit(audit_id: int, path: str | Path | None = None) -> HistoryEntry:
-    """The recorded audit ``audit_id``; raises :class:`HistoryError` when the history has no such audit."""
+    """The recorded audit ``audit_id``; raises :class:`HistoryError` when the history has no such audit (any
+    integer, however large, is an id to look for) or its row cannot be read."""
     file = Path(path) if path is not None else history_path()
+    audit_id = int(audit_id)
     with _open(file, create=False) as connection:
-        record = None if connection is None else connection.execute(
+        record = None if connection is None or audit_id not in SQLITE_IDS else connection.execute(
             "SELECT id, created_at, source, config_id, config, checksums, summary, flag_confidence, out_dir, "
-            "versions, snapshot, snapshot_sha256 FROM audits WHERE id = ?", (int(audit_id),)).fetchone()
+            "versions, snapshot, snapshot_sha256 FROM audits WHERE id = ?", (audit_id,)).fetchone()
         if record is None:
-            known = None if connection is None else connection.execute("SELECT max(id) FROM audits").fetchone()[0]
-            raise HistoryError(f"audit history {file}: no audit {audit_id}; expected "
-                               + (f"an id from 1 to {known}" if known else "a recorded audit (none yet)")
-                               + " (see 'cpa history list')")
+            raise _no_audit(file, audit_id, connection)
         sizes = connection.execute("SELECT confidence, doc_id, set_size, flagged FROM set_sizes WHERE audit_id = ? "
-                                   "ORDER BY rowid", (int(audit_id),)).fetchall()  # the audit's document order
+                                   "ORDER BY rowid", (audit_id,)).fetchall()  # the audit's document order
     (audit_id, created_at, source, config_id, config, checksums, summary, flag_confidence, out_dir, versions,
      snapshot, snapshot_sha256) = record
+    try:
+        config, checksums, versions = (_json_object(text, what) for text, what in
+                                       ((config, "configuration"), (checksums, "checksums"), (versions, "versions")))
+        summary = _summary(summary)
+    except ValueError as error:
+        raise _unreadable(file, audit_id, error) from None
     set_sizes: dict[str, dict[str, int]] = {}
     for level, doc_id, size, _ in sizes:
         set_sizes.setdefault(level, {})[doc_id] = size
     flagged = tuple(doc_id for _, doc_id in sorted((size, doc_id) for level, doc_id, size, flag in sizes
                                                    if flag and level == flag_confidence))  # as the worklist
-    return HistoryEntry(audit_id, created_at, source, config_id, json.loads(config), json.loads(checksums),
-                        json.loads(summary), flag_confidence, set_sizes, flagged, out_dir, json.loads(versions),
+    return HistoryEntry(audit_id, created_at, source, config_id, config, checksums, summary, flag_confidence,
+                        set_sizes, flagged, out_dir, versions,
                         None if snapshot is None else str(file.parent / snapshot), snapshot_sha256)
 
 
@@ -389,6 +586,170 @@ def load_result(audit_id: int, path: str | Path | None = None) -> AuditResult:
         raise HistoryError(f"audit snapshot {entry.snapshot}: holds configuration {result.config.config_id}; "
                            f"expected {entry.config_id}, the one audit {entry.id} recorded")
     return result
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    """What :func:`prune_history` removed from a history (with ``dry_run``: what it would remove).
+
+    Attributes
+    ----------
+    file : the history
+    audits : the ids of the audits removed, with their rows of set sizes
+    snapshots : their snapshot files (those present)
+    orphans : files of the snapshot folder no audit refers to: the snapshot of a recording killed before it
+        committed its row, the ``.snapshot-*.part`` temporary of a snapshot whose writing was killed
+    snapshot_bytes, orphan_bytes : the sizes of those files
+    dry_run : nothing was removed
+    """
+
+    file: Path
+    audits: tuple[int, ...]
+    snapshots: tuple[Path, ...]
+    snapshot_bytes: int
+    orphans: tuple[Path, ...]
+    orphan_bytes: int
+    dry_run: bool
+
+    def to_dict(self) -> dict:
+        return {"history": str(self.file), "dry_run": self.dry_run, "audits": list(self.audits),
+                "snapshots": [str(p) for p in self.snapshots], "snapshot_bytes": self.snapshot_bytes,
+                "orphans": [str(p) for p in self.orphans], "orphan_bytes": self.orphan_bytes}
+
+
+def _real(file: Path, snapshot) -> str | None:
+    """Where a row's stored snapshot is, symbolic links resolved (``None`` for a row without one)."""
+    return os.path.realpath(file.parent / snapshot) if isinstance(snapshot, str) and snapshot else None
+
+
+def _size(path: Path) -> int | None:
+    """A regular file's size (``None`` when there is none at ``path``)."""
+    try:
+        found = path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise HistoryError(f"audit snapshot {path}: cannot be read ({error.strerror or error})") from None
+    return found.st_size if stat.S_ISREG(found.st_mode) else None
+
+
+def _orphans(connection: sqlite3.Connection, file: Path, folder: Path) -> list[Path]:
+    """The files of the snapshot folder no audit of the history refers to (call it holding the folder
+    exclusively, and inside a transaction: no recording adds a snapshot or a row meanwhile)."""
+    referenced = {_real(file, snapshot) for (snapshot,) in connection.execute("SELECT snapshot FROM audits")}
+    snapshots, partial = _files(folder)
+    return [path for path in snapshots if os.path.realpath(path) not in referenced] + partial
+
+
+def orphan_files(path: str | Path | None = None) -> tuple[tuple[Path, ...], int]:
+    """The orphan files of the history's snapshot folder (:class:`PruneReport`) and their size in bytes; none when
+    a recording is under way (its snapshot is not an orphan) or the history is absent. Nothing is removed."""
+    file = Path(path) if path is not None else history_path()
+    folder = snapshot_folder(file)
+    if not folder.is_dir():
+        return (), 0
+    with _open(file, create=False) as connection, _snapshot_lock(folder, exclusive=True, wait=False) as held:
+        if connection is None or not held:
+            return (), 0
+        connection.execute("BEGIN")
+        try:
+            orphans = _orphans(connection, file, folder)
+        finally:
+            connection.execute("ROLLBACK")
+    sizes = [_size(path) for path in orphans]
+    return tuple(p for p, size in zip(orphans, sizes) if size is not None), sum(size or 0 for size in sizes)
+
+
+def _chosen(rows: list[tuple], file: Path, ids: tuple[int, ...], before: datetime | None,
+            keep: int | None) -> list[int]:
+    """The ids of the audits to remove among ``rows`` (``(id, created_at)``, oldest first)."""
+    known = {row[0] for row in rows}
+    unknown = [str(i) for i in ids if i not in known]
+    if unknown:
+        lowest, highest = (min(known), max(known)) if known else (None, None)
+        raise HistoryError(f"audit history {file}: no audit {', '.join(unknown)}; expected "
+                           + (f"ids from {lowest} to {highest}" if known else "a recorded audit (none yet)")
+                           + " (see 'cpa history list'); nothing was removed")
+    chosen = set(ids)
+    if before is not None or keep is not None:
+        kept = {row[0] for row in rows[max(0, len(rows) - keep):]} if keep else set()
+        for audit_id, created_at in rows:
+            if audit_id in kept:
+                continue
+            if before is not None:
+                try:
+                    recorded = datetime.fromisoformat(created_at)
+                except (TypeError, ValueError):
+                    continue  # a time the tool did not write: not known to be older
+                if (recorded if recorded.tzinfo else recorded.replace(tzinfo=UTC)) >= before:
+                    continue
+            chosen.add(audit_id)
+    return sorted(chosen)
+
+
+def prune_history(path: str | Path | None = None, *, ids: Iterable[int] = (), before: datetime | None = None,
+                  keep: int | None = None, dry_run: bool = False) -> PruneReport:
+    """Remove audits from the history with their snapshots, and every orphan file of its snapshot folder.
+
+    Parameters
+    ----------
+    path : the history file (default :func:`history_path`)
+    ids : audits to remove, by id; an id the history does not hold raises :class:`HistoryError` and nothing is
+        removed
+    before : also remove the audits recorded before this time (a time without a zone is UTC, like ``created_at``)
+    keep : also remove every audit but the newest ``keep`` (the last recorded); with ``before``, those recorded
+        before it except the newest ``keep``
+    dry_run : remove nothing; the report says what would be removed
+
+    With no ``ids``, ``before`` or ``keep``, only the orphan files are removed. The history must pass SQLite's
+    integrity check. The rows go in one transaction; their snapshots are removed once it is committed (a file
+    left by a failure is an orphan the next prune removes). An absent history has nothing to remove.
+    """
+    file = Path(path) if path is not None else history_path()
+    ids = tuple(sorted({int(i) for i in ids}))
+    if keep is not None and keep < 0:
+        raise ValueError(f"keep must be 0 or more, found {keep}")
+    if before is not None and before.tzinfo is None:
+        before = before.replace(tzinfo=UTC)
+    folder = snapshot_folder(file)
+    with _open(file, create=False, check=True) as connection:
+        if connection is None:
+            return PruneReport(file, (), (), 0, (), 0, dry_run)
+        present = folder.is_dir()  # absent: no orphan; a recording that makes it now adds none that is ours
+        with _snapshot_lock(folder, exclusive=True) if present else contextlib.nullcontext(True):
+            connection.execute("BEGIN" if dry_run else "BEGIN IMMEDIATE")
+            try:
+                rows = connection.execute("SELECT id, created_at, snapshot FROM audits ORDER BY id").fetchall()
+                chosen = _chosen([row[:2] for row in rows], file, ids, before, keep)
+                removed = set(chosen)
+                kept_files = {_real(file, snapshot) for audit_id, _, snapshot in rows if audit_id not in removed}
+                snapshots = sorted({file.parent / snapshot for audit_id, _, snapshot in rows if audit_id in removed
+                                    and (real := _real(file, snapshot)) is not None and real not in kept_files
+                                    and real.endswith(SUFFIX)})  # never a file an audit kept refers to
+                orphans = _orphans(connection, file, folder) if present else []
+                if chosen and not dry_run:
+                    connection.executemany("DELETE FROM set_sizes WHERE audit_id = ?", [(i,) for i in chosen])
+                    connection.executemany("DELETE FROM audits WHERE id = ?", [(i,) for i in chosen])
+                    connection.execute("COMMIT")
+                else:
+                    connection.execute("ROLLBACK")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+            sizes = {path: _size(path) for path in (*snapshots, *orphans)}
+            snapshots = [path for path in snapshots if sizes[path] is not None]  # already gone: nothing to remove
+            orphans = [path for path in orphans if sizes[path] is not None]
+            if not dry_run:
+                for path in (*snapshots, *orphans):
+                    try:
+                        path.unlink(missing_ok=True)
+                    except OSError as error:
+                        raise HistoryError(f"audit snapshot {path}: cannot be removed ({error.strerror or error}); "
+                                           f"expected a writable snapshot folder; the audits are removed from the "
+                                           f"history, and 'cpa history prune' removes the file once it can") from None
+    return PruneReport(file, tuple(chosen), tuple(snapshots), sum(sizes[p] for p in snapshots), tuple(orphans),
+                       sum(sizes[p] for p in orphans), dry_run)
 
 
 COMPARED_METRICS = ("coverage", "median_set_size", "n_flagged")

@@ -11,11 +11,13 @@ SHA-256 against the one recorded at write time before it parses anything.
 
 The file holds the query each document was attacked with, that is the released text (with LLM clues when
 the knowledge level adds them): it is written owner-only (mode 600), atomically (a crash leaves no
-half-written snapshot under its name), and must be handled like the release itself.
+half-written snapshot under its name: at most a ``.snapshot-*.part`` temporary, which ``cpa history prune``
+removes), and must be handled like the release itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -38,6 +40,8 @@ FORMAT = 1
 META = "meta"  # the JSON member: format, configuration, inputs and each split's ids, texts and labels
 SPLITS = {"test": "test_split", "calibration": "calibration_split"}  # test first: calibration rows may be its rows
 ARRAYS = ("candidates", "weights", "pool_sizes", "tail_mass", "cut_ties")  # CandidateTable's numeric fields
+SUFFIX = ".npz"  # a snapshot's name: a unique stem and this suffix
+PARTIAL = (".snapshot-", ".part")  # a snapshot being written is named with this prefix and suffix until it is whole
 
 
 def json_default(value):
@@ -116,6 +120,24 @@ def file_sha256(stream) -> str:
     return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
+def folder_error(folder: Path, error: OSError) -> HistoryError:
+    """The one message for a snapshot folder that cannot be written: the folder, the system's reason (a full disk,
+    a permission denied), and what was expected."""
+    return HistoryError(f"audit snapshot folder {folder}: cannot be written ({error.strerror or error}); "
+                        "expected a writable folder, with free space, next to the audit history")
+
+
+def prepare_folder(folder: str | Path) -> Path:
+    """The snapshot folder, created owner-only (700) if needed; a folder that cannot be made raises
+    :class:`~cpa_core.common.errors.HistoryError` naming it."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as error:
+        raise folder_error(folder, error) from None
+    return folder
+
+
 def write_snapshot(result: AuditResult, folder: str | Path) -> tuple[Path, str]:
     """Write the snapshot of ``result`` into ``folder`` (created owner-only) under a new unique name.
 
@@ -123,25 +145,24 @@ def write_snapshot(result: AuditResult, folder: str | Path) -> tuple[Path, str]:
     -------
     (path, sha256) : the file written (mode 600) and the SHA-256 of its bytes
     """
-    folder = Path(folder)
+    folder = prepare_folder(folder)
     arrays = snapshot_arrays(result)
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, temporary = tempfile.mkstemp(prefix=".snapshot-", suffix=".part", dir=folder)  # mode 600
+        handle, temporary = tempfile.mkstemp(prefix=PARTIAL[0], suffix=PARTIAL[1], dir=folder)  # mode 600
         try:
             with os.fdopen(handle, "w+b") as stream:
                 np.savez(stream, **arrays)  # written straight to the file: no copy of the arrays in memory
                 stream.flush()
                 os.fsync(stream.fileno())
                 sha256 = file_sha256(stream)
-            final = folder / f"{Path(temporary).stem.removeprefix('.snapshot-')}.npz"
+            final = folder / f"{Path(temporary).stem.removeprefix(PARTIAL[0])}{SUFFIX}"
             os.replace(temporary, final)  # the name appears only once the file is whole
         except BaseException:
-            Path(temporary).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the first error is the one to say; a file left is an orphan
+                Path(temporary).unlink(missing_ok=True)
             raise
     except OSError as error:
-        raise HistoryError(f"audit snapshot folder {folder}: cannot be written ({error.strerror or error}); "
-                           "expected a writable folder next to the audit history") from None
+        raise folder_error(folder, error) from None
     return final, sha256
 
 

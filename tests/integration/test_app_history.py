@@ -1,13 +1,16 @@
 """The History page under Streamlit's AppTest: calibrations are recorded, a past audit is reopened as the current
-one without attacking again, two audits are compared, and bad cases are said on the page."""
+one without attacking again, two audits are compared, and bad cases (a missing snapshot, an unusable or damaged
+history, rows that cannot be read) are said on the page."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 
 import pytest
 from apptest import PAGES, assert_clean, calibrate, metric, new_app, shown
+from recorded_audits import damage
 
 from cpa_core.report.metrics import summarize
 from cpa_core.report.worklist import worklist
@@ -117,3 +120,28 @@ def test_an_unusable_history_is_a_warning_and_the_calibration_is_kept(tmp_path, 
     at.switch_page(nav.HISTORY).run()
     assert not at.exception
     assert any("audit history cannot be read" in shown(e) for e in at.error)
+
+
+def test_rows_that_cannot_be_read_are_listed_and_said_and_a_damaged_history_is_one_error(history, sample_paths):
+    from tables import small_audit
+
+    ids = [record_audit(small_audit(seed), source="cli", path=history) for seed in (1, 2, 3, 4)]
+    with sqlite3.connect(history) as connection:
+        connection.execute("UPDATE audits SET summary = 'not json' WHERE id = ?", (ids[3],))  # the latest
+        connection.execute("UPDATE audits SET summary = '[1, 2]' WHERE id = ?", (ids[0],))
+    at = new_app().run()
+    at.switch_page(nav.HISTORY).run()
+    assert_clean(at)
+    assert at.dataframe[0].value["id"].tolist() == ids[::-1]  # every audit is listed
+    said = [shown(w) for w in at.warning]
+    assert any(f"Audit {ids[3]} cannot be read (its stored summary is not JSON)" in w for w in said)
+    assert any(f"Audit {ids[0]} cannot be read (its stored summary is JSON but an array, not an object)" in w
+               for w in said)
+    assert at.selectbox(key="w.history.audit").value == ids[2]  # the latest that can be read
+    assert (at.selectbox(key="w.history.a").value, at.selectbox(key="w.history.b").value) == (ids[1], ids[2])
+    assert len(at.get("plotly_chart")) == 1
+
+    damage(history)
+    at.run()
+    assert not at.exception
+    assert any("The audit cannot be read" in shown(e) and "is damaged" in shown(e) for e in at.error)

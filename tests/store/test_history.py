@@ -1,9 +1,11 @@
-"""The audit history: recording, listing, comparing and reopening audits; concurrency, crashes and bad files (a
-reopened audit is the same audit: tests/store/test_snapshot.py; the ``cpa history`` command line:
-tests/cli/test_history_command.py, and with audits recorded by ``cpa`` processes: tests/integration/test_history_cli.py)."""
+"""The audit history: recording, listing, comparing, reopening and pruning audits; concurrency, crashes, damaged
+files, unreadable rows and failing disks (a reopened audit is the same audit: tests/store/test_snapshot.py; the
+``cpa history`` command line: tests/cli/test_history_command.py, and with audits recorded by ``cpa`` processes:
+tests/integration/test_history_cli.py)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
 import os
@@ -11,28 +13,36 @@ import signal
 import sqlite3
 import stat
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from audit_files import as_json
 from recorded_audits import audits_fixture, history_fixture, recorded_fixture  # noqa: F401 (the fixtures)
+from recorded_audits import damage
 from tables import SECRET_TEXT
 
 from cpa_core.common.errors import HistoryError
 from cpa_core.report.metrics import summarize
 from cpa_core.report.verdict import summary_document
 from cpa_core.report.worklist import worklist
+from cpa_core.store import history as history_module
 from cpa_core.store.history import (
     ENV_VAR,
     HistoryEntry,
+    check_history,
     compare_audits,
     history_path,
     list_audits,
     load_audit,
     load_result,
+    orphan_files,
+    prune_history,
     record_audit,
     snapshot_folder,
 )
+from cpa_core.store.snapshot import write_snapshot
 
 
 def worklist_ids(result) -> list[str]:
@@ -322,3 +332,218 @@ def test_a_failing_recording_leaves_nothing_behind(recorded, audits, history):
         record_audit(audits[0], source="cli", path=history, before_commit=fail)
     assert list_audits(history)["id"].tolist() == list(recorded)
     assert sorted(snapshot_folder(history).glob("*.npz")) == snapshots
+
+
+def snapshots_of(history) -> list[Path]:
+    return sorted(snapshot_folder(history).glob("*.npz"))
+
+
+def test_a_writer_killed_between_its_snapshot_and_its_commit_leaves_an_orphan_that_prune_removes(
+        recorded, audits, history, monkeypatch):
+    """While the writer is under way its snapshot is not an orphan (a prune waits for it); once it is killed, the
+    snapshot it wrote is one, said by a dry run and removed by a prune."""
+    kept = snapshots_of(history)
+    inside = FORK.Event()
+    writer = FORK.Process(target=_record_and_hang, args=(history, audits[0], inside))
+    writer.start()
+    assert inside.wait(60), "the writer never reached its transaction"
+    (orphan,) = set(snapshots_of(history)) - set(kept)
+    assert orphan_files(history) == ((), 0)  # a recording under way: its snapshot is not an orphan
+    monkeypatch.setattr(history_module, "LOCK_WAIT_S", 0.3)
+    with pytest.raises(HistoryError, match="still in use after 0.3 s by an audit being recorded in another process"):
+        prune_history(history)
+    assert orphan.exists()
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.join(30)
+    assert writer.exitcode == -signal.SIGKILL
+    assert orphan_files(history) == ((orphan,), orphan.stat().st_size)
+    dry = prune_history(history, dry_run=True)
+    assert dry.orphans == (orphan,) and dry.orphan_bytes == orphan.stat().st_size and dry.dry_run
+    assert dry.audits == () and orphan.exists()  # a dry run removes nothing
+    done = prune_history(history)
+    assert done.orphans == (orphan,) and done.orphan_bytes == dry.orphan_bytes and not orphan.exists()
+    assert snapshots_of(history) == kept and list_audits(history)["id"].tolist() == list(recorded)
+    assert summarize(load_result(recorded[1], history)).to_dict() == summarize(audits[1]).to_dict()
+    assert prune_history(history).orphans == ()
+
+
+# --- prune ----------------------------------------------------------------------------------------------------
+
+def test_prune_removes_audits_by_id_with_their_rows_and_snapshots(recorded, audits, history):
+    third = record_audit(audits[0], source="cli", path=history)
+    entries = {i: load_audit(i, history) for i in (*recorded, third)}
+    size = Path(entries[recorded[0]].snapshot).stat().st_size
+    dry = prune_history(history, ids=[recorded[0]], dry_run=True)
+    assert dry.audits == (recorded[0],) and dry.snapshots == (Path(entries[recorded[0]].snapshot),)
+    assert dry.snapshot_bytes == size and len(snapshots_of(history)) == 3 and len(list_audits(history)) == 3
+    done = prune_history(history, ids=[recorded[0]])
+    assert done.to_dict() == {**dry.to_dict(), "dry_run": False}
+    assert list_audits(history)["id"].tolist() == [recorded[1], third]
+    assert not Path(entries[recorded[0]].snapshot).exists() and len(snapshots_of(history)) == 2
+    with sqlite3.connect(history) as connection:
+        left = connection.execute("SELECT count(*) FROM set_sizes WHERE audit_id = ?", (recorded[0],)).fetchone()
+    assert left == (0,)
+    with pytest.raises(HistoryError, match=f"no audit {recorded[0]}; expected an id from {recorded[1]} to {third}"):
+        load_audit(recorded[0], history)
+    assert load_audit(third, history) == entries[third]
+    assert integrity(history) == "ok"
+
+
+def test_prune_by_date_and_keeping_the_newest(recorded, audits, history):
+    ids = [*recorded, *(record_audit(audits[0], source="cli", path=history) for _ in range(3))]
+    with sqlite3.connect(history) as connection:  # recorded on the 1st to the 5th of January
+        connection.executemany("UPDATE audits SET created_at = ? WHERE id = ?",
+                               [(f"2026-01-0{day}T12:00:00+00:00", i) for day, i in enumerate(ids, start=1)])
+    assert prune_history(history, before=datetime(2026, 1, 3), dry_run=True).audits == tuple(ids[:2])
+    assert prune_history(history, before=datetime(2026, 1, 3, 12, 0, 1, tzinfo=UTC), dry_run=True).audits == \
+        tuple(ids[:3])
+    assert prune_history(history, keep=2, dry_run=True).audits == tuple(ids[:3])
+    assert prune_history(history, keep=0, dry_run=True).audits == tuple(ids)
+    assert prune_history(history, keep=9, dry_run=True).audits == ()
+    assert prune_history(history, before=datetime(2026, 1, 5), keep=3, dry_run=True).audits == tuple(ids[:2])
+    assert prune_history(history, ids=[ids[4]], before=datetime(2026, 1, 2), keep=1, dry_run=True).audits == \
+        (ids[0], ids[4])  # a named audit goes whatever --keep says
+    report = prune_history(history, keep=2)
+    assert report.audits == tuple(ids[:3]) and len(report.snapshots) == 3
+    assert list_audits(history)["id"].tolist() == ids[3:] and len(snapshots_of(history)) == 2
+
+
+def test_prune_of_an_unknown_id_removes_nothing(recorded, history):
+    for unknown in (99, 10**23, -1):
+        with pytest.raises(HistoryError, match=f"no audit {unknown}; expected ids from 1 to 2 .*nothing was removed"):
+            prune_history(history, ids=[recorded[0], unknown])
+    assert list_audits(history)["id"].tolist() == list(recorded) and len(snapshots_of(history)) == 2
+
+
+def test_prune_removes_orphan_snapshots_and_temporaries_and_nothing_else(recorded, audits, history, tmp_path):
+    folder = snapshot_folder(history)
+    orphan, _ = write_snapshot(audits[0], folder)  # a snapshot whose row was never committed
+    partial = folder / ".snapshot-k1ll3d_x.part"  # a snapshot whose writing was killed
+    partial.write_bytes(b"PK\x03\x04" + b"\0" * 1000)
+    others = [folder / "notes.txt", folder / "sub"]
+    others[0].write_text("not a snapshot")
+    others[1].mkdir()
+    report = prune_history(history)
+    assert report.audits == () and report.snapshots == ()
+    assert set(report.orphans) == {orphan, partial} and not orphan.exists() and not partial.exists()
+    assert report.orphan_bytes > 1004
+    assert all(path.exists() for path in others)
+    assert [Path(load_audit(i, history).snapshot).exists() for i in recorded] == [True, True]
+    assert prune_history(tmp_path / "none.sqlite") == history_module.PruneReport(tmp_path / "none.sqlite", (), (), 0,
+                                                                                   (), 0, False)
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_a_recording_removes_the_temporaries_of_killed_ones_and_leaves_orphan_snapshots(recorded, audits, history):
+    folder = snapshot_folder(history)
+    partial = folder / ".snapshot-k1ll3d_x.part"
+    partial.write_bytes(b"half a snapshot")
+    orphan, _ = write_snapshot(audits[0], folder)
+    record_audit(audits[1], source="cli", path=history)
+    assert not partial.exists()  # never referred to by any audit: removed
+    assert orphan.exists() and orphan_files(history) == ((orphan,), orphan.stat().st_size)  # for 'cpa history prune'
+
+
+# --- a damaged file, an unreadable row ------------------------------------------------------------------------
+
+DAMAGED = "is damaged \\(SQLite's quick_check: .*Page \\d+.*\\); expected an intact SQLite file"
+
+
+def test_a_damaged_history_is_refused_before_anything_is_recorded(recorded, audits, history):
+    damage(history)
+    before = history.read_bytes(), snapshots_of(history)
+    for call in (lambda: check_history(history), lambda: check_history(history, create=False),
+                 lambda: record_audit(audits[0], source="cli", path=history), lambda: prune_history(history, keep=0)):
+        with pytest.raises(HistoryError, match=DAMAGED) as error:
+            call()
+        message = str(error.value)
+        assert "\n" not in message and str(history) in message
+        assert "restore the file from a copy, or start a new history with --history FILE" in message
+    assert (history.read_bytes(), snapshots_of(history)) == before  # nothing written, no snapshot left
+    with pytest.raises(HistoryError, match="is damaged \\(SQLite: database disk image is malformed\\)"):
+        load_audit(recorded[0], history)  # reading the damaged page: the same one line
+    assert list_audits(history)["id"].tolist() == list(recorded)  # what can be read still is
+
+
+@pytest.mark.parametrize("stored, reason", [
+    ("{not json", "its stored summary is not JSON"),
+    ("[1, 2]", "its stored summary is JSON but an array, not an object"),
+    ('"text"', "its stored summary is JSON but a string, not an object"),
+    ('{"confidence": [1]}', "its stored summary is not of the form the tool records"),
+])
+def test_a_row_whose_summary_cannot_be_read_is_listed_as_unreadable(recorded, history, stored, reason):
+    with sqlite3.connect(history) as connection:
+        connection.execute("UPDATE audits SET summary = ? WHERE id = ?", (stored, recorded[0]))
+    frame = list_audits(history)
+    assert frame["id"].tolist() == list(recorded)
+    assert frame["unreadable"].iloc[0] == reason and frame["unreadable"].isna().tolist() == [False, True]
+    assert frame.iloc[0]["source"] == "cli" and pd.isna(frame.iloc[0]["knowledge"])
+    assert frame.iloc[1]["knowledge"] == "toy"
+    with pytest.raises(HistoryError) as error:
+        load_audit(recorded[0], history)
+    assert str(error.value) == (f"audit history {history}: audit {recorded[0]} cannot be read ({reason}); expected "
+                                f"the row the tool recorded: 'cpa history prune {recorded[0]}' removes it")
+    assert load_audit(recorded[1], history).id == recorded[1]
+    assert prune_history(history, ids=[recorded[0]]).audits == (recorded[0],)  # and it can be removed
+
+
+def test_an_id_beyond_what_sqlite_holds_is_no_audit(recorded, history):
+    for huge in (10**23, 2**63, -(2**63) - 1):
+        with pytest.raises(HistoryError, match=f"no audit {huge}; expected an id from 1 to 2"):
+            load_audit(huge, history)
+
+
+# --- a failing disk: every error names its file -----------------------------------------------------------------
+
+def test_a_folder_that_cannot_be_searched_is_named(recorded, audits, history, monkeypatch):
+    """A permission denied on the history's folder (simulated: the tests run as any user, root included)."""
+    real_stat = Path.stat
+
+    def denied(path, *args, **kwargs):
+        if path == history:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", denied)
+    for call in (lambda: list_audits(history), lambda: load_audit(1, history), lambda: check_history(history),
+                 lambda: record_audit(audits[0], source="cli", path=history)):
+        with pytest.raises(HistoryError) as error:
+            call()
+        assert str(error.value).startswith(f"audit history {history}: cannot be used (Permission denied)")
+
+
+def test_a_full_disk_is_named_and_leaves_no_snapshot(recorded, audits, history, monkeypatch):
+    connect = sqlite3.connect
+
+    def full(*args, **kwargs):  # SQLite's own "disk is full": no page can be added to the file
+        connection = connect(*args, **kwargs)
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+        connection.execute(f"PRAGMA max_page_count = {pages}")
+        return connection
+
+    snapshots = snapshots_of(history)
+    monkeypatch.setattr(history_module.sqlite3, "connect", full)
+    with pytest.raises(HistoryError) as error:
+        record_audit(audits[0], source="cli", path=history)
+    assert str(error.value) == (f"audit history {history}: cannot be written (database or disk is full); expected "
+                                f"free space on its disk: free some, or set {ENV_VAR} or --history to a file on "
+                                "another disk")
+    monkeypatch.setattr(history_module.sqlite3, "connect", connect)
+    assert snapshots_of(history) == snapshots and list_audits(history)["id"].tolist() == list(recorded)
+
+
+def test_a_snapshot_that_cannot_be_removed_is_named(recorded, history, monkeypatch):
+    snapshot = Path(load_audit(recorded[0], history).snapshot)
+    unlink = Path.unlink
+
+    def denied(path, *args, **kwargs):
+        if path == snapshot:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", denied)
+    with pytest.raises(HistoryError, match=f"^audit snapshot {snapshot}: cannot be removed \\(Permission denied\\)"):
+        prune_history(history, ids=[recorded[0]])
+    monkeypatch.setattr(Path, "unlink", unlink)
+    assert list_audits(history)["id"].tolist() == [recorded[1]]  # the audit is removed; its file is an orphan
+    assert prune_history(history).orphans == (snapshot,) and not snapshot.exists()

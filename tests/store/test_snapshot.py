@@ -1,13 +1,15 @@
 """A stored audit result rebuilt without attacking again: the snapshot's file (owner-only, atomic, its SHA-256,
-nothing pickled), every protocol certifying as the original at any level, the declared placeholders kept, and a
-missing, changed or foreign file refused with a message naming it."""
+nothing pickled), every protocol certifying as the original at any level, the declared placeholders kept, a
+missing, changed or foreign file refused with a message naming it, and a full disk said naming the folder."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import stat
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +23,16 @@ from cpa_core.common.errors import HistoryError
 from cpa_core.io.tables import load_documents, load_registry
 from cpa_core.report.metrics import summarize
 from cpa_core.store.history import load_result, record_audit
-from cpa_core.store.snapshot import FORMAT, META, json_default, read_snapshot, snapshot_arrays, write_snapshot
+from cpa_core.store import snapshot as snapshot_module
+from cpa_core.store.snapshot import (
+    FORMAT,
+    META,
+    PARTIAL,
+    json_default,
+    read_snapshot,
+    snapshot_arrays,
+    write_snapshot,
+)
 
 AUDITS = {"release": lambda: small_audit(3), "release-unknown": lambda: small_audit(3, unknown_every=4),
           "split": toy_audit}
@@ -95,6 +106,32 @@ def test_an_unwritable_folder_is_a_history_error(tmp_path):
     blocker.write_text("not a folder", encoding="utf-8")
     with pytest.raises(HistoryError, match="cannot be written"):
         write_snapshot(toy_audit(), blocker / "snapshots")
+
+
+@pytest.mark.parametrize("removable", [True, False], ids=["temporary-removed", "temporary-left"])
+def test_a_full_disk_names_the_folder_and_its_own_reason(tmp_path, monkeypatch, removable):
+    """A disk that fills while the snapshot is written (simulated): the folder and the system's reason are said, even
+    when the temporary cannot be removed either (it is then an orphan, which ``cpa history prune`` removes)."""
+    folder = tmp_path / "snapshots"
+
+    def full(stream, **arrays):
+        stream.write(b"PK\x03\x04" + b"\0" * 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(snapshot_module.np, "savez", full)
+    if not removable:
+        def denied(path, *args, **kwargs):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        monkeypatch.setattr(Path, "unlink", denied)
+    with pytest.raises(HistoryError) as error:
+        write_snapshot(toy_audit(), folder)
+    assert str(error.value) == (f"audit snapshot folder {folder}: cannot be written (No space left on device); "
+                                "expected a writable folder, with free space, next to the audit history")
+    left = [path.name for path in folder.iterdir()]
+    if removable:
+        assert left == []
+    else:  # an orphan, which 'cpa history prune' removes
+        assert len(left) == 1 and left[0].startswith(PARTIAL[0]) and left[0].endswith(PARTIAL[1])
 
 
 def test_what_json_cannot_write_by_itself():
