@@ -1,6 +1,6 @@
 """Releases built from the real datasets in ``../shared/datasets`` (never copied into the project): the Blog
-Authorship slice and TextWash study 1, as documents and a registry ready to audit. Each builder returns ``None`` when
-its data is absent (the caller skips, saying where it looked)."""
+Authorship slice, TextWash study 1 and the TAB test cases, as documents and a registry ready to audit. Each builder
+returns ``None`` when its data is absent (the caller skips, saying where it looked)."""
 
 from __future__ import annotations
 
@@ -68,16 +68,50 @@ def textwash_files() -> dict[str, list[tuple[int, str]]]:
     return {identity: sorted(items) for identity, items in sorted(by_identity.items())}
 
 
-def textwash_release(category: str = "semifamous") -> tuple[Documents, Registry] | None:
-    """TextWash study 1: 30 people, each profile one held-out original description (the person's first); the release
-    is the anonymised descriptions of the people of ``category`` (their other descriptions)."""
+def textwash_release(category: str | None = "semifamous", profile_descriptions: int = 1
+                     ) -> tuple[Documents, Registry] | None:
+    """TextWash study 1: 30 people, each profile the person's first ``profile_descriptions`` original descriptions
+    (held out, joined by a space); the release is the anonymised descriptions of the people of ``category`` (every
+    person's with ``None``), their other descriptions."""
     if not (TEXTWASH / "anon").is_dir():
         return None
     documents, registry = [], []
     for identity, items in textwash_files().items():
         registry.append({"identity_id": identity,
-                         "profile": (TEXTWASH / "orig" / items[0][1]).read_text(encoding="utf-8").strip()})
-        if identity.startswith(f"{category}:"):
+                         "profile": " ".join((TEXTWASH / "orig" / name).read_text(encoding="utf-8").strip()
+                                             for _, name in items[:profile_descriptions])})
+        if category is None or identity.startswith(f"{category}:"):
             documents += [{"doc_id": name[:-4], "text": (TEXTWASH / "anon" / name).read_text(encoding="utf-8"),
-                           "identity_id": identity} for _, name in items[1:]]
+                           "identity_id": identity} for _, name in items[profile_descriptions:]]
     return _tables(documents, registry, "textwash")
+
+
+TAB = DATASETS / "tab" / "tae"
+
+
+def tab_release(background: str = "Public", anonymisation: str = "Manual_Supression"
+                ) -> tuple[Documents, Registry] | None:
+    """The TAB test split, 127 court cases (one per applicant): each case's registry profile is the attacker's background
+    knowledge of it (TAE's ``TAB_test_BK=<background>.json``: the public judgment, or its first 10/25/50 %); the release
+    is the case's TAB text with the spans of ``TAB_test_<anonymisation>.json`` replaced (suppressed by default)."""
+    import json
+
+    texts, profiles = TAB / "bks" / "TAB_test_BK=Original.json", TAB / "bks" / f"TAB_test_BK={background}.json"
+    spans = TAB / "anonymizations" / f"TAB_test_{anonymisation}.json"
+    if not (texts.is_file() and profiles.is_file() and spans.is_file()):
+        return None
+    originals, public = (json.loads(path.read_text(encoding="utf-8")) for path in (texts, profiles))
+    replaced = json.loads(spans.read_text(encoding="utf-8"))
+    documents, registry = [], []
+    for case, text in sorted(originals.items()):
+        merged: list[list] = []  # overlapping spans (a few annotations nest) are one span, the first's replacement
+        for start, end, replacement in sorted(replaced.get(case, []), key=lambda span: (span[0], -span[1])):
+            if merged and start < merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end, replacement])
+        for start, end, replacement in reversed(merged):
+            text = text[:start] + replacement + text[end:]
+        registry.append({"identity_id": case, "profile": " ".join(public[case].split())})
+        documents.append({"doc_id": case, "text": text, "identity_id": case})
+    return _tables(documents, registry, "tab")
