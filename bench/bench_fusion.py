@@ -1,4 +1,4 @@
-"""Benchmark (o): the lexical fusion attacker against the TF-IDF attacker, on the real releases and at scale.
+"""Benchmark (p): the lexical fusion attacker against the TF-IDF attacker, on the real releases and at scale.
 
 Real releases (from ``../shared/datasets``, built by ``tests/real_releases.py``; a release whose data is absent is
 left out), each audited by both attackers as a newcomer declares them (temperature ``auto``, certainty strata,
@@ -50,7 +50,7 @@ RELEASES = {
 QUICK_RELEASES = ("textwash3", "tab")
 CONFIDENCE = 0.9
 TOP_K = 100
-HEADING = "## (o) Lexical fusion attacker against TF-IDF (`bench/bench_fusion.py`)"
+HEADING = "## (p) Lexical fusion attacker against TF-IDF (`bench/bench_fusion.py`)"
 STANDALONE_MARKER = "<!-- standalone benchmarks below"
 
 

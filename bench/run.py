@@ -9,7 +9,7 @@
 (b) re-thresholding 100,000 audited documents (K = 100) at a confidence level not computed yet;
 (c) TF-IDF audit of 10,000 documents against 10,000 profiles vs the raw TF-IDF + cosine computation,
     and peak RSS of the attack as the registry grows (each measurement in its own subprocess);
-(o) the lexical fusion attacker against TF-IDF on the real releases of ../shared/datasets and at 1k-10k synthetic
+(p) the lexical fusion attacker against TF-IDF on the real releases of ../shared/datasets and at 1k-10k synthetic
     documents x profiles (bench_fusion.py).
 """
 
@@ -281,7 +281,7 @@ def main(argv=None) -> int:
     log("(c) TF-IDF audit vs raw TF-IDF + cosine, and the registry sweep ...")
     with tempfile.TemporaryDirectory(prefix="cpa-bench-") as workdir:
         c = bench_tfidf.bench_tfidf(workdir, quick=args.quick, large=args.large, log=log)
-        log("(o) the lexical fusion attacker against TF-IDF: real releases, then synthetic 1k-10k ...")
+        log("(p) the lexical fusion attacker against TF-IDF: real releases, then synthetic 1k-10k ...")
         o = bench_fusion.bench_fusion(workdir, quick=args.quick, log=log)
     text, _ = report(info, a, b, c, args.quick, args.write, started, (load_start, os.getloadavg()[0]), args.large)
     text = text.rstrip() + "\n\n" + bench_fusion.markdown(o)
