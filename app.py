@@ -15,6 +15,7 @@ from cpa_core.report.formatting import fmt_confidence, fmt_percent
 from cpa_ui import nav
 from cpa_ui.analysis import kpis
 from cpa_ui.components import audit_status, ensure_data
+from cpa_ui.memory import give_back
 from cpa_ui.state import state
 from cpa_ui.text import plain
 
@@ -80,3 +81,4 @@ try:
     navigation.run()
 finally:  # after the page, so that it shows what the page did (also when the page stops early)
     audit_status()
+    give_back()  # the memory of an audit let go and still held by the page's objects when it was let go

@@ -3,6 +3,10 @@ that explains matches with ``st.cache_resource``.
 
 Arguments whose names start with ``_`` are not hashed: each such function takes an explicit key (file
 checksums, configuration id) that identifies them.
+
+The caches of one audit's objects (its result, its explainer, its figures and worklist) are keyed by the run's key and
+hold few entries: a session needs those of its current audit only, and :func:`cpa_ui.memory.adopt_run` drops the
+entries of the audit a new one replaces (an audit's result holds every document's ranked candidates).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from cpa_core.io.candidate_scores import CandidateScores, read_candidate_scores
 from cpa_core.io.reading import encoding_notes, read_table
 from cpa_core.io.tables import Documents, Registry, load_documents, load_registry
 from cpa_core.report.formatting import counted
-from cpa_core.report.metrics import confidence_curve
+from cpa_core.report.metrics import CURVE_CONFIDENCES, confidence_curve
 from cpa_core.report.worklist import worklist
 from cpa_ui.state import AuditRun, DataSet
 
@@ -96,12 +100,13 @@ def engine(address: str):
     return DaskEngine(address)
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+@st.cache_resource(show_spinner=False, max_entries=1)
 def audit(key: str, _documents: Documents, _registry: Registry, _attacker: Attacker,
           _config: AuditConfig, _engine=None) -> AuditResult:
     """Split, attack, calibrate (``key``: data fingerprint + configuration id), with a progress bar; ``_engine``:
     where the attack runs (the results, hence the cache, do not depend on it). The result is immutable: sessions
-    share the one object (no pickled copy of its tables).
+    share the one object (no pickled copy of its tables). One entry, the latest audit: "Run again" and another
+    session of the same configuration reuse it, and no audit outlives the sessions that show it by more than one.
 
     The bar is drawn inside the cached function, so a cache hit replays it in its final state; callers
     draw it in a placeholder they clear afterwards.
@@ -140,13 +145,23 @@ def audit_run(data: DataSet, config: AuditConfig, attacker: Attacker, documents:
     return AuditRun(result, key, label or run_label(config), data_key, time.perf_counter() - start, attacker)
 
 
-@st.cache_data(show_spinner="Computing the coverage curve…", max_entries=16)
+@st.cache_data(show_spinner="Computing the coverage curve…", max_entries=4)
 def curve(key: str, _result: AuditResult) -> pd.DataFrame:
     """Coverage and median set size versus confidence (``key``: the run's key)."""
     return confidence_curve(_result)
 
 
-@st.cache_resource(show_spinner="Indexing the profiles to explain matches…", max_entries=8)
+@st.cache_data(show_spinner="Computing the set sizes across confidence levels…", max_entries=4)
+def sizes_by_level(key: str, _result: AuditResult) -> pd.DataFrame:
+    """Documents per set size at each level of the curve (``key``: the run's key): a few kilobytes, whatever the
+    number of documents."""
+    from cpa_ui.figures import set_size_counts
+
+    return set_size_counts(dict(zip(CURVE_CONFIDENCES, (cert.set_sizes for cert in
+                                                          _result.certificates(CURVE_CONFIDENCES)))))
+
+
+@st.cache_resource(show_spinner="Indexing the profiles to explain matches…", max_entries=2)
 def explainer(key: str, _data: DataSet, _run: AuditRun) -> Explainer | None:
     """The run's attacker's explainer of matches (``key``: the run's key), ``None`` when it has none."""
     from cpa_core.report.evidence import audit_explainer
@@ -154,7 +169,7 @@ def explainer(key: str, _data: DataSet, _run: AuditRun) -> Explainer | None:
     return audit_explainer(_run.attacker, _data.registry, _run.result.config)
 
 
-@st.cache_data(show_spinner="Finding the terms that drive each match…", max_entries=16)
+@st.cache_data(show_spinner="Finding the terms that drive each match…", max_entries=4)
 def explained_worklist(key: str, config_id: str, _result: AuditResult, _data: DataSet, _run: AuditRun) -> pd.DataFrame:
     """The redaction worklist with driving terms of ``_result``, the run declared with a flagging level and a
     release policy (``key``: the run's key; ``config_id``: the declared configuration's)."""

@@ -18,6 +18,7 @@ from cpa_core.report.metrics import COVERAGE_MEANING, LevelSummary
 from cpa_ui import nav
 from cpa_ui.attackers import declare, default_threat, needs_endpoint, widget_bounds
 from cpa_ui.cache import load_sample
+from cpa_ui.memory import forget_results
 from cpa_ui.state import AuditRun, DataSet, forget_widgets, set_widget, state, widget_key, widget_value
 from cpa_ui.text import (
     ALPHA_PRESETS,
@@ -53,7 +54,7 @@ def adopt_data(data: DataSet) -> None:
     levels = data.project.audit.get("confidence") or AUDIT_DEFAULTS["confidence"]
     # viewed at the level its configuration flags at (declared, else the lowest audited one), as exports declare
     state.confidence = float(data.project.audit.get("flag_confidence") or min(levels))
-    state.forget_results()
+    forget_results()  # and what the caches hold for them
     forget_widgets("w.threat.")
 
 

@@ -58,6 +58,11 @@ REVIEW_COLUMNS = {"accept": "accept", "doc_id": "doc_id", "action": "action", "o
 """The review table's columns as shown, and their names there (the decisions table's others go to the download)."""
 
 
+def strategy_label(strategy: str) -> str:
+    """How a replacement strategy is offered (its name when it has no label of its own)."""
+    return STRATEGY_LABELS.get(strategy, strategy)
+
+
 @dataclass(frozen=True)
 class Rescored:
     """An edited text's set size under the stored calibration (indicative) and its remaining evidence (offsets

@@ -144,6 +144,8 @@ class _Slot(Generic[T]):
         return st.session_state[self.key]
 
     def __set__(self, obj, value: T) -> None:
+        if self.key in st.session_state:  # the value replaced is let go now, not when the next run starts (Streamlit
+            del st.session_state[self.key]  # keeps the last run's values until then): it may be an audit's result
         st.session_state[self.key] = value
 
 
@@ -162,6 +164,9 @@ class AuditState:
     acceptable_linkage: _Slot[float | None] = _Slot(lambda: None)  # None: 1/k
     comparison: _Slot[Comparison] = _Slot(Comparison)
     review: _Slot[Review | None] = _Slot(lambda: None)  # the redaction under review (Redact page)
+    # weak references to the results of audits let go, each with the runs of the app left to wait for it to be gone
+    # (cpa_ui.memory gives their memory back)
+    letting_go: _Slot[tuple] = _Slot(tuple)
 
     @property
     def policy(self) -> ReleasePolicy:
@@ -178,7 +183,8 @@ class AuditState:
         self.acceptable_linkage = config.acceptable_linkage
 
     def forget_results(self) -> None:
-        """Drop everything computed from the current data (after new data is loaded)."""
+        """Drop everything computed from the current data (after new data is loaded;
+        :func:`cpa_ui.memory.forget_results` also drops what the caches hold for it)."""
         self.run = None
         self.comparison = Comparison()
         self.review = None

@@ -48,7 +48,8 @@ st.markdown("Declare what the attacker knows and how it works. The certificate i
 # --- attacker -----------------------------------------------------------------------------------------------
 st.subheader("Attacker")
 specs = {spec.name: spec for spec in offered_specs()}
-attacker = st.radio("Attacker pipeline", list(specs), format_func=lambda name: specs[name].label, horizontal=True,
+attacker = st.radio("Attacker pipeline", list(specs), format_func={name: s.label for name, s in specs.items()}.get,
+                    horizontal=True,
                     key=widget_key("threat.attacker", threat.attacker if threat.attacker in specs else "tfidf"))
 spec = specs[attacker]
 st.caption(spec.description[0].upper() + spec.description[1:] + ".")
@@ -72,7 +73,7 @@ levels = usable_levels(data)
 unusable = [name for name in data.project.levels if name not in levels]
 options = levels + [CUSTOM_LEVEL]
 knowledge = st.radio("Knowledge level", options, horizontal=True,
-                     format_func=lambda name: "Custom field list" if name == CUSTOM_LEVEL else plain(name),
+                     format_func={**{name: plain(name) for name in levels}, CUSTOM_LEVEL: "Custom field list"}.get,
                      key=widget_key("threat.knowledge",
                                     threat.knowledge if threat.knowledge in options else options[0]),
                      help="Which registry fields the attacker sees. K1 (weak) to K3 (strong) are declared in the "
@@ -113,7 +114,8 @@ if needs_endpoint(spec, query_mode):
 st.subheader("Candidate pool and score")
 left, right = st.columns(2)
 score = left.selectbox("Nonconformity score", list(SCORES), key=widget_key("threat.score", threat.score),
-                       format_func=lambda name: f"{name}: {SCORES[name].description}", disabled=bool(spec.required_score),
+                       format_func={name: f"{name}: {s.description}" for name, s in SCORES.items()}.get,
+                       disabled=bool(spec.required_score),
                        help="How nonconforming a candidate is for a document; every score gives valid sets, "
                             "they differ in set sizes. APS is the default.")
 if spec.required_score:
@@ -155,7 +157,8 @@ miss_policy = st.radio("Calibration documents whose identity is not in the pool"
 confidences = st.multiselect("Confidence levels to certify and export", CONFIDENCE_CHOICES,
                              key=widget_key("threat.confidences", [c for c in threat.confidences
                                                                    if c in CONFIDENCE_CHOICES] or [0.95]),
-                             format_func=lambda c: f"{100 * c:g} %", help=HELP["confidence"] +
+                             format_func={c: f"{100 * c:g} %" for c in CONFIDENCE_CHOICES}.get,
+                             help=HELP["confidence"] +
                              " The Explore page shows any other level without a new attack.")
 
 state.threat = ThreatChoice(

@@ -15,6 +15,7 @@ from cpa_ui.analysis import calibration_table, group_table, strata_table, table_
 from cpa_ui.cache import audit_run
 from cpa_ui.components import attack_row, declared, require_data, show_error, show_warnings, table_columns
 from cpa_ui.history import record_calibration
+from cpa_ui.memory import adopt_run
 from cpa_ui.state import state
 from cpa_ui.text import plain
 
@@ -76,7 +77,8 @@ if st.button(label, type="primary" if not current else "secondary", icon=":mater
         st.stop()
     finally:
         placeholder.empty()
-    state.run, current = record_calibration(run), True  # a history failure is a warning: the run is kept
+    run, current = record_calibration(run), True  # a history failure is a warning: the run is kept
+    adopt_run(run)  # the audit it replaces is let go
     state.notice = f"Calibrated in {run.seconds:.1f} s."
 
 if run is None:

@@ -8,10 +8,10 @@ import streamlit as st
 from cpa_core.audit.results import AuditResult
 from cpa_core.report.formatting import fmt_confidence, without_empty
 from cpa_core.report.help import COLUMNS, HELP, column_label, help_texts
-from cpa_core.report.metrics import CURVE_CONFIDENCES, summarize
+from cpa_core.report.metrics import summarize
 from cpa_ui import nav
 from cpa_ui.analysis import group_table
-from cpa_ui.cache import curve
+from cpa_ui.cache import curve, sizes_by_level
 from cpa_ui.components import (
     attack_row,
     confidence_control,
@@ -22,22 +22,9 @@ from cpa_ui.components import (
     stale_notice,
     table_columns,
 )
-from cpa_ui.figures import (
-    fig_confidence_curve,
-    fig_set_size_histogram,
-    fig_set_sizes_by_level,
-    set_size_counts,
-)
+from cpa_ui.figures import fig_confidence_curve, fig_set_size_histogram, fig_set_sizes_by_level
 from cpa_ui.state import state
 from cpa_ui.text import plain
-
-
-@st.cache_data(show_spinner="Computing the set sizes across confidence levels…", max_entries=16)
-def sizes_by_level(key: str, _result: AuditResult) -> pd.DataFrame:
-    """Documents per set size at each level of the curve (``key``: the run's key): a few kilobytes, whatever the
-    number of documents."""
-    return set_size_counts(dict(zip(CURVE_CONFIDENCES, (cert.set_sizes for cert in
-                                                          _result.certificates(CURVE_CONFIDENCES)))))
 
 
 def most_flagged(groups: pd.DataFrame) -> str:

@@ -17,7 +17,6 @@ from cpa_ui.components import attack_row, policy_controls, results_page, show_wa
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.redaction import (
     STRATEGIES,
-    STRATEGY_LABELS,
     current_review,
     document_suggestion,
     document_text,
@@ -25,6 +24,7 @@ from cpa_ui.redaction import (
     has_rows,
     new_review,
     rescore,
+    strategy_label,
     with_curator_text,
 )
 from cpa_ui.state import reseeded_widget, set_widget, state, value_changed, widget_key, widget_value
@@ -67,7 +67,8 @@ if widget_value(key) not in sizes:
 listed = choices[:DRILLDOWN_CHOICES]  # a long release: the riskiest ones, and the one picked in the table
 if widget_value(key) not in set(listed):
     listed.append(widget_value(key))
-doc_id = st.selectbox("Document", listed, key=key, format_func=lambda d: f"{d} · |C| = {sizes[d]}",
+labels = {d: f"{d} · |C| = {sizes[d]}" for d in listed}  # a widget keeps its format_func: no page function
+doc_id = st.selectbox("Document", listed, key=key, format_func=labels.get,
                       help=None if len(listed) == len(choices) else
                       f"The {DRILLDOWN_CHOICES:,} smallest sets; click any row of the table above to open another.")
 row = row_of(cert, doc_id)
@@ -121,7 +122,7 @@ def edit_and_rescore(doc_id: str, certified: int, released: str, flagged: bool) 
     """Suggested edits to accept, the text to edit, its set size re-scored against the stored calibration, and the
     text as the curator's decision for the release: a fragment, so a committed edit reruns only this part."""
     strategy = st.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("flagged.strategy", STRATEGIES[0]),
-                            format_func=lambda s: STRATEGY_LABELS.get(s, s))
+                            format_func=strategy_label)
     suggestion = document_suggestion(run.key, doc_id, strategy, float(confidence), policy, run, data) \
         if flagged else None
     accepted = []

@@ -28,14 +28,15 @@ from cpa_ui.cache import explained_worklist, explainer
 from cpa_ui.components import policy_controls, results_page, show_error, table_columns
 from cpa_ui.figures import fig_set_size_histogram
 from cpa_ui.history import record_calibration
+from cpa_ui.memory import adopt_run
 from cpa_ui.redaction import (
     STRATEGIES,
-    STRATEGY_LABELS,
     before_after,
     change_counts,
     current_review,
     reaudit,
     review_rows,
+    strategy_label,
     texts_of,
     with_decisions,
     with_search,
@@ -79,7 +80,7 @@ if explain is None:
 
 left, middle, right = st.columns([1.2, 1, 1])
 strategy = left.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("redact.strategy", STRATEGIES[0]),
-                          format_func=lambda s: STRATEGY_LABELS.get(s, s))
+                          format_func=strategy_label)
 deny = words(middle.text_input("Never redact (deny list)", key=widget_key("redact.deny", ""),
                                placeholder="e.g. urlLink, the, yang",
                                help="Comma-separated words that identify no one (a link token, the release's "
@@ -242,7 +243,8 @@ st.caption(f"{counts['cleared']:,} documents flagged before are no longer flagge
            + (f" as audit {after.audit_id}" if after.audit_id else "") + ".")
 if st.button("Make it the current audit", key="redact.adopt", icon=":material/swap_horiz:",
              help="Every page then shows the redacted release's audit: its flagged documents, its report and PDF."):
-    state.data, state.run = review.after_data, after
+    state.data = review.after_data
+    adopt_run(after)  # the review stays, with the audit before beside it
     state.adopt_policy(after.result.config)
     st.success("The redacted release's audit is the current audit; the Report page certifies it and shows it beside "
                "the audit before.", icon=":material/check_circle:")

@@ -14,6 +14,7 @@ from cpa_ui.attackers import declare, default_threat, form_defaults, offered_spe
 from cpa_ui.cache import audit_run
 from cpa_ui.components import require_data, show_error, show_warnings, table_columns
 from cpa_ui.figures import fig_compare, fig_drift, fig_set_size_ecdf
+from cpa_ui.memory import adopt_comparison
 from cpa_ui.state import Comparison, state, widget_key
 from cpa_ui.text import plain
 
@@ -53,11 +54,11 @@ if st.button("Run the comparison", type="primary", disabled=len(chosen) < 2, key
     except CPAError as error:
         show_error(error, "The comparison could not run: ")
     else:
-        state.comparison = Comparison(runs=tuple(runs))
+        adopt_comparison(Comparison(runs=tuple(runs)))
 
 offered = {spec.name: spec for spec in offered_specs() if not spec.needs_scores or state.scores is not None}
 picked = st.multiselect(f"Attackers to compare (knowledge level {threat.knowledge})", list(offered),
-                        format_func=lambda name: offered[name].label,
+                        format_func={name: spec.label for name, spec in offered.items()}.get,
                         key=widget_key("compare.attackers", [threat.attacker] if threat.attacker in offered else []),
                         help="Each attacker runs on the same split with its parameters from the threat-model page "
                              "(the one declared there) or from the configuration file (the others), e.g. TF-IDF "
@@ -81,7 +82,7 @@ if st.button("Run the attacker comparison", disabled=len(variants) < 2, key="com
     except CPAError as error:
         show_error(error, "The comparison could not run: ")
     else:
-        state.comparison = Comparison(runs=tuple(runs))
+        adopt_comparison(Comparison(runs=tuple(runs)))
 
 comparison = state.comparison
 confidence = state.confidence

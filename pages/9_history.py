@@ -12,6 +12,7 @@ from cpa_ui import nav
 from cpa_ui.components import show_error, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
 from cpa_ui.history import data_mismatch, entry_label, history_table, reopen, unreadable_notes
+from cpa_ui.memory import adopt_run
 from cpa_ui.state import set_widget, state, widget_key, widget_value
 from cpa_ui.text import plain
 
@@ -68,7 +69,7 @@ if mismatch is not None:
 if st.button("Reopen", key="history.reopen", type="primary", disabled=mismatch is not None,
              icon=":material/history:"):
     try:
-        state.run = reopen(chosen, state.data)
+        adopt_run(reopen(chosen, state.data))  # the audit it replaces is let go
     except CPAError as error:
         show_error(error, "The audit could not be reopened: ")
     else:
@@ -95,7 +96,8 @@ st.caption("Coverage, median set size and flagged documents per confidence level
            "certify that level).")
 common = [level for level in first.levels if level in second.set_sizes]
 if common:
-    level = st.selectbox("Set sizes at", common, format_func=lambda label: fmt_confidence(float(label)),
+    level = st.selectbox("Set sizes at", common,
+                         format_func={label: fmt_confidence(float(label)) for label in common}.get,
                          key=widget_key("history.level", first.flag_confidence if first.flag_confidence in common
                                         else common[0]))
     st.plotly_chart(fig_set_size_ecdf({f"A: audit {first.id}": first.set_sizes_at(level),

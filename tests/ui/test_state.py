@@ -99,3 +99,27 @@ def test_reseeded_widget_keeps_edits_until_its_signature_changes(session):
     del session["flagged.edited.d1"]  # Streamlit forgot the widget (its page was left)
     reseeded_widget("flagged.edited.d1", ("mask", (3,)), make("d"))
     assert session["flagged.edited.d1"] == "d" and made == ["a", "c", "d"]
+
+
+class RecordingState(dict):
+    """A session state that records the keys deleted."""
+
+    def __init__(self):
+        super().__init__()
+        self.deleted = []
+
+    def __delitem__(self, key):
+        self.deleted.append(key)
+        super().__delitem__(key)
+
+
+def test_a_slot_lets_go_of_the_value_it_replaces_at_once(monkeypatch):
+    # Streamlit keeps the values of the last run until the next one starts unless the key is deleted: a replaced
+    # audit's result would stay in memory until then
+    fake = RecordingState()
+    monkeypatch.setattr(ui_state, "st", SimpleNamespace(session_state=fake))
+    audit = AuditState()
+    audit.run = "first"
+    assert fake.deleted == [] and fake["cpa.run"] == "first"
+    audit.run = "second"
+    assert fake.deleted == ["cpa.run"] and fake["cpa.run"] == "second"
