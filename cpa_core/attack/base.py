@@ -39,6 +39,13 @@ from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
 from cpa_core.io.tables import Registry
 
 
+LLM_COUNTS = ("requests", "invalid_answers", "failed_answers")
+"""The counts every LLM component of an attacker reports in :meth:`Attacker.counters`, which the release verdict
+reads: ``requests`` the answers it asked for in the last attack (cached or not), ``invalid_answers`` those that gave
+it nothing to use (a pick naming no option, a value naming none; always the failed ones), ``failed_answers`` those
+the LLM client returned as failed (empty, truncated, filtered or over-long: never cached)."""
+
+
 class ClueExtractor(Protocol):
     """Query augmentation of the ``direct_plus_clues`` mode (:class:`~cpa_core.attack.clues.LLMClueExtractor`)."""
 
@@ -100,7 +107,8 @@ class Attacker(Protocol):
         """The LLM calls an attack would make (answers already cached cost none); no call is made."""
 
     def counters(self) -> dict[str, dict]:
-        """What the last attack counted (invalid picks, answers without clues, calls), by component."""
+        """What the last attack counted (invalid picks, answers without clues, calls), by component; an LLM
+        component's counts carry :data:`LLM_COUNTS`, which the verdict reads."""
 
     def clients(self) -> list:
         """The LLM clients the attacker holds (closed when the run ends)."""

@@ -85,6 +85,7 @@ class LLMClueExtractor:
     no_clue_documents_ : documents left without a clue after every retry
     retried_documents_ : documents whose first answer had no clue
     malformed_answers_ : answers without a usable clue
+    failed_answers_ : answers the LLM client returned as failed (empty, truncated, filtered, over-long: never cached)
     calls_planned_ : uncached requests of the call (the calls it made, retries of failed HTTP requests aside)
     """
 
@@ -106,7 +107,7 @@ class LLMClueExtractor:
             raise ConfigError(f"the clue prompt {self.template.id} lacks the field(s) {', '.join(sorted(missing))}")
         self.clues_: dict = {}
         self.attempts_: dict = {}
-        self.no_clue_documents_ = self.retried_documents_ = self.malformed_answers_ = 0
+        self.no_clue_documents_ = self.retried_documents_ = self.malformed_answers_ = self.failed_answers_ = 0
         self.calls_planned_ = 0
         self._ran = False
 
@@ -150,7 +151,7 @@ class LLMClueExtractor:
         clues: list[list[str] | None] = [None] * len(doc_ids)
         attempts = [0] * len(doc_ids)
         pending = list(range(len(doc_ids)))
-        planned = malformed = 0
+        planned = malformed = failed = 0
         for attempt in range(self.retries + 1):
             if not pending:
                 break
@@ -167,6 +168,7 @@ class LLMClueExtractor:
             still = []
             for i, answer in zip(pending, answers):
                 attempts[i] += 1
+                failed += getattr(answer, "failure", None) is not None
                 parsed = self.parse(answer)
                 if parsed is None:
                     malformed += 1
@@ -180,6 +182,7 @@ class LLMClueExtractor:
         self.no_clue_documents_ = sum(1 for c in out if not c)
         self.retried_documents_ = sum(1 for a in attempts if a > 1)
         self.malformed_answers_ = malformed
+        self.failed_answers_ = failed
         self.calls_planned_ = planned
         self._ran = True
         log.info("clue extraction: %d documents, %d without clues, %d retried, %d unusable answers, %d calls",
@@ -187,12 +190,15 @@ class LLMClueExtractor:
         return out
 
     def counters(self) -> dict | None:
-        """The last run's counts (``None`` before a run)."""
+        """The last run's counts (``None`` before a run). ``requests`` (every answer asked, retries included) and
+        ``invalid_answers`` are what the verdict reads (:data:`~cpa_core.attack.base.LLM_COUNTS`); an answer
+        without clues may be right (a text may hold none), so only the failed answers count as invalid."""
         if not self._ran:
             return None
         return {"documents": len(self.clues_), "no_clue_documents": self.no_clue_documents_,
                 "retried_documents": self.retried_documents_, "malformed_answers": self.malformed_answers_,
-                "calls": self.calls_planned_}
+                "calls": self.calls_planned_, "requests": sum(self.attempts_.values()),
+                "invalid_answers": self.failed_answers_, "failed_answers": self.failed_answers_}
 
     def params(self) -> dict:
         out = {"clue_extractor": self.name, "prompt": self.template.params(), "max_clues": self.max_clues,

@@ -155,6 +155,10 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
         not called when it is given.
     engine : where the attack runs (:class:`~cpa_core.attack.engine.DaskEngine`; default this process); the results
         do not depend on it, and the result's inputs record it.
+
+    An attack run in this process records the attacker's counters (``attacker.counters()``: its LLM requests, invalid
+    picks and failed answers, counts only) in the result's inputs as ``llm_counters``, for the manifest and the
+    verdict's "LLM answers" check.
     """
     config = config.with_data({**config.data, **input_facts(documents, registry)})  # refuses other files
     groups, cal, test = _split(documents, config)
@@ -202,4 +206,6 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
         inputs["learned"] = learned  # what the attacker chose, and from which labelled documents
     if engine is not None and table is None:
         inputs["engine"] = engine.describe()
+    elif table is None and (counters := attacker.counters()):
+        inputs["llm_counters"] = counters  # invalid picks, failed answers, ...: the verdict reads them
     return AuditResult(config, cal_split, test_split, calibration, inputs)

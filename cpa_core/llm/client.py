@@ -16,6 +16,32 @@ timeouts, connection errors and malformed replies. Other errors (400, 401, 403, 
 at once with an :class:`LLMError` naming the status and what to check. A call budget is checked before
 the first call (:meth:`LLMClient.estimate_calls` is the dry run). Logs carry counts, ids and timings
 only: never a prompt, a document, an answer or a key.
+
+**Failed answers are never cached.** An answer is usable when its text is not empty, it ended normally
+(``finish_reason`` one of :data:`NORMAL_FINISH`: ``stop``, or another server's word for it) and it is at most
+:data:`MAX_ANSWER_CHARS` characters. An empty or null answer, one cut at ``max_tokens`` (``length``), filtered
+(``content_filter``), ended for any other reason or without one, or over-long, and an HTTP response over
+:data:`MAX_RESPONSE_BYTES`, is a *failed answer*: it is not stored, any earlier entry of its request is removed,
+and :meth:`LLMClient.complete` returns it in its place as an :class:`LLMResponse` with empty text and ``failure``
+saying why (a few words, never the content). It is not retried within the run: the same request, seed and
+decoding settings would most likely fail the same way and pay again (raise ``max_tokens`` or change the model
+instead); the attackers count it as an answer naming nothing (an invalid pick or sample), so it shows in their
+counters and in the verdict's "LLM answers" check, and the next run asks it again. An entry already in the cache
+that is not usable (written before this rule: empty, truncated, filtered) is read as missing and asked again, so
+an old poisoned cache heals itself. The client counts failed answers in ``failed_answers_`` and, by reason, in
+``failures_``; each ``complete`` logs one line with the counts by reason.
+
+**Bounded answers.** The client reads at most :data:`MAX_RESPONSE_BYTES` bytes of any HTTP response (a response
+event hook on the HTTP client, its own or the one given: a body announced or found longer is abandoned and the
+connection closed), asks for uncompressed bodies (``Accept-Encoding: identity``) and refuses a compressed one,
+whose decoded size no byte count bounds; the answer text stored is at most :data:`MAX_ANSWER_CHARS` characters,
+and a cache entry at most :data:`~cpa_core.llm.response_cache.MAX_ENTRY_CHARS`. An endpoint that ignores
+``max_tokens`` thus costs at most a few megabytes per call in flight, and nothing in the cache.
+
+**Refreshing the cache.** ``refresh_cache`` (``--refresh-llm-cache``) ignores the answers cached before the
+run: each request is asked once more and its answer replaces the cached one (a request asked again within the
+same run, e.g. by a dry run then the attack, is answered from the fresh entry). It is a run's choice, not a
+setting of the calls: it is left out of :meth:`LLMSettings.params`, hence of the manifest and the configuration id.
 """
 
 from __future__ import annotations
@@ -25,11 +51,15 @@ import json
 import logging
 import os
 import random
+import re
 import sqlite3
+import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
@@ -37,13 +67,23 @@ from cpa_core.common.cache_dirs import cache_dir
 from cpa_core.common.errors import ConfigError, LLMBudgetError, LLMError
 from cpa_core.common.params import Param
 from cpa_core.common.progress import Progress
-from cpa_core.llm.response_cache import ResponseCache
+from cpa_core.llm.response_cache import MAX_ENTRY_CHARS, ResponseCache
 
 log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1
 RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx
 NO_KEY = "no-key-set"  # sent when the key variable is unset: local servers accept any key
+NORMAL_FINISH = frozenset({"stop", "eos", "eos_token", "stop_sequence"})
+"""The ``finish_reason`` of an answer that ended normally: OpenAI's ``stop``, and the words some other servers use
+for it (``eos`` and ``eos_token`` at the end of sequence, ``stop_sequence`` at a stop string). Any other reason
+(``length``, ``content_filter``, ``tool_calls``, none at all, ...) makes the answer a failed one."""
+MAX_RESPONSE_BYTES = 8 * 2**20
+"""The most bytes read of one HTTP response (8 MiB): far above any answer of a few hundred tokens, even with 20
+log-probability alternatives per token; a longer body is abandoned and the request is a failed answer."""
+MAX_ANSWER_CHARS = 100_000
+"""The longest answer text used and cached, in characters (about 25,000 tokens); a longer one is a failed answer."""
+_WORD = re.compile(r"[A-Za-z0-9_.-]{1,32}")  # a server's word (finish_reason, encoding) safe to show
 
 
 # The HTTP libraries log request URLs (which may carry credentials) at INFO and request bodies (prompts)
@@ -116,8 +156,17 @@ LLM_PARAMS = (
           optional=True, option="--call-budget"),
     Param("cache_dir", "text", None, "Answer cache folder", "Default: the cache root's 'llm' folder.",
           optional=True),
+    Param("refresh_cache", "bool", False, "Refresh the answer cache",
+          "Ignore the answers cached before this run: ask every request again and replace its cached answer "
+          "(a run's choice: it changes no declared setting and no configuration id).",
+          option="--refresh-llm-cache", flag=True),
 )
 """The ``[llm]`` table: the endpoint and how to call it (the fields of :class:`LLMSettings`)."""
+
+
+RUN_SETTINGS = ("cache_dir", "refresh_cache")
+"""The settings of :class:`LLMSettings` that say how this run uses its cache, not what it asks: never in
+:meth:`LLMSettings.params`, the manifest or the configuration id."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -137,6 +186,7 @@ class LLMSettings:
     concurrency: int = 4
     call_budget: int | None = None
     cache_dir: str = field(default_factory=default_cache_dir)
+    refresh_cache: bool = False
 
     def __post_init__(self):
         if not self.base_url or not self.model:
@@ -160,8 +210,9 @@ class LLMSettings:
 
     def params(self) -> dict:
         """Every setting that defines the calls, for the manifest and the configuration id: the URL without
-        credentials, the key variable's name, no key, and not this machine's cache folder."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cache_dir"}
+        credentials, the key variable's name, no key, and neither this machine's cache folder nor whether this run
+        refreshes it (the calls are the same)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RUN_SETTINGS}
         out["base_url"] = redact_url(self.base_url)
         return out
 
@@ -215,7 +266,11 @@ class TokenLogprob:
 
 @dataclass(frozen=True)
 class LLMResponse:
-    """One answer. ``cached`` is True when it came from the cache (no call was made)."""
+    """One answer. ``cached`` is True when it came from the cache (no call was made).
+
+    ``failure`` says why an answer could not be used (e.g. ``"truncated answer (finish_reason 'length')"``,
+    never its content); its text is then empty and it was not cached (see the module's docstring).
+    """
 
     text: str
     finish_reason: str | None
@@ -225,6 +280,12 @@ class LLMResponse:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached: bool = False
+    failure: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The answer is usable (not a failed one)."""
+        return self.failure is None
 
     def top_logprobs(self, position: int = 0) -> dict[str, float]:
         """Token -> log-probability at a position: the alternatives plus the generated token."""
@@ -237,13 +298,15 @@ class LLMResponse:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data.pop("cached")
-        data.pop("key")
+        for name in ("cached", "key", "failure"):
+            data.pop(name)
         return json.dumps(data, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str, key: str, cached: bool = True) -> "LLMResponse":
         data = json.loads(text)
+        if not isinstance(data["text"], str):
+            raise TypeError("the answer's text is not a string")
         logprobs = data.get("logprobs")
         if logprobs is not None:
             logprobs = tuple(TokenLogprob(t["token"], float(t["logprob"]), tuple((a, float(b)) for a, b in t["top"]))
@@ -251,6 +314,97 @@ class LLMResponse:
         return cls(text=data["text"], finish_reason=data.get("finish_reason"), key=key, logprobs=logprobs,
                    model=data.get("model"), prompt_tokens=data.get("prompt_tokens"),
                    completion_tokens=data.get("completion_tokens"), cached=cached)
+
+
+def answer_problem(text: str, finish_reason: str | None) -> str | None:
+    """Why an answer cannot be used, in a few words (never its content), or ``None`` when it can: it is over
+    :data:`MAX_ANSWER_CHARS` characters, it did not end normally (:data:`NORMAL_FINISH`), or it is empty."""
+    if len(text) > MAX_ANSWER_CHARS:
+        return f"answer over {MAX_ANSWER_CHARS:,} characters"
+    if finish_reason not in NORMAL_FINISH:
+        if finish_reason == "length":
+            return "truncated answer (finish_reason 'length')"
+        if finish_reason == "content_filter":
+            return "filtered answer (finish_reason 'content_filter')"
+        if finish_reason is None:
+            return "answer without a finish_reason"
+        if _WORD.fullmatch(finish_reason):
+            return f"answer ended by finish_reason '{finish_reason}'"
+        return "answer ended by an unrecognised finish_reason"
+    if not text.strip():
+        return "empty answer"
+    return None
+
+
+class ResponseRefused(Exception):
+    """An HTTP response the client stops reading: over :data:`MAX_RESPONSE_BYTES` bytes, or compressed although
+    none was asked for. ``reason`` says which (never the content)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _byte_stream_base(stream: Any) -> type | None:
+    """The ``SyncByteStream`` class of the HTTP library (httpx or httpx2) whose response body ``stream`` is."""
+    for name in ("httpx", "httpx2"):
+        base = getattr(sys.modules.get(name), "SyncByteStream", None)
+        if base is not None and isinstance(stream, base):
+            return base
+    return None
+
+
+@lru_cache(maxsize=None)
+def _bounded_stream_class(base: type) -> type:
+    """A response body stream of ``base``'s library that raises :class:`ResponseRefused` past ``limit`` bytes."""
+
+    class BoundedStream(base):
+        def __init__(self, inner: Any, limit: int):
+            self._inner, self._limit = inner, limit
+
+        def __iter__(self):
+            received = 0
+            for chunk in self._inner:
+                received += len(chunk)
+                if received > self._limit:
+                    raise ResponseRefused(f"response over {self._limit:,} bytes")
+                yield chunk
+
+        def close(self) -> None:
+            self._inner.close()
+
+    return BoundedStream
+
+
+def bound_response(response: Any) -> None:
+    """The response event hook that bounds every body read (httpx and httpx2 clients alike).
+
+    Refuses at once a body announced (``Content-Length``) over :data:`MAX_RESPONSE_BYTES` bytes or compressed (the
+    client asks for none: a compressed body's decoded size is not bounded by its bytes), and makes the body's stream
+    raise :class:`ResponseRefused` as soon as more bytes arrive than the bound (the connection is then closed).
+    """
+    limit = MAX_RESPONSE_BYTES
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        shown = f"'{encoding}'" if _WORD.fullmatch(encoding) else "an unknown encoding"
+        raise ResponseRefused(f"response compressed with {shown}, which the client did not ask for (its size "
+                              "cannot be bounded)")
+    length = response.headers.get("content-length", "").strip()
+    if length.isdigit() and int(length) > limit:
+        raise ResponseRefused(f"response over {limit:,} bytes")
+    base = _byte_stream_base(response.stream)
+    if base is not None:
+        response.stream = _bounded_stream_class(base)(response.stream, limit)
+
+
+def bounded_http_client(http_client: Any) -> Any:
+    """``http_client`` (an ``httpx.Client`` or ``httpx2.Client``) with :func:`bound_response` among its response
+    hooks (added once; the client is changed in place and returned)."""
+    hooks = http_client.event_hooks
+    responses = list(hooks.get("response", []))
+    if bound_response not in responses:
+        http_client.event_hooks = {**hooks, "response": [*responses, bound_response]}
+    return http_client
 
 
 class _Stopped(Exception):
@@ -305,15 +459,17 @@ class LLMClient:
     Parameters
     ----------
     settings : LLMSettings
-    http_client : httpx.Client, optional
-        Passed to ``openai.OpenAI`` (tests inject a ``MockTransport``).
+    http_client : httpx.Client or httpx2.Client, optional
+        Passed to ``openai.OpenAI`` (tests inject a ``MockTransport``), after adding the hook that bounds every
+        response read (:func:`bound_response`); default: the ``openai`` client's own kind, with that hook.
     sleep : callable, optional
         Called with the backoff delay in seconds (tests record it instead of sleeping).
     rng : random.Random, optional
         Jitter source.
 
     Counters (cumulative over the client's life): ``calls_made_`` HTTP requests sent (retries included),
-    ``retries_`` of which retries, ``cache_hits_`` requests answered from the cache.
+    ``retries_`` of which retries, ``cache_hits_`` requests answered from the cache, ``failed_answers_`` failed
+    answers returned (not cached) and ``failures_`` the same by reason.
     """
 
     def __init__(self, settings: LLMSettings, http_client: Any = None, *,
@@ -332,14 +488,19 @@ class LLMClient:
             self.cache = ResponseCache(settings.cache_dir)
         except (OSError, sqlite3.Error) as error:
             raise LLMError(f"cannot open the LLM response cache in {settings.cache_dir}: {error}") from None
+        http = bounded_http_client(http_client if http_client is not None else openai.DefaultHttpxClient())
         self._client = openai.OpenAI(base_url=settings.base_url,
                                      api_key=os.environ.get(settings.api_key_env) or NO_KEY,
-                                     http_client=http_client, max_retries=0, timeout=settings.timeout_s)
+                                     http_client=http, max_retries=0, timeout=settings.timeout_s,
+                                     default_headers={"Accept-Encoding": "identity"})
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._fresh: set[str] = set()  # with refresh_cache: the keys answered by this client, cached since
         self.calls_made_ = 0
         self.cache_hits_ = 0
         self.retries_ = 0
+        self.failed_answers_ = 0
+        self.failures_: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"LLMClient(base_url={redact_url(self.settings.base_url)!r}, model={self.settings.model!r})"
@@ -385,14 +546,27 @@ class LLMClient:
         keys = list(dict.fromkeys(self.key(r) for r in requests))
         return len(keys) - len(self._cached(keys))
 
-    def _cached(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
-        """The cached answers among these keys (an unreadable entry counts as missing: it is asked again)."""
+    def _cached(self, keys: Sequence[str], say: bool = False) -> dict[str, LLMResponse]:
+        """The usable cached answers among these keys: an unreadable entry, or one that is not usable (an empty,
+        truncated or filtered answer cached before such answers were refused), counts as missing and is asked
+        again; with ``refresh_cache``, only the answers this client received count."""
+        if self.settings.refresh_cache:
+            keys = [key for key in keys if key in self._fresh]
         out: dict[str, LLMResponse] = {}
+        unusable = 0
         for key, stored in self.cache.get_many(keys).items():
             try:
-                out[key] = LLMResponse.from_json(stored, key, cached=True)
+                response = LLMResponse.from_json(stored, key, cached=True)
             except (ValueError, KeyError, TypeError):
                 log.warning("cache entry %s is unreadable: it will be asked again", key[:12])
+                continue
+            if answer_problem(response.text, response.finish_reason) is not None:
+                unusable += 1
+                continue
+            out[key] = response
+        if unusable and say:
+            log.info("%d cached answers are empty, truncated, filtered or over-long: they will be asked again",
+                     unusable)
         return out
 
     # ----------------------------------------------------------------- running
@@ -409,7 +583,7 @@ class LLMClient:
         """
         started = time.monotonic()
         keys = [self.key(r) for r in requests]
-        cached = self._cached(keys)
+        cached = self._cached(keys, say=True)
         todo: dict[str, LLMRequest] = {}
         for key, request in zip(keys, requests):
             if key not in cached and key not in todo:
@@ -469,6 +643,10 @@ class LLMClient:
             pool.shutdown(wait=True)
             if any(k not in results for k in todo):
                 raise LLMError(f"{step}: the run was stopped before every request was answered")
+            failed = Counter(results[k].failure for k in todo if results[k].failure is not None)
+            if failed:
+                log.warning("%s: %d of %d answers failed (%s): not cached, asked again on the next run", step,
+                            sum(failed.values()), len(todo), "; ".join(f"{n} {why}" for why, n in failed.most_common()))
         log.info("%s: done in %.1f s (%d calls made, %d retries so far)", step, time.monotonic() - started,
                  self.calls_made_, self.retries_)
         return [results[k] for k in keys]
@@ -503,17 +681,39 @@ class LLMClient:
                             time.monotonic() - t0, attempt + 1, s.max_retries, delay)
                 self._sleep(delay)
                 continue
+            problem = response.failure or answer_problem(response.text, response.finish_reason)
+            stored = response.to_json() if problem is None else ""
+            if len(stored) > MAX_ENTRY_CHARS:
+                problem = f"answer over {MAX_ENTRY_CHARS:,} characters with its log-probabilities"
             try:
-                self.cache.put(key, response.to_json())
+                if problem is None:
+                    self.cache.put(key, stored)
+                else:  # an earlier answer to this request (unusable, or refreshed) is never served again
+                    self.cache.discard(key)
             except sqlite3.Error as error:
                 self._stop.set()
                 raise LLMError(f"cannot write the LLM response cache {self.cache.path}: {error}") from None
+            if problem is not None:
+                return self._failed(key, response, problem)
+            if self.settings.refresh_cache:
+                with self._lock:
+                    self._fresh.add(key)
             log.debug("LLM request %s: answered in %.2f s", key[:12], time.monotonic() - t0)
             return response
         self._stop.set()
         raise LLMError(f"LLM endpoint {redact_url(s.base_url)} (model '{s.model}') failed {attempts} times "
                        f"for request {key[:12]}; last error: {last}. Check that the server is up and not "
                        "overloaded, or raise max_retries / timeout_s")
+
+    def _failed(self, key: str, response: LLMResponse, problem: str) -> LLMResponse:
+        """The failed answer returned in place of ``response`` (counted, never cached)."""
+        with self._lock:
+            self.failed_answers_ += 1
+            self.failures_[problem] = self.failures_.get(problem, 0) + 1
+        log.debug("LLM request %s: %s; not cached", key[:12], problem)
+        return LLMResponse(text="", finish_reason=response.finish_reason, key=key, model=response.model,
+                           prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
+                           failure=problem)
 
     def _attempt(self, key: str, request: LLMRequest) -> LLMResponse:
         import openai
@@ -532,9 +732,13 @@ class LLMClient:
         where = f"LLM endpoint {redact_url(s.base_url)}"
         try:
             completion = self._client.chat.completions.create(**kwargs)
+        except ResponseRefused as refused:  # too long, or compressed: a failed answer, not worth a retry
+            return LLMResponse(text="", finish_reason=None, key=key, failure=refused.reason)
         except openai.APITimeoutError as error:
             raise _Retryable(f"timeout after {s.timeout_s:g} s") from error
         except openai.APIConnectionError as error:
+            if isinstance(error.__cause__, ResponseRefused):  # an openai version that wraps every error
+                return LLMResponse(text="", finish_reason=None, key=key, failure=error.__cause__.reason)
             raise _Retryable("connection error") from error
         except openai.APIStatusError as error:
             status = error.status_code

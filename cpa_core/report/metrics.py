@@ -4,12 +4,16 @@ Ranking metrics (no guarantee) use the tie-pessimistic rank of the truth; a trut
 has reciprocal rank 0 and is left out of the mean rank. Conformal metrics are computed on the test
 split only. :func:`summarize` computes every figure the CLI (``summary.json``), the dashboard's tables
 and the HTML report show, so a figure can never differ between them.
+
+The LLM attacker's answers (:class:`LLMAnswers`) come from the counters the attack recorded in the result's inputs
+(``llm_counters``, :data:`~cpa_core.attack.base.LLM_COUNTS`): per LLM component, the requests of the attack and
+those that gave it no valid answer; the verdict fails its "LLM answers" check when too many did.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
@@ -307,9 +311,49 @@ def certificate_metrics(cert: Certificate, mask: np.ndarray | None = None,
 
 
 @dataclass(frozen=True)
+class LLMAnswers:
+    """One LLM component of the attack (``attacker``, ``clue_extractor``, ``shortlister.clue_extractor``): the
+    ``requests`` it asked in the audit's attack, the ``invalid`` ones that gave it no valid answer (a pick naming no
+    option, a value naming none, a failed answer), and of those the ``failed`` ones (empty, truncated, filtered or
+    over-long: never cached; ``None`` when not counted)."""
+
+    component: str
+    requests: int
+    invalid: int
+    failed: int | None = None
+
+    @property
+    def invalid_share(self) -> float | None:
+        return self.invalid / self.requests if self.requests else None
+
+    def to_dict(self) -> dict:
+        return {"component": self.component, "requests": self.requests, "invalid": self.invalid,
+                "failed": self.failed, "invalid_share": self.invalid_share}
+
+
+def _count(value) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def llm_answers(counters: Mapping | None) -> tuple[LLMAnswers, ...]:
+    """The :class:`LLMAnswers` of every LLM component in an attack's counters (``inputs["llm_counters"]``): those
+    reporting ``requests`` and ``invalid_answers``; none for an attacker that calls no LLM."""
+    out = []
+    for component, counts in (counters or {}).items():
+        if not isinstance(counts, Mapping):
+            continue
+        requests, invalid = _count(counts.get("requests")), _count(counts.get("invalid_answers"))
+        if requests is None or invalid is None:
+            continue
+        out.append(LLMAnswers(str(component), requests, min(invalid, requests), _count(counts.get("failed_answers"))))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class AuditSummary:
     """The figures of one audit at some confidence levels under one release policy: ``levels`` maps a confidence
-    label to its :class:`LevelSummary`. Thresholds are on the METHOD's scale (an APS mass, a rank, ...)."""
+    label to its :class:`LevelSummary`. Thresholds are on the METHOD's scale (an APS mass, a rank, ...).
+    ``llm_answers``: the LLM components' requests and invalid answers (none without an LLM attacker)."""
 
     config_id: str
     score: str
@@ -320,6 +364,7 @@ class AuditSummary:
     levels: dict[str, LevelSummary]
     protocol: str = "release"
     strata: tuple[dict, ...] = ()
+    llm_answers: tuple[LLMAnswers, ...] = ()
 
     @property
     def stratification(self) -> str:
@@ -338,12 +383,15 @@ class AuditSummary:
         return self.levels[confidence_label(confidence)]
 
     def to_dict(self) -> dict:
-        """``summary.json``."""
-        return {"config_id": self.config_id, "protocol": self.protocol, "coverage_meaning": COVERAGE_MEANING[self.protocol],
-                "score": self.score, "knowledge": self.knowledge, "attacker": self.attacker,
-                "miss_policy": self.miss_policy, "policy": self.policy.to_dict(),
-                "stratification": self.stratification, "strata": [dict(s) for s in self.strata],
-                "confidence": {label: entry.to_dict() for label, entry in self.levels.items()}}
+        """``summary.json`` (``llm_answers`` only with an LLM attacker)."""
+        out = {"config_id": self.config_id, "protocol": self.protocol,
+               "coverage_meaning": COVERAGE_MEANING[self.protocol], "score": self.score, "knowledge": self.knowledge, "attacker": self.attacker,
+               "miss_policy": self.miss_policy, "policy": self.policy.to_dict(),
+               "stratification": self.stratification, "strata": [dict(s) for s in self.strata],
+               "confidence": {label: entry.to_dict() for label, entry in self.levels.items()}}
+        if self.llm_answers:
+            out["llm_answers"] = [answers.to_dict() for answers in self.llm_answers]
+        return out
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (confidence, group); group ``all`` for the whole test split."""
@@ -406,7 +454,8 @@ def summarize(result: AuditResult, confidences: Iterable | None = None,
             strata_thresholds=None if split.strata is None else
             {str(label): float(split.score.to_method(q)) for label, q in calibration.q_hat_[confidence_label(level)].items()})
     return AuditSummary(config.config_id, config.score, config.knowledge.name, config.attacker.name,
-                        config.miss_policy, policy, per_level, config.protocol, result.strata)
+                        config.miss_policy, policy, per_level, config.protocol, result.strata,
+                        llm_answers(result.inputs.get("llm_counters")))
 
 
 CURVE_CONFIDENCES = tuple(round(0.50 + 0.01 * i, 2) for i in range(50)) + (0.995,)

@@ -18,7 +18,13 @@ Problems of single documents (a pool that ties throughout) are per-document stat
 The validity checks: coverage against its target (a test under the split protocol; a property of the
 method under the release protocol, never a validation), the calibration size, a finite threshold, the
 share of whole-pool sets, the release policy's ``k`` below the pool size, the share of subjects in the
-registry, a threshold for every group, and no diagnostic warning (:mod:`cpa_core.report.diagnostics`).
+registry, a threshold for every group, with an LLM attacker its valid answers, and no diagnostic warning
+(:mod:`cpa_core.report.diagnostics`).
+
+The LLM answers check (:func:`llm_answers_check`) fails when an LLM component of the attack gave no valid answer
+(an invalid pick or sample, or a failed answer: empty, truncated, filtered, over-long) for more than
+:data:`LLM_INVALID_ALLOWED` (5 %) of its requests: such an attack is crippled, it links fewer documents than the
+declared attacker would, and the certificate understates the risk.
 """
 
 from __future__ import annotations
@@ -28,12 +34,18 @@ from typing import TYPE_CHECKING
 
 from cpa_core.report.diagnostics import FEW_IN_REGISTRY, MOSTLY, NEARLY_WHOLE
 from cpa_core.report.formatting import counted
-from cpa_core.report.metrics import AuditSummary, GroupMetrics, LevelSummary, summarize
+from cpa_core.report.metrics import AuditSummary, GroupMetrics, LevelSummary, LLMAnswers, summarize
 
 if TYPE_CHECKING:
     from cpa_core.audit.results import AuditResult
 
 STATUSES = ("release", "redact", "inconclusive", "unsafe")
+LLM_INVALID_ALLOWED = 0.05
+"""The largest share of an LLM component's requests that may give no valid answer (invalid picks or samples and
+failed answers together) before the verdict fails its "LLM answers" check."""
+COMPONENTS = {"attacker": "the LLM attacker", "clue_extractor": "the LLM clue extractor",
+              "shortlister.clue_extractor": "the shortlister's LLM clue extractor"}
+"""How the verdict names each LLM component of an attack (its key in the attack's counters)."""
 TITLES = {"release": "Release", "redact": "Release after redacting or withholding the flagged documents",
           "inconclusive": "Inconclusive: do not release on this certificate",
           "unsafe": "Not releasable as it is"}
@@ -208,6 +220,37 @@ def _group_thresholds(groups: dict[str, GroupMetrics]) -> Check:
                  f"Add calibration documents of {_names(missing, '', '').strip()} or calibrate without groups.")
 
 
+def _share(share: float) -> str:
+    """A share as a percentage without trailing zeros: ``100 %``, ``5 %``, ``2.5 %``."""
+    return f"{100 * share:.1f}".rstrip("0").rstrip(".") + " %"
+
+
+def llm_answers_check(answers: tuple[LLMAnswers, ...]) -> Check | None:
+    """Whether every LLM component gave a valid answer for all but at most :data:`LLM_INVALID_ALLOWED` of its
+    requests (``None`` without an LLM component, or when none asked anything)."""
+    asked = [a for a in answers if a.requests]
+    if not asked:
+        return None
+    allowed = _share(LLM_INVALID_ALLOWED)
+    over = [a for a in asked if a.invalid_share > LLM_INVALID_ALLOWED]
+    parts = []
+    for a in asked:
+        who = COMPONENTS.get(a.component, f"the LLM component '{a.component}'")
+        failed = (f"; {a.failed:,} of them failed answers (empty, truncated, filtered or over-long, not cached)"
+                  if a.failed else "")
+        where = "above" if a in over else "within"
+        parts.append(f"{who} gave no valid answer for {a.invalid:,} of {a.requests:,} requests "
+                     f"({_share(a.invalid_share)}, {where} the {allowed} allowed{failed})")
+    reason = "; ".join(parts)
+    if over:
+        reason += ": the attack was crippled and the risk is understated"
+    return Check("LLM answers", not over, reason,
+                 "Check the LLM endpoint and model: the run's log says why answers failed (empty, truncated at "
+                 "max_tokens, filtered, over-long). Raise max_tokens when answers are cut, or use a model that "
+                 "answers as the prompt asks; then audit again: failed answers are not cached, so they are asked "
+                 "again (--refresh-llm-cache asks every request again).")
+
+
 def _diagnostics(warnings: list[str]) -> Check:
     n = len(warnings)
     return Check("no diagnostic warning", not warnings,
@@ -229,6 +272,9 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
               _threshold(entry, groups), _whole_pool(entry), _pool_size(entry, policy.flag_below), _registry(entry)]
     if groups:
         checks.append(_group_thresholds(groups))
+    llm = llm_answers_check(summary.llm_answers)
+    if llm is not None:
+        checks.append(llm)
     checks.append(_diagnostics(warnings))
     failed = [check for check in checks if check.passed is False]
 

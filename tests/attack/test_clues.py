@@ -45,7 +45,8 @@ def test_clues_are_appended_to_the_tfidf_query(tmp_path, registry):
     assert params["prompt"] == {"name": "clues", "version": 1, "sha256": CLUES_V1.sha256}
     assert params["llm"]["model"] == "scripted-model" and params["llm"]["api_key_env"] == KEY_ENV
     assert attacker.counters() == {"clue_extractor": {"documents": 2, "no_clue_documents": 0, "retried_documents": 0,
-                                                      "malformed_answers": 0, "calls": 2}}
+                                                      "malformed_answers": 0, "calls": 2, "requests": 2,
+                                                      "invalid_answers": 0, "failed_answers": 0}}
     assert attacker.clients() == [client]
     # the direct mode never calls the extractor
     direct = attacker.attack(["d1"], [text_of("d1")], registry, replace(CLUE_LEVEL, query_mode="direct"))
@@ -58,8 +59,8 @@ def test_malformed_answers_are_retried_then_recorded_as_no_clues(tmp_path, regis
         attempt = sample_of(doc, body["seed"], "clues")
         if doc == "d1":  # first answer unusable, the retry works
             return "I'm sorry, I can't help with that." if attempt == 0 else '["retired teacher"]'
-        if doc == "d2":  # never usable
-            return ["", "{}", "no idea"][attempt]
+        if doc == "d2":  # never usable (but answered: an empty answer would not be cached)
+            return ["[]", "{}", "no idea"][attempt]
         return '["pilot"]'
 
     script = Scripted(answer)

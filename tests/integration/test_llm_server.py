@@ -56,14 +56,22 @@ def test_same_seed_gives_the_same_answer(make_client):
     assert client.calls_made_ == 2 and first.text == second.text
 
 
-def test_second_run_costs_no_request(make_client):
-    requests = [clue_request(seed=sample_seed(3, "doc", j), sample_index=j) for j in range(3)]
+def test_second_run_costs_no_request_but_for_failed_answers(make_client):
+    """Answers that ended normally are cached: a second run asks none of them. An answer cut at max_tokens (a clue
+    list in 24 tokens) is a failed answer, never cached: asked again, the seeded server cuts it the same way."""
+    values = ["female", "male"]
+    messages = ATTRIBUTE_V1.render(text=TEXT, attribute="gender", choices=attribute_choices(values))
+    requests = [LLMRequest(messages=messages, sample_index=j, seed=sample_seed(3, "doc", j)) for j in range(3)]
+    requests.append(clue_request(seed=sample_seed(3, "doc", 0)))
     first = make_client().complete(requests)
+    failed = sum(not r.ok for r in first)
+    assert failed < len(requests), "no answer ended normally: nothing to serve from the cache"
+    assert all(r.ok or (r.text == "" and r.failure) for r in first)
     again = make_client()
-    assert again.estimate_calls(requests) == 0
+    assert again.estimate_calls(requests) == failed
     second = again.complete(requests)
-    assert again.calls_made_ == 0 and again.cache_hits_ == 3
-    assert [r.text for r in second] == [r.text for r in first] and all(r.cached for r in second)
+    assert again.calls_made_ == failed and again.cache_hits_ == len(requests) - failed
+    assert [r.text for r in second] == [r.text for r in first] and [r.cached for r in second] == [r.ok for r in first]
 
 
 def test_logprobs_with_top_logprobs_come_back_parsed(make_client):

@@ -378,3 +378,214 @@ def test_an_interrupt_stops_at_once_and_keeps_every_answer_received(tmp_path):
         release.set()
         timer.cancel()
     assert len(client.cache) == 2  # the two answers received before the interrupt
+
+
+# ------------------------------------------------------------------------------------ failed answers
+def reply(content, finish, **headers):
+    """A handler outcome answering ``content`` (``None``: a null content) ended by ``finish``."""
+    body = completion_body("placeholder", finish=finish)
+    body["choices"][0]["message"]["content"] = content
+    if finish is None:
+        del body["choices"][0]["finish_reason"]
+    return lambda request: httpx.Response(200, json=body, headers=headers)
+
+
+FAILED = {
+    "null, length": (None, "length", "truncated answer (finish_reason 'length')"),
+    "null, content_filter": (None, "content_filter", "filtered answer (finish_reason 'content_filter')"),
+    "empty, stop": ("", "stop", "empty answer"),
+    "blank, stop": ("  \n ", "stop", "empty answer"),
+    "text, length": ("B. Because the nurse", "length", "truncated answer (finish_reason 'length')"),
+    "text, content_filter": ("B", "content_filter", "filtered answer (finish_reason 'content_filter')"),
+    "text, tool_calls": ("B", "tool_calls", "answer ended by finish_reason 'tool_calls'"),
+    "text, no finish_reason": ("B", None, "answer without a finish_reason"),
+    "text, odd finish_reason": ("B", "said B then more", "answer ended by an unrecognised finish_reason"),
+}
+
+
+@pytest.mark.parametrize("case", list(FAILED))
+def test_a_failed_answer_is_returned_counted_and_never_cached(tmp_path, case, caplog):
+    content, finish, reason = FAILED[case]
+    endpoint = FakeEndpoint(script=[reply(content, finish)])
+    sleeps: list[float] = []
+    with caplog.at_level(logging.DEBUG, logger="cpa_core.llm"):
+        with client_for(tmp_path, endpoint, sleeps) as client:
+            (out,) = client.complete(requests_for(1))
+            assert client.estimate_calls(requests_for(1)) == 1  # still to ask: nothing was cached
+            assert len(client.cache) == 0
+    assert out.failure == reason and not out.ok and out.text == "" and out.logprobs is None and not out.cached
+    assert out.finish_reason == finish
+    assert len(endpoint.bodies) == 1 and sleeps == [] and client.retries_ == 0  # not retried within the run
+    assert client.failed_answers_ == 1 and client.failures_ == {reason: 1}
+    assert "1 of 1 answers failed" in caplog.text and reason in caplog.text
+    assert "Because the nurse" not in caplog.text and "Because the nurse" not in reason
+    with client_for(tmp_path, endpoint) as again:  # the next run asks it again, and keeps the good answer
+        (healed,) = again.complete(requests_for(1))
+        assert healed.ok and healed.text.startswith("answer") and again.calls_made_ == 1
+        assert again.estimate_calls(requests_for(1)) == 0
+
+
+@pytest.mark.parametrize("finish", ["stop", "eos", "eos_token", "stop_sequence"])
+def test_other_servers_words_for_a_normal_end_are_usable(tmp_path, finish):
+    endpoint = FakeEndpoint(script=[reply("B", finish)])
+    with client_for(tmp_path, endpoint) as client:
+        (out,) = client.complete(requests_for(1))
+        assert out.ok and out.text == "B" and client.estimate_calls(requests_for(1)) == 0
+
+
+def test_failed_answers_are_summed_by_reason_and_the_good_ones_cached(tmp_path):
+    endpoint = FakeEndpoint(script=[reply(None, "length"), None, reply(None, "content_filter"), None,
+                                    reply(None, "length")])
+    with client_for(tmp_path, endpoint, concurrency=1) as client:
+        out = client.complete(requests_for(5))
+        assert [r.ok for r in out] == [False, True, False, True, False]
+        assert client.failures_ == {"truncated answer (finish_reason 'length')": 2,
+                                    "filtered answer (finish_reason 'content_filter')": 1}
+        assert len(client.cache) == 2 and client.estimate_calls(requests_for(5)) == 3
+
+
+def test_a_poisoned_cache_is_asked_again_and_heals(tmp_path):
+    """Entries cached before failed answers were refused (empty, truncated, filtered) are read as missing."""
+    endpoint = FakeEndpoint()
+    reqs = requests_for(4)
+    with client_for(tmp_path, endpoint) as client:
+        keys = [client.key(r) for r in reqs]
+        poisoned = [LLMResponse(text="", finish_reason="length", key=keys[0]),
+                    LLMResponse(text="", finish_reason="content_filter", key=keys[1]),
+                    LLMResponse(text="B, because", finish_reason="length", key=keys[2]),
+                    LLMResponse(text="C", finish_reason="stop", key=keys[3])]
+        for response in poisoned:
+            client.cache.put(response.key, response.to_json())
+    with client_for(tmp_path, endpoint) as client:
+        assert client.estimate_calls(reqs) == 3
+        out = client.complete(reqs)
+        assert client.calls_made_ == 3 and client.cache_hits_ == 1
+        assert [r.cached for r in out] == [False, False, False, True] and all(r.ok for r in out)
+        assert out[3].text == "C" and out[0].text.startswith("answer")
+    with client_for(tmp_path, endpoint) as client:  # healed: the fresh answers replaced the poisoned ones
+        assert client.estimate_calls(reqs) == 0
+
+
+# ------------------------------------------------------------------------------------ bounded answers
+def endless_body(sent: list[int], marker: bytes = b"SECRET-CONTENT "):
+    """A chat completion whose content never ends (an endpoint ignoring max_tokens): bytes counted in ``sent``."""
+    yield b'{"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", ' \
+          b'"content": "'
+    chunk = marker * (65_536 // len(marker))
+    while True:
+        sent[0] += len(chunk)
+        yield chunk
+
+
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+def test_an_endless_answer_is_cut_at_the_byte_bound(tmp_path, library, caplog):
+    from cpa_core.llm import client as module
+
+    http = pytest.importorskip(library)
+    sent = [0]
+
+    def handler(request):
+        return http.Response(200, headers={"content-type": "application/json"}, content=endless_body(sent))
+
+    client = LLMClient(settings(tmp_path), http_client=http.Client(transport=http.MockTransport(handler)),
+                       sleep=lambda s: None)
+    with caplog.at_level(logging.DEBUG, logger="cpa_core.llm"), client:
+        (out,) = client.complete(requests_for(1))
+        assert len(client.cache) == 0 and client.estimate_calls(requests_for(1)) == 1
+    assert out.failure == f"response over {module.MAX_RESPONSE_BYTES:,} bytes" and out.text == ""
+    assert module.MAX_RESPONSE_BYTES <= sent[0] <= module.MAX_RESPONSE_BYTES + 2 * 65_536  # read no further
+    assert client.calls_made_ == 1 and client.failed_answers_ == 1  # a failed call, not retried
+    assert "SECRET-CONTENT" not in caplog.text
+
+
+def test_an_announced_oversized_answer_is_refused_unread(tmp_path):
+    from cpa_core.llm.client import MAX_RESPONSE_BYTES
+
+    read = [0]
+
+    def body():
+        read[0] += 1
+        yield b"{}"
+
+    endpoint = FakeEndpoint(script=[lambda request: httpx.Response(
+        200, headers={"content-type": "application/json", "content-length": str(MAX_RESPONSE_BYTES + 1)},
+        content=body())])
+    with client_for(tmp_path, endpoint) as client:
+        (out,) = client.complete(requests_for(1))
+    assert out.failure == f"response over {MAX_RESPONSE_BYTES:,} bytes" and read == [0]
+
+
+def test_an_over_long_answer_text_is_a_failed_answer(tmp_path):
+    from cpa_core.llm.client import MAX_ANSWER_CHARS
+
+    endpoint = FakeEndpoint(script=[reply("x" * (MAX_ANSWER_CHARS + 1), "stop"), reply("y" * MAX_ANSWER_CHARS, "stop")])
+    with client_for(tmp_path, endpoint, concurrency=1) as client:
+        too_long, longest = client.complete(requests_for(2))
+        assert too_long.failure == f"answer over {MAX_ANSWER_CHARS:,} characters" and too_long.text == ""
+        assert longest.ok and len(longest.text) == MAX_ANSWER_CHARS and len(client.cache) == 1
+
+
+def test_answers_are_asked_uncompressed_and_a_compressed_one_is_refused(tmp_path):
+    """A compressed body's decoded size is not bounded by its bytes (a few kilobytes may decode to gigabytes)."""
+    import gzip
+
+    packed = gzip.compress(json.dumps(completion_body("B")).encode())
+    endpoint = FakeEndpoint(script=[lambda request: httpx.Response(
+        200, headers={"content-type": "application/json", "content-encoding": "gzip"}, content=iter([packed]))])
+    with client_for(tmp_path, endpoint) as client:
+        (out,) = client.complete(requests_for(1))
+        assert len(client.cache) == 0
+    assert endpoint.headers[0]["accept-encoding"] == "identity"
+    assert out.failure.startswith("response compressed with 'gzip'")
+
+
+# ------------------------------------------------------------------------------------ refreshing the cache
+def test_refresh_asks_every_request_again_once_and_replaces_the_cached_answers(tmp_path):
+    version = ["v1"]
+    answered = []
+
+    def handler(request):
+        body = json.loads(request.content)
+        answered.append(body["seed"])
+        return httpx.Response(200, json=completion_body(f"{version[0]} {body['seed']}"))
+
+    def make(**overrides):
+        http = httpx.Client(transport=httpx.MockTransport(handler))
+        return LLMClient(settings(tmp_path, **overrides), http_client=http, sleep=lambda s: None)
+
+    reqs = requests_for(3)
+    with make() as client:
+        first = client.complete(reqs)
+    version[0] = "v2"
+    with make(refresh_cache=True) as client:
+        assert client.estimate_calls(reqs) == 3  # the dry run counts every request: each is asked again
+        fresh = client.complete(reqs)
+        assert client.calls_made_ == 3 and client.cache_hits_ == 0
+        # within the run, a request asked again is answered from its fresh entry (no second call)
+        assert client.estimate_calls(reqs) == 0 and all(r.cached for r in client.complete(reqs))
+        assert client.key(reqs[0]) == first[0].key  # the same requests, the same keys
+    assert [r.text.split()[0] for r in first] == ["v1"] * 3 and [r.text.split()[0] for r in fresh] == ["v2"] * 3
+    assert len(answered) == 6
+    with make() as client:  # the next run reads the refreshed answers
+        assert [r.text.split()[0] for r in client.complete(reqs)] == ["v2"] * 3 and client.calls_made_ == 0
+
+
+def test_a_failed_answer_in_a_refresh_leaves_no_old_answer_behind(tmp_path):
+    reqs = requests_for(1)
+    with client_for(tmp_path, FakeEndpoint()) as client:
+        client.complete(reqs)
+    with client_for(tmp_path, FakeEndpoint(script=[reply(None, "length")]), refresh_cache=True) as client:
+        assert not client.complete(reqs)[0].ok and len(client.cache) == 0
+    with client_for(tmp_path, FakeEndpoint()) as client:
+        assert client.estimate_calls(reqs) == 1
+
+
+def test_refresh_is_a_run_choice_outside_the_declared_settings():
+    from cpa_core.llm.client import LLM_PARAMS
+
+    (param,) = [p for p in LLM_PARAMS if p.name == "refresh_cache"]
+    assert param.option == "--refresh-llm-cache" and param.flag is True and param.default is False
+    plain = LLMSettings(base_url="http://h/v1", model="m", cache_dir="/tmp/x")
+    refresh = LLMSettings(base_url="http://h/v1", model="m", cache_dir="/tmp/x", refresh_cache=True)
+    assert refresh.params() == plain.params() and "refresh_cache" not in refresh.params()  # the same manifest and id
+    assert "refresh" not in repr(refresh)

@@ -1,5 +1,6 @@
 """The LLM answers on disk: one row per request key, committed before ``put`` returns (so another cache on the
-same folder, another thread or a later run reads it), in an owner-only folder."""
+same folder, another thread or a later run reads it), in an owner-only folder; no entry over the bound is written
+or read, and an entry can be discarded."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import sqlite3
 import stat
 import threading
 
-from cpa_core.llm.response_cache import CACHE_FILE, ResponseCache
+import pytest
+
+from cpa_core.llm.response_cache import CACHE_FILE, MAX_ENTRY_CHARS, ResponseCache
 
 
 def test_answers_are_found_by_key_and_the_others_are_not(tmp_path):
@@ -65,3 +68,34 @@ def test_the_folder_is_created_owner_only(tmp_path):
     assert stat.S_IMODE((tmp_path / "new" / "llm").stat().st_mode) == 0o700
     assert cache.path == tmp_path / "new" / "llm" / CACHE_FILE
     cache.close()
+
+
+def test_an_entry_over_the_bound_is_never_written(tmp_path):
+    cache = ResponseCache(tmp_path)
+    cache.put("longest", "x" * MAX_ENTRY_CHARS)  # the bound itself is allowed
+    with pytest.raises(ValueError, match=f"{MAX_ENTRY_CHARS:,} allowed"):
+        cache.put("too-long", "x" * (MAX_ENTRY_CHARS + 1))
+    assert len(cache) == 1 and cache.get_many(["too-long"]) == {}
+    cache.close()
+
+
+def test_an_entry_over_the_bound_already_on_disk_reads_as_missing(tmp_path):
+    cache = ResponseCache(tmp_path)
+    with sqlite3.connect(cache.path) as db:  # written by an older version, or another program
+        db.execute("INSERT INTO responses (key, response, created) VALUES ('huge', ?, 0)",
+                   ("é" * (MAX_ENTRY_CHARS + 1),))
+    cache.put("small", "ok")
+    assert cache.get_many(["huge", "small"]) == {"small": "ok"} and len(cache) == 2
+    cache.close()
+
+
+def test_a_discarded_entry_is_gone_for_every_reader(tmp_path):
+    cache = ResponseCache(tmp_path)
+    cache.put("k1", "A")
+    cache.put("k2", "B")
+    cache.discard("k1")
+    cache.discard("never-stored")  # nothing to remove: no error
+    other = ResponseCache(tmp_path)  # another client or a later run
+    assert other.get_many(["k1", "k2"]) == {"k2": "B"} and len(other) == 1
+    cache.close()
+    other.close()

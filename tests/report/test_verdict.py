@@ -10,11 +10,20 @@ import numpy as np
 import pytest
 from tables import LEVEL, documents_and_registry, probability_matrix, sample_truth, table_from_matrix, toy_attacker
 
+from cpa_core.attack.base import AttackerBase
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.report.metrics import AuditSummary, GroupMetrics, LevelSummary, clopper_pearson, summarize
-from cpa_core.report.verdict import STATUSES, release_verdict
+from cpa_core.report.metrics import (
+    AuditSummary,
+    GroupMetrics,
+    LevelSummary,
+    LLMAnswers,
+    clopper_pearson,
+    llm_answers,
+    summarize,
+)
+from cpa_core.report.verdict import LLM_INVALID_ALLOWED, STATUSES, release_verdict, summary_document
 
 # --- the coverage interval ---------------------------------------------------------------------------------------
 
@@ -252,7 +261,104 @@ def test_one_document_is_said_in_the_singular():
     assert any(a.startswith("Withhold or redact the 1 flagged document first") for a in unsafe.actions)
 
 
+# --- the LLM attacker's answers ------------------------------------------------------------------------------------
+
+def test_an_llm_attacker_without_valid_answers_fails_a_check():
+    """Every request answered by a failed answer (empty, truncated, filtered): the attack was crippled, so however
+    healthy the other figures, the certificate understates the risk."""
+    crippled = replace(summary(), llm_answers=(LLMAnswers("attacker", 80, 80, 80),))
+    verdict = release_verdict(crippled, 0.9)
+    assert verdict.status == "inconclusive" and [c.name for c in verdict.failed] == ["LLM answers"]
+    reason = check(verdict, "LLM answers").reason
+    assert reason.startswith("the LLM attacker gave no valid answer for 80 of 80 requests (100 %, above the 5 % "
+                             "allowed; 80 of them failed answers (empty, truncated, filtered or over-long, not cached))")
+    assert reason.endswith(": the attack was crippled and the risk is understated")
+    assert check(verdict, "LLM answers").remedy in verdict.actions
+    assert "--refresh-llm-cache" in check(verdict, "LLM answers").remedy
+    assert "1 validity check failed" in verdict.headline and "no evidence of safety" in verdict.headline
+
+
+@pytest.mark.parametrize("invalid, passed", [(0, True), (4, True), (5, False), (80, False)])
+def test_the_allowed_share_of_invalid_answers_is_five_percent(invalid, passed):
+    assert LLM_INVALID_ALLOWED == 0.05
+    verdict = release_verdict(replace(summary(), llm_answers=(LLMAnswers("attacker", 80, invalid, 0),)), 0.9)
+    assert check(verdict, "LLM answers").passed is passed
+    assert verdict.status == ("release" if passed else "inconclusive")
+    where = "within" if passed else "above"
+    assert f"for {invalid} of 80 requests" in check(verdict, "LLM answers").reason
+    assert f"{where} the 5 % allowed" in check(verdict, "LLM answers").reason
+
+
+def test_each_llm_component_is_checked_and_named():
+    answers = (LLMAnswers("shortlister.clue_extractor", 40, 12, 12), LLMAnswers("attacker", 200, 3, 1))
+    reason = check(release_verdict(replace(summary(), llm_answers=answers), 0.9), "LLM answers").reason
+    assert reason.startswith("the shortlister's LLM clue extractor gave no valid answer for 12 of 40 requests (30 %, "
+                             "above the 5 % allowed")
+    assert "the LLM attacker gave no valid answer for 3 of 200 requests (1.5 %, within the 5 % allowed; 1 of them" \
+           in reason
+
+
+def test_no_llm_no_llm_check():
+    assert "LLM answers" not in [c.name for c in release_verdict(summary(), 0.9).checks]
+    asked_nothing = replace(summary(), llm_answers=(LLMAnswers("attacker", 0, 0, 0),))
+    assert "LLM answers" not in [c.name for c in release_verdict(asked_nothing, 0.9).checks]
+
+
+def test_the_attack_counters_give_each_component_its_answers():
+    counters = {"attacker": {"documents": 40, "samples": 80, "invalid_picks": 9, "requests": 80,
+                             "invalid_answers": 9, "failed_answers": 4},
+                "shortlister.clue_extractor": {"documents": 40, "requests": 44, "invalid_answers": 2},
+                "other": {"calls": 3}, "broken": "not counts"}
+    assert llm_answers(counters) == (LLMAnswers("attacker", 80, 9, 4), LLMAnswers("shortlister.clue_extractor", 44, 2))
+    assert llm_answers(None) == () and llm_answers({}) == ()
+
+
 # --- real audits -------------------------------------------------------------------------------------------------
+
+class CountingAttacker(AttackerBase):
+    """An attacker that ranks by a given table and reports LLM counters, as the LLM attackers do."""
+
+    name = "counting"
+
+    def __init__(self, table, counts):
+        self.table, self.counts = table, counts
+
+    def params(self):
+        return {"attacker": self.name}
+
+    def attack(self, doc_ids, texts, registry, level, progress=None):
+        assert list(doc_ids) == self.table.doc_ids.tolist()
+        return self.table
+
+    def counters(self):
+        return self.counts
+
+
+def test_the_attack_counters_reach_the_verdict_through_the_pipeline():
+    """The audit pipeline (run by the command line and the dashboard alike) records the attacker's counters, and
+    the verdict of the audit reads them."""
+    rng = np.random.default_rng(3)
+    probabilities = probability_matrix(120, 20, rng)
+    truth = [f"p{t}" for t in sample_truth(probabilities, rng)]
+    documents, registry = documents_and_registry(truth, m=20)
+    config = AuditConfig(knowledge=LEVEL, attacker=toy_attacker("counting"), confidences=(0.8,))
+    counts = {"attacker": {"documents": 120, "samples": 240, "invalid_picks": 240, "requests": 240,
+                           "invalid_answers": 240, "failed_answers": 240}}
+    result = run_audit(documents, registry, CountingAttacker(table_from_matrix(probabilities), counts), config)
+    assert result.inputs["llm_counters"] == counts
+    verdict = release_verdict(summarize(result), 0.8)
+    assert check(verdict, "LLM answers").passed is False and verdict.status in ("inconclusive", "unsafe")
+    assert "the LLM attacker gave no valid answer for 240 of 240 requests (100 %, above the 5 % allowed" in \
+        check(verdict, "LLM answers").reason
+    document = json.loads(json.dumps(summary_document(result)))
+    assert document["llm_answers"] == [{"component": "attacker", "requests": 240, "invalid": 240, "failed": 240,
+                                        "invalid_share": 1.0}]
+    assert any(c["name"] == "LLM answers" and c["passed"] is False for c in document["verdict"]["checks"])
+    # an attacker that calls no LLM records nothing, and its verdict has no such check
+    quiet = run_audit(documents, registry, CountingAttacker(table_from_matrix(probabilities), {}), config)
+    assert "llm_counters" not in quiet.inputs and "llm_answers" not in summary_document(quiet)
+
+
 
 def test_an_attacker_that_knows_nothing_is_never_a_release():
     rng = np.random.default_rng(1)

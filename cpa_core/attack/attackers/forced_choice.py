@@ -107,7 +107,8 @@ class ForcedChoiceAttacker(AttackerBase):
 
     Attributes (about the last attack)
     ----------
-    invalid_picks_ : samples naming no option
+    invalid_picks_ : samples naming no option (failed answers included: empty, truncated, filtered, over-long)
+    failed_answers_ : answers the LLM client returned as failed (never cached; see :mod:`cpa_core.llm.client`)
     all_invalid_documents_ : documents whose every sample was invalid (uniform weights)
     logprob_fallbacks_ : ``logprobs`` mode, documents without any label in the alternatives (uniform weights)
     per_document_ : dict doc_id -> {"samples", "invalid_picks", "uniform", "label_position"}
@@ -155,7 +156,7 @@ class ForcedChoiceAttacker(AttackerBase):
         self._reset()
 
     def _reset(self) -> None:
-        self.invalid_picks_ = self.all_invalid_documents_ = self.logprob_fallbacks_ = 0
+        self.invalid_picks_ = self.all_invalid_documents_ = self.logprob_fallbacks_ = self.failed_answers_ = 0
         self.samples_ = self.documents_ = self.calls_planned_ = 0
         self.per_document_: dict = {}
         self._ran = False
@@ -282,6 +283,7 @@ class ForcedChoiceAttacker(AttackerBase):
 
         samples = np.array([self.samples_per_document if k > 0 else 0 for k in pool_sizes])
         self.invalid_picks_ = int(invalid.sum())
+        self.failed_answers_ = sum(getattr(answer, "failure", None) is not None for answer in answers)
         self.samples_ = int(samples.sum())
         self.documents_ = n
         self.calls_planned_ = int(need)
@@ -306,12 +308,19 @@ class ForcedChoiceAttacker(AttackerBase):
     # -- manifest -------------------------------------------------------------------------------------
 
     def counters(self) -> dict[str, dict]:
-        """The last attack's counts (``attacker``) and its shortlister's (``shortlister.*``); ``{}`` before."""
+        """The last attack's counts (``attacker``) and its shortlister's (``shortlister.*``); ``{}`` before.
+
+        ``requests`` and ``invalid_answers`` are what the verdict reads (:data:`~cpa_core.attack.base.LLM_COUNTS`):
+        the samples, and those that gave no pick (sampling: invalid picks; logprobs: documents without any label
+        among the alternatives); ``failed_answers`` of them the client returned as failed.
+        """
         if not self._ran:
             return {}
+        invalid = self.invalid_picks_ if self.mode == "sampling" else self.logprob_fallbacks_
         out = {"documents": self.documents_, "samples": self.samples_, "invalid_picks": self.invalid_picks_,
                "invalid_pick_rate": self.invalid_picks_ / self.samples_ if self.samples_ else None,
-               "calls": self.calls_planned_}
+               "calls": self.calls_planned_, "requests": self.samples_, "invalid_answers": invalid,
+               "failed_answers": self.failed_answers_}
         if self.mode == "sampling":
             out["all_invalid_documents"] = self.all_invalid_documents_
         else:

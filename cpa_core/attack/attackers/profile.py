@@ -180,7 +180,8 @@ class ProfileAttacker(AttackerBase):
     ----------
     distributions_ : dict doc_id -> {attribute name -> {normalised value -> count}}
     display_ : dict attribute name -> {normalised value -> the value as first written}
-    invalid_samples_ : dict attribute name -> answers naming no (allowed) value
+    invalid_samples_ : dict attribute name -> answers naming no (allowed) value (failed answers included)
+    failed_answers_ : answers the LLM client returned as failed (never cached; see :mod:`cpa_core.llm.client`)
     empty_documents_ : dict attribute name -> documents without any valid answer
     """
 
@@ -214,7 +215,7 @@ class ProfileAttacker(AttackerBase):
         self.display_: dict = {a.name: {} for a in self.attributes}
         self.invalid_samples_ = {a.name: 0 for a in self.attributes}
         self.empty_documents_ = {a.name: 0 for a in self.attributes}
-        self.documents_ = self.calls_planned_ = 0
+        self.documents_ = self.calls_planned_ = self.failed_answers_ = 0
         self._ran = False
 
     # -- requests ------------------------------------------------------------------------------------
@@ -268,6 +269,7 @@ class ProfileAttacker(AttackerBase):
         need = self.client.estimate_calls(requests)
         check_call_budget([(self.client, need)], "Profile-CPA")
         answers = self.client.complete(requests, progress, "predicting attributes")
+        self.failed_answers_ = sum(getattr(answer, "failure", None) is not None for answer in answers)
 
         position = 0
         for doc_id in doc_ids:
@@ -328,6 +330,8 @@ class ProfileAttacker(AttackerBase):
         return AttributeSet(tuple(shown.get(v, v) for v, s in ranked if s <= q_hat), any_value)
 
     def counters(self) -> dict[str, dict]:
+        """The last attack's counts; ``requests`` (every sample of every attribute) and ``invalid_answers`` (those
+        naming no allowed value) are what the verdict reads (:data:`~cpa_core.attack.base.LLM_COUNTS`)."""
         if not self._ran:
             return {}
         samples = self.documents_ * self.m
@@ -335,7 +339,10 @@ class ProfileAttacker(AttackerBase):
                              "invalid_samples": dict(self.invalid_samples_),
                              "invalid_rate": {k: v / samples if samples else None
                                               for k, v in self.invalid_samples_.items()},
-                             "empty_documents": dict(self.empty_documents_), "calls": self.calls_planned_}}
+                             "empty_documents": dict(self.empty_documents_), "calls": self.calls_planned_,
+                             "requests": samples * len(self.attributes),
+                             "invalid_answers": sum(self.invalid_samples_.values()),
+                             "failed_answers": self.failed_answers_}}
 
     def clients(self) -> list:
         return [self.client]

@@ -97,7 +97,7 @@ def choose(targets: dict):
 
 def test_forced_choice_frequencies_follow_the_shuffled_options(tmp_path, registry):
     pools = {"d1": ["P1", "P2", "P3", "P4"], "d2": ["P5", "P6", "P1", "P2"]}
-    targets = {"d1": ["P2", "P2", "P3", "I cannot tell."], "d2": ["maybe", "??", "", "both"]}
+    targets = {"d1": ["P2", "P2", "P3", "I cannot tell."], "d2": ["maybe", "??", "none", "both"]}
     script = Scripted(choose(targets))
     client = make_client(tmp_path, script)
     attacker = ForcedChoiceAttacker(FixedShortlist(pools), client, m=4, shortlist_k=4, seed=0)
