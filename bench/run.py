@@ -10,7 +10,9 @@
 (c) TF-IDF audit of 10,000 documents against 10,000 profiles vs the raw TF-IDF + cosine computation,
     and peak RSS of the attack as the registry grows (each measurement in its own subprocess);
 (p) the lexical fusion attacker against TF-IDF on the real releases of ../shared/datasets and at 1k-10k synthetic
-    documents x profiles (bench_fusion.py).
+    documents x profiles (bench_fusion.py);
+(q) importing an outside attacker's scores (`cpa audit --scores`): 1 and 10 million rows, CSV and Parquet, against the
+    row-by-row import, and 10,000 x 10,000 end to end (bench_scores_import.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import bench_conformal  # noqa: E402
 import bench_fusion  # noqa: E402
+import bench_scores_import  # noqa: E402
 import bench_tfidf  # noqa: E402
 from bench_tfidf import log  # noqa: E402
 
@@ -283,8 +286,10 @@ def main(argv=None) -> int:
         c = bench_tfidf.bench_tfidf(workdir, quick=args.quick, large=args.large, log=log)
         log("(p) the lexical fusion attacker against TF-IDF: real releases, then synthetic 1k-10k ...")
         o = bench_fusion.bench_fusion(workdir, quick=args.quick, log=log)
+        log("(q) importing an outside attacker's scores: 1 and 10 million rows, then 10,000 x 10,000 end to end ...")
+        q = bench_scores_import.bench_scores_import(workdir, quick=args.quick, log=log)
     text, _ = report(info, a, b, c, args.quick, args.write, started, (load_start, os.getloadavg()[0]), args.large)
-    text = text.rstrip() + "\n\n" + bench_fusion.markdown(o)
+    text = text.rstrip() + "\n\n" + bench_fusion.markdown(o) + "\n\n" + bench_scores_import.markdown(q)
     print(text)
     if args.write:
         results = HERE / "RESULTS.md"
