@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from cpa_core.conformal.calibration import NOTES_NAMED, strata_counted
 from cpa_core.report.diagnostics import FEW_IN_REGISTRY, MOSTLY, NEARLY_WHOLE
 from cpa_core.report.formatting import counted
 from cpa_core.report.metrics import AuditSummary, GroupMetrics, LevelSummary, LLMAnswers, summarize
@@ -112,7 +113,10 @@ def _level(confidence: float) -> str:
 
 
 def _names(groups, singular: str = "has", plural: str = "have") -> str:
-    """``group 'a' has`` or ``groups 'a', 'b' have``."""
+    """``group 'a' has`` or ``groups 'a', 'b' have``; beyond a few, their count and the first of them (``1,000 groups
+    ('g1', 'g2', 'g3', …) have``)."""
+    if len(groups) > NOTES_NAMED:
+        return f"{strata_counted(list(groups))} {plural}"
     quoted = ", ".join(f"'{g}'" for g in groups)
     return f"group {quoted} {singular}" if len(groups) == 1 else f"groups {quoted} {plural}"
 

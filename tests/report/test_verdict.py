@@ -376,3 +376,11 @@ def test_an_attacker_that_knows_nothing_is_never_a_release():
     informative = release_verdict(summarize(run_audit(documents, registry, None, config, table=table)), 0.9)
     # ten people, an attacker that often names the right one: the certificate holds, the release is not safe
     assert informative.status == "unsafe" and not informative.failed and informative.first_guess_rate > 0.5
+
+
+def test_a_check_about_many_groups_counts_them_and_names_a_few():
+    groups = {f"g{i}": group(0, float("inf")) for i in range(1000)}
+    verdict = release_verdict(summary(entry(q_hat=None, varies="per-group", groups=groups)), 0.9)
+    reason = check(verdict, "a threshold per group").reason
+    assert reason == "1,000 groups ('g0', 'g1', 'g2', …) have no calibration document, so no threshold"
+    assert all(len(c.reason) < 300 and len(c.remedy or "") < 300 for c in verdict.checks)
