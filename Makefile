@@ -31,9 +31,10 @@ test: $(STAMP) $(LLM_STAMP)
 	$(PY) -m pytest tests
 
 # the unit tier, for a tight loop (under a minute): everything but tests/integration (subprocesses, AppTest, the
-# browser, statistical coverage, the packaged model, the LLM server); the layers of the code are checked here
+# browser, statistical coverage, the packaged model, the LLM server), on both cores; the layers of the code are
+# checked here
 test-fast: $(STAMP)
-	$(PY) -m pytest tests --ignore=tests/integration
+	$(PY) -m pytest tests --ignore=tests/integration -n 2
 
 bench: $(STAMP)
 	$(PY) bench/run.py
