@@ -39,6 +39,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
+from results_sections import log, write_section  # noqa: E402
 
 ATTACKERS = ("tfidf", "lexical_fusion")
 RELEASES = {
@@ -51,7 +52,6 @@ QUICK_RELEASES = ("textwash3", "tab")
 CONFIDENCE = 0.9
 TOP_K = 100
 HEADING = "## (p) Lexical fusion attacker against TF-IDF (`bench/bench_fusion.py`)"
-STANDALONE_MARKER = "<!-- standalone benchmarks below"
 
 
 def _attacker(name: str):
@@ -218,26 +218,6 @@ def _heading(results: dict) -> str:
     return HEADING + (" (quick smoke run: NOT the reference sizes)" if results.get("quick") else "")
 
 
-def write_section(text: str, results_file: Path = HERE / "RESULTS.md") -> None:
-    """Put the section into RESULTS.md: in place of its previous version, else just before the standalone
-    benchmarks' marker (the end of what ``run.py`` writes)."""
-    previous = results_file.read_text(encoding="utf-8")
-    lines = previous.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.startswith(HEADING)), None)
-    if start is not None:
-        stop = next((i for i in range(start + 1, len(lines))
-                     if lines[i].startswith("## ") or lines[i].startswith(STANDALONE_MARKER)), len(lines))
-        lines[start:stop] = [text.rstrip() + "\n\n"]
-    else:
-        at = next((i for i, line in enumerate(lines) if line.startswith(STANDALONE_MARKER)), len(lines))
-        lines[at:at] = [text.rstrip() + "\n\n"]
-    results_file.write_text("".join(lines), encoding="utf-8")
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="synthetic sizes 1,000 and 2,000 only")
@@ -247,7 +227,7 @@ def main(argv=None) -> int:
         text = markdown(bench_fusion(workdir, quick=args.quick, log=log))
     print(text)
     if args.write:
-        write_section(text)
+        write_section(text, HEADING)
         log(f"wrote {HERE / 'RESULTS.md'}")
     return 0
 

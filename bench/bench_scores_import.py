@@ -39,9 +39,9 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
+from results_sections import log, write_section  # noqa: E402
 
 HEADING = "## (q) Importing an outside attacker's scores: `cpa audit --scores` (`bench/bench_scores_import.py`)"
-STANDALONE_MARKER = "<!-- standalone benchmarks below"
 SHORTLIST, REGISTRY = 1_000, 10_000
 TARGET_10M_S = 30.0
 TARGET_E2E_S = 120.0
@@ -435,26 +435,6 @@ def markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str, results_file: Path = HERE / "RESULTS.md") -> None:
-    """Put the section into RESULTS.md: in place of its previous version, else just before the standalone
-    benchmarks' marker (the end of what ``run.py`` writes)."""
-    previous = results_file.read_text(encoding="utf-8")
-    lines = previous.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.startswith(HEADING)), None)
-    if start is not None:
-        stop = next((i for i in range(start + 1, len(lines))
-                     if lines[i].startswith("## ") or lines[i].startswith(STANDALONE_MARKER)), len(lines))
-        lines[start:stop] = [text.rstrip() + "\n\n"]
-    else:
-        at = next((i for i, line in enumerate(lines) if line.startswith(STANDALONE_MARKER)), len(lines))
-        lines[at:at] = [text.rstrip() + "\n\n"]
-    results_file.write_text("".join(lines), encoding="utf-8")
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="100,000 and 1 million rows; 2,000 x 2,000 end to end")
@@ -464,7 +444,7 @@ def main(argv=None) -> int:
         text = markdown(bench_scores_import(workdir, quick=args.quick, log=log))
     print(text)
     if args.write:
-        write_section(text)
+        write_section(text, HEADING)
         log(f"wrote {HERE / 'RESULTS.md'}")
     return 0
 
