@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import numbers
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -57,6 +58,10 @@ from cpa_core.io.tables import Registry
 log = logging.getLogger(__name__)
 
 ENCODING_VERSION = "v1"  # bump when the way embeddings are computed or stored changes
+WINDOW_POOLINGS = ("first", "max", "mean_best")
+DEFAULT_WINDOW_POOLING = "mean_best"
+FALLBACK_WINDOW_TOKENS = 256  # an encoder without a tokenizer: windows of whitespace-separated words
+WORD = re.compile(r"\S+")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -88,6 +93,11 @@ class DenseAttacker(RetrievalAttacker):
     model_fingerprint : identifies the encoder in the cache and the manifest (default: computed from
         the model's files, see :func:`fingerprint_model`)
     clue_extractor : query augmentation for the ``direct_plus_clues`` mode
+    window_pooling : ``first`` (one embedding per text, the model's truncation), ``max`` or ``mean_best`` (windows
+        over the whole text, see the module's docstring)
+    window_tokens : word pieces per window (``None``: the model's ``max_seq_length`` less 2; an encoder without a
+        tokenizer counts whitespace-separated words, 256 by default)
+    window_overlap : word pieces shared by consecutive windows (less than ``window_tokens``)
 
     Attributes (counters, cumulative over this attacker's attacks)
     ----------
@@ -107,6 +117,9 @@ class DenseAttacker(RetrievalAttacker):
     encoder: Any = field(default=None, repr=False)
     model_fingerprint: str | None = None
     clue_extractor: ClueExtractor | None = field(default=None, repr=False)
+    window_pooling: str = DEFAULT_WINDOW_POOLING
+    window_tokens: int | None = None
+    window_overlap: int = 32
     name: str = "dense"
 
     def __post_init__(self):
@@ -115,6 +128,16 @@ class DenseAttacker(RetrievalAttacker):
             if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
                 raise ConfigError(f"{label} must be an integer of at least 1, found {value!r}")
         self.top_k = None if self.top_k is None else int(self.top_k)
+        if self.window_pooling not in WINDOW_POOLINGS:
+            raise ConfigError(f"window_pooling must be one of {', '.join(WINDOW_POOLINGS)}, found {self.window_pooling!r}")
+        for label, value, low in (("window_tokens", self.window_tokens, 1), ("window_overlap", self.window_overlap, 0)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low):
+                raise ConfigError(f"{label} must be an integer of at least {low}, found {value!r}")
+        if self.window_overlap is None:
+            self.window_overlap = 0
+        if self.window_tokens is not None and self.window_overlap >= self.window_tokens:
+            raise ConfigError(f"window_overlap ({self.window_overlap}) must be less than window_tokens "
+                              f"({self.window_tokens})")
         if self.batch_size is None or self.chunk_size is None:
             raise ConfigError("batch_size and chunk_size must be integers of at least 1")
         if self.model is not None and not isinstance(self.model, (str, os.PathLike)):
@@ -136,6 +159,8 @@ class DenseAttacker(RetrievalAttacker):
         self.encoder_calls_ = self.encoded_texts_ = self.cache_hits_ = self.cache_misses_ = 0
         self._cache = EmbeddingCache(self.cache_dir) if self.cache else None
         self._profiles: tuple | None = None  # (registry, level) and the profile embeddings of the last attack
+        self._tokenizer: tuple | None = None  # (tokenizer or None, window size in word pieces)
+        self.windows_: dict = {}  # windows of the last attack: texts and windows per side
 
     # -- identity ------------------------------------------------------------------------------------
 
@@ -157,7 +182,13 @@ class DenseAttacker(RetrievalAttacker):
             "local directory" if Path(self.model).expanduser().is_dir() else "model name")
         return {"attacker": self.name, "model": self.model_label, "model_source": source,
                 "model_fingerprint": self.fingerprint(), "similarity": "cosine", "normalize_embeddings": True,
-                "temperature": self.temperature, "top_k": self.top_k, **self.clue_params()}
+                "temperature": self.temperature, "top_k": self.top_k, "window_pooling": self.window_pooling,
+                **({} if self.window_pooling == "first" else {
+                    "window_tokens": self.window_tokens if self._tokenizer is None else self._tokenizer[1],
+                    "window_overlap": self.window_overlap,
+                    "window_unit": "word pieces of the model's tokenizer" if self._tokenizer is None
+                    or self._tokenizer[0] is not None else "whitespace-separated words"}),
+                **self.clue_params()}
 
     @property
     def cache_key(self) -> str:
@@ -220,6 +251,65 @@ class DenseAttacker(RetrievalAttacker):
         log.info("%s: encoded %d distinct of %d texts", step, len(unique), n)
         return _normalise_rows(out)[inverse]
 
+    # -- windows -------------------------------------------------------------------------------------
+
+    def window_tokenizer(self) -> tuple[Any, int]:
+        """The tokenizer that counts word pieces (``None``: whitespace words) and the window size."""
+        if self._tokenizer is None:
+            tokenizer, limit = getattr(self.encoder, "tokenizer", None), getattr(self.encoder, "max_seq_length", None)
+            if isinstance(self.encoder, SentenceTransformerEncoder):
+                model = self.encoder.loaded()
+                tokenizer, limit = model.tokenizer, model.max_seq_length
+            size = self.window_tokens or (max(1, int(limit) - 2) if limit else FALLBACK_WINDOW_TOKENS)
+            if self.window_overlap >= size:
+                raise ConfigError(f"window_overlap ({self.window_overlap}) must be less than the window size ({size})")
+            self._tokenizer = (tokenizer, int(size))
+        return self._tokenizer
+
+    def _spans(self, texts: list[str]) -> list[list[tuple[int, int]]]:
+        tokenizer, _ = self.window_tokenizer()
+        if tokenizer is None:
+            return [[m.span() for m in WORD.finditer(t)] for t in texts]
+        spans = []
+        for start in range(0, len(texts), 256):
+            batch = tokenizer(texts[start:start + 256], add_special_tokens=False, return_offsets_mapping=True,
+                              truncation=False, verbose=False)["offset_mapping"]
+            spans.extend([(int(a), int(b)) for a, b in offsets if b > a] for offsets in batch)
+        return spans
+
+    def windows(self, texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        """The windows of every text (at least one each, in order) and the first window row of each text."""
+        texts = [str(t) for t in texts]
+        _, size = self.window_tokenizer()
+        stride = size - self.window_overlap
+        out: list[str] = []
+        starts = np.empty(len(texts), dtype=np.int64)
+        for i, (text, spans) in enumerate(zip(texts, self._spans(texts))):
+            starts[i] = len(out)
+            if len(spans) <= size:
+                out.append(text)
+                continue
+            first = 0
+            while True:
+                last = min(first + size, len(spans))
+                out.append(text[spans[first][0]:spans[last - 1][1]])
+                if last == len(spans):
+                    break
+                first += stride
+        return out, starts
+
+    def _window_embeddings(self, texts: Sequence[str], step: str, progress: Progress | None = None,
+                           dim: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        pieces, starts = self.windows(texts)
+        self.windows_[step] = (len(texts), len(pieces))
+        log.info("%s: %d texts in %d windows", step, len(texts), len(pieces))
+        return self.embed(pieces, step, progress, dim), starts
+
+    def _pooled_profiles(self, embeddings: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """One embedding per profile for the explainer: the normalised mean of its windows."""
+        counts = np.diff(np.append(starts, len(embeddings)))
+        return _normalise_rows(np.add.reduceat(embeddings, starts, axis=0) / counts[:, None]).astype(np.float32)
+
     # -- ranking -------------------------------------------------------------------------------------
 
     def profile_embeddings(self, registry: Registry, level: KnowledgeLevel) -> np.ndarray:
@@ -228,10 +318,15 @@ class DenseAttacker(RetrievalAttacker):
         texts = profile_texts(registry, level)
         key = (texts_digest(texts), len(texts), self.cache_key)
         if self._profiles is None or self._profiles[0] != key:
-            self._profiles = (key, self.embed(texts, "encoding profiles"))
+            if self.window_pooling == "first":
+                self._profiles = (key, self.embed(texts, "encoding profiles"))
+            else:
+                self._profiles = (key, self._pooled_profiles(*self._window_embeddings(texts, "encoding profiles")))
         return self._profiles[1]
 
     def similarities(self, doc_ids, texts, registry, level, progress=None):
+        if self.window_pooling != "first":
+            return self._window_similarities(doc_ids, texts, registry, level, progress)
         profile_list = profile_texts(registry, level)
         profiles = self.embed(profile_list, "encoding profiles", progress)
         queries = self.queries(doc_ids, texts, level, progress)
@@ -240,6 +335,29 @@ class DenseAttacker(RetrievalAttacker):
         # the explainer's profiles: a view of the same matrix, not a copy
         self._profiles = ((texts_digest(profile_list), len(profile_list), self.cache_key), profiles_t.T)
         return queries, lambda start, stop: embedded[start:stop] @ profiles_t
+
+    def _window_similarities(self, doc_ids, texts, registry, level, progress=None):
+        profile_list = profile_texts(registry, level)
+        profiles, owners = self._window_embeddings(profile_list, "encoding profiles", progress)
+        queries = self.queries(doc_ids, texts, level, progress)
+        embedded, doc_starts = self._window_embeddings(queries, "encoding queries", progress, dim=profiles.shape[1])
+        doc_bounds = np.append(doc_starts, len(embedded))
+        profiles_t = np.ascontiguousarray(profiles.T)
+        self._profiles = ((texts_digest(profile_list), len(profile_list), self.cache_key),
+                          self._pooled_profiles(profiles, owners))
+        pooling = self.window_pooling
+
+        def block(start: int, stop: int) -> np.ndarray:
+            lo, hi = int(doc_bounds[start]), int(doc_bounds[stop])
+            # every window of the block against every profile window, then the best window of each profile
+            best = np.maximum.reduceat(embedded[lo:hi] @ profiles_t, owners, axis=1)
+            local = doc_starts[start:stop] - lo
+            if pooling == "max":
+                return np.maximum.reduceat(best, local, axis=0)
+            counts = np.diff(doc_bounds[start:stop + 1]).astype(np.float32)
+            return np.add.reduceat(best, local, axis=0) / counts[:, None]
+
+        return queries, block
 
     # -- evidence ------------------------------------------------------------------------------------
 
@@ -269,6 +387,16 @@ SPEC = AttackerSpec(
         Param("batch_size", "int", 32, "Batch size", "Texts per forward pass of the model.", min=1, max=4096),
         Param("chunk_size", "int", 1024, "Documents per similarity block",
               "Memory grows with this block size times the registry size.", min=1, step=64),
+        Param("window_pooling", "choice", DEFAULT_WINDOW_POOLING, "Window pooling",
+              "How long texts are read: 'first' keeps what the model reads of each text (its first max_seq_length "
+              "word pieces); 'max' and 'mean_best' cut profiles and documents into windows and score a document "
+              "against a profile by the best window pair or by the mean of each document window's best match.",
+              choices=WINDOW_POOLINGS),
+        Param("window_tokens", "int", None, "Window size (word pieces)",
+              "Word pieces per window (default: the model's max_seq_length less its two special tokens).",
+              min=1, max=8192, optional=True),
+        Param("window_overlap", "int", 32, "Window overlap (word pieces)",
+              "Word pieces shared by consecutive windows; less than the window size.", min=0, max=8191),
         Param("cache_dir", "text", None, "Embedding cache folder",
               "Where embeddings are kept (default: the cache root's 'embeddings' folder).", optional=True),
     ),

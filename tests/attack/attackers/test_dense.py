@@ -193,3 +193,83 @@ def test_texts_never_logged(cache_dir, caplog):
     assert caplog.records and secret not in caplog.text
     for path in cache_dir.iterdir():
         assert secret.encode() not in path.read_bytes()
+
+
+# --------------------------------------------------------------------------------------------------
+# whole documents: windows over long texts and their pooling
+
+
+def test_windows_cover_the_whole_text_with_the_stated_overlap(cache_dir):
+    dense = attacker(cache_dir, window_pooling="max", window_tokens=4, window_overlap=1)
+    text = " ".join(f"t{i}" for i in range(11))
+    pieces, starts = dense.windows([text, "short one", ""])
+    assert pieces[:4] == ["t0 t1 t2 t3", "t3 t4 t5 t6", "t6 t7 t8 t9", "t9 t10"]
+    assert pieces[4:] == ["short one", ""] and starts.tolist() == [0, 4, 5]
+    covered = [w for piece in pieces[:4] for w in piece.split()]
+    assert set(covered) == set(text.split())
+    assert dense.params()["window_tokens"] == 4 and dense.params()["window_overlap"] == 1
+    assert dense.params()["window_pooling"] == "max"
+    with pytest.raises(ConfigError):
+        attacker(cache_dir, window_pooling="best")
+    with pytest.raises(ConfigError):
+        attacker(cache_dir, window_tokens=4, window_overlap=4)
+
+
+@pytest.mark.parametrize("pooling", ["max", "mean_best"])
+def test_window_pooling_equals_brute_force(cache_dir, pooling):
+    rng = np.random.default_rng(3)
+    vocabulary = [f"w{i:02d}" for i in range(30)]
+    people = {f"P{i}": " ".join(rng.choice(vocabulary, size=int(rng.integers(2, 12)))) for i in range(7)}
+    texts = [" ".join(rng.choice(vocabulary, size=int(rng.integers(1, 14)))) for _ in range(9)]
+    encoder = VocabularyEncoder(vocabulary)
+    dense = attacker(cache_dir, encoder, window_pooling=pooling, window_tokens=3, window_overlap=1, chunk_size=4)
+    registry = make_registry(people)
+    docs = [f"d{k}" for k in range(len(texts))]
+    queries, block = dense.similarities(docs, texts, registry, WORDS)
+    got = np.vstack([block(s, min(s + 4, len(texts))) for s in range(0, len(texts), 4)])
+
+    def vectors(text):
+        pieces, _ = dense.windows([text])
+        out = np.asarray(encoder.encode(pieces), dtype=np.float64)
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+    profiles = [vectors(t) for t in dense_profile_texts(registry)]
+    expected = np.empty((len(texts), len(profiles)))
+    for i, query in enumerate(queries):
+        q = vectors(query)
+        for j, p in enumerate(profiles):
+            pairs = q @ p.T
+            expected[i, j] = pairs.max() if pooling == "max" else pairs.max(axis=1).mean()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def dense_profile_texts(registry):
+    from cpa_core.io.knowledge import profile_texts
+    return profile_texts(registry, WORDS)
+
+
+def test_a_profile_longer_than_one_window_changes_the_ranking(cache_dir):
+    vocabulary = ["alpha", "beta", "gamma", "delta", "filler"]
+    people = {"P1": "alpha beta " + "filler " * 10 + "gamma delta", "P2": "alpha beta filler", "P3": "gamma"}
+    registry = make_registry(people)
+    ranks = {}
+    for pooling in ("first", "max", "mean_best"):
+        dense = attacker(cache_dir, VocabularyEncoder(vocabulary), window_pooling=pooling, window_tokens=4,
+                         window_overlap=0, model=f"fake-vocab-{pooling}")
+        if pooling == "first":  # the model's own truncation: only the first window of every text
+            dense.encoder = TruncatingEncoder(vocabulary, 4)
+        table = dense.attack(["d1"], ["gamma delta"], registry, WORDS)
+        ranks[pooling] = table.candidate_ids[table.candidates[0, 0]]
+    assert ranks["first"] == "P3"  # P1's "gamma delta" lies beyond its first window
+    assert ranks["max"] == ranks["mean_best"] == "P1"
+
+
+class TruncatingEncoder(VocabularyEncoder):
+    """Reads the first ``limit`` words of each text, as a model reads its first max_seq_length word pieces."""
+
+    def __init__(self, vocabulary, limit):
+        super().__init__(vocabulary)
+        self.max_seq_length = limit
+
+    def encode(self, texts, **kwargs):
+        return super().encode([" ".join(t.split()[:self.max_seq_length]) for t in texts], **kwargs)
