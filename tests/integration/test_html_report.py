@@ -82,7 +82,7 @@ def test_cpa_audit_writes_the_certificate_report(sample_paths, cli, tmp_path):
                sample_paths["config"], "--out", out, "--no-history")
     assert done.returncode == 0, done.describe()
 
-    assert {p.name for p in out.iterdir()} == AUDIT_FILES | {"report.html"}
+    assert {p.name for p in out.iterdir()} == AUDIT_FILES | {"report.html", "contents.json"}
     path = out / "report.html"
     if os.name == "posix":
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
