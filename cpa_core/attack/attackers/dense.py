@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 ENCODING_VERSION = "v1"  # bump when the way embeddings are computed or stored changes
 WINDOW_POOLINGS = ("first", "max", "mean_best")
-DEFAULT_WINDOW_POOLING = "mean_best"
+DEFAULT_WINDOW_POOLING = "first"
 FALLBACK_WINDOW_TOKENS = 256  # an encoder without a tokenizer: windows of whitespace-separated words
 WORD = re.compile(r"\S+")
 
