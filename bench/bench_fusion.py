@@ -24,13 +24,11 @@ Every measurement runs in a fresh subprocess (``python bench/bench_fusion.py WOR
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,7 +37,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
-from results_sections import log, write_section  # noqa: E402
+from results_sections import standalone  # noqa: E402
 
 ATTACKERS = ("tfidf", "lexical_fusion")
 RELEASES = {
@@ -219,17 +217,7 @@ def _heading(results: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="synthetic sizes 1,000 and 2,000 only")
-    parser.add_argument("--write", action="store_true", help="put the section into bench/RESULTS.md")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="cpa-bench-fusion-") as workdir:
-        text = markdown(bench_fusion(workdir, quick=args.quick, log=log))
-    print(text)
-    if args.write:
-        write_section(text, HEADING)
-        log(f"wrote {HERE / 'RESULTS.md'}")
-    return 0
+    return standalone(argv, __doc__.splitlines()[0], "synthetic sizes 1,000 and 2,000 only", bench_fusion, markdown, HEADING, "cpa-bench-fusion-")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ Each measurement runs in a fresh subprocess (``python bench/bench_scores_import.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -30,7 +29,6 @@ import platform
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,7 +37,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
-from results_sections import log, write_section  # noqa: E402
+from results_sections import standalone  # noqa: E402
 
 HEADING = "## (q) Importing an outside attacker's scores: `cpa audit --scores` (`bench/bench_scores_import.py`)"
 SHORTLIST, REGISTRY = 1_000, 10_000
@@ -436,17 +434,7 @@ def markdown(results: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="100,000 and 1 million rows; 2,000 x 2,000 end to end")
-    parser.add_argument("--write", action="store_true", help="put the section into bench/RESULTS.md")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="cpa-bench-scores-") as workdir:
-        text = markdown(bench_scores_import(workdir, quick=args.quick, log=log))
-    print(text)
-    if args.write:
-        write_section(text, HEADING)
-        log(f"wrote {HERE / 'RESULTS.md'}")
-    return 0
+    return standalone(argv, __doc__.splitlines()[0], "100,000 and 1 million rows; 2,000 x 2,000 end to end", bench_scores_import, markdown, HEADING, "cpa-bench-scores-")
 
 
 if __name__ == "__main__":

@@ -27,3 +27,22 @@ def write_section(text: str, heading: str, results_file: Path = RESULTS) -> None
 def log(message: str) -> None:
     """Progress, on stderr."""
     print(message, file=sys.stderr, flush=True)
+
+
+def standalone(argv, description: str, quick_help: str, run, markdown, heading: str, prefix: str) -> int:
+    """A benchmark run alone: ``run(workdir, quick=, log=)`` in a temporary folder, its ``markdown`` printed and,
+    with ``--write``, put into RESULTS.md under ``heading``."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--write", action="store_true", help="put the section into bench/RESULTS.md")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix=prefix) as workdir:
+        text = markdown(run(workdir, quick=args.quick, log=log))
+    print(text)
+    if args.write:
+        write_section(text, heading)
+        log(f"wrote {RESULTS}")
+    return 0

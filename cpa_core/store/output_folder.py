@@ -264,10 +264,11 @@ class OutputFolder:
         try:
             for path in _files(self.staging):
                 current = path
-                with path.open("rb") as stream:
+                with path.open("rb") as stream:  # one read: flushed to disk and hashed
                     os.fsync(stream.fileno())
+                    sha256 = hashlib.file_digest(stream, "sha256").hexdigest()
                 contents["files"][path.relative_to(self.staging).as_posix()] = {
-                    "bytes": path.stat().st_size, "sha256": _sha256(path)}
+                    "bytes": path.stat().st_size, "sha256": sha256}
             current = self.staging / CONTENTS_FILE
             handle = os.open(current, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
