@@ -98,12 +98,18 @@ def _value(value) -> str:
     return "default" if value is None else str(value)
 
 
+def _declared(config: AuditConfig, name: str):
+    """A declared attacker parameter; one left at ``None`` as the built attacker resolved it (its ``details``)."""
+    value = config.attacker.params.get(name)
+    return config.attacker.details.get(name) if value is None else value
+
+
 def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: int,
                           groups: Sequence[str] = ()) -> str:
     """One paragraph, in plain language, of what a declared configuration assumes and certifies."""
     spec = get_spec(config.attacker.name)
     shown = [p for p in spec.params if p.kind != "fields" or config.attacker.params.get(p.name)]
-    settings = ", ".join(f"{p.label.lower()} {_value(config.attacker.params.get(p.name))}" for p in shown[:4])
+    settings = ", ".join(f"{p.label.lower()} {_value(_declared(config, p.name))}" for p in shown[:4])
     how = f"{spec.description} ({spec.label}{': ' + settings if settings else ''})"
     fields = _join([f"'{f}'" for f in config.knowledge.fields])
     query = ("the released text alone" if config.knowledge.query_mode == "direct"

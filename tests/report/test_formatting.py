@@ -88,6 +88,18 @@ def test_the_configuration_in_words():
     assert "computed at 80 % confidence" in text
 
 
+
+def test_the_configuration_in_words_states_how_the_dense_attacker_reads_long_texts():
+    """The window settings come first after the temperature; a size left to the model is stated as resolved."""
+    declared = AuditConfig(knowledge=LEVEL, attacker=AttackerConfig(
+        "dense", params={"temperature": 0.05, "window_pooling": "max", "window_tokens": None},
+        details={"window_pooling": "max", "window_tokens": 254}))
+    text = configuration_summary(declared, n_documents=10, n_profiles=5)
+    assert "window pooling max, window size (word pieces) 254)" in text
+    first = AuditConfig(knowledge=LEVEL, attacker=AttackerConfig("dense", params={"window_pooling": "first"}))
+    assert "window pooling first, window size (word pieces) default)" in configuration_summary(
+        first, n_documents=10, n_profiles=5)
+
 # --- figures and tables --------------------------------------------------------------------------------------
 
 def test_columns_without_any_value_are_left_out():

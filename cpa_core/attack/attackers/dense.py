@@ -7,6 +7,15 @@ cosine similarity is a dot product. They are cached on disk (:mod:`cpa_core.atta
 the model's fingerprint and the digest of the exact list of texts: a re-audit of the same registry
 and documents encodes nothing, and does not even load the model.
 
+Long texts are read whole. The model reads at most ``max_seq_length`` word pieces of a text (256 for
+all-MiniLM-L6-v2) and ignores the rest, so by default (``window_pooling = "max"``) each profile and each query is
+cut by the model's own tokenizer into windows of ``window_tokens`` word pieces (default: ``max_seq_length`` less the
+two special tokens), consecutive windows sharing ``window_overlap`` pieces; every window is encoded (through the
+cache), and a query's similarity to a profile is the best cosine over pairs of their windows (``max``) or the mean,
+over the query's windows, of each one's best match among the profile's (``mean_best``). ``first`` keeps one
+embedding per text: what the model reads of its beginning, so a clue beyond it is never seen. The window settings
+are stated in the attacker's parameters (the manifest and the report).
+
 The encoder is any object with ``encode(texts, batch_size=, convert_to_numpy=True,
 normalize_embeddings=True, show_progress_bar=False) -> ndarray``; by default a
 ``SentenceTransformer`` loaded on first use, once per process and model path. Nothing here logs a
@@ -59,7 +68,7 @@ log = logging.getLogger(__name__)
 
 ENCODING_VERSION = "v1"  # bump when the way embeddings are computed or stored changes
 WINDOW_POOLINGS = ("first", "max", "mean_best")
-DEFAULT_WINDOW_POOLING = "first"
+DEFAULT_WINDOW_POOLING = "max"
 FALLBACK_WINDOW_TOKENS = 256  # an encoder without a tokenizer: windows of whitespace-separated words
 WORD = re.compile(r"\S+")
 
@@ -184,7 +193,8 @@ class DenseAttacker(RetrievalAttacker):
                 "model_fingerprint": self.fingerprint(), "similarity": "cosine", "normalize_embeddings": True,
                 "temperature": self.temperature, "top_k": self.top_k, "window_pooling": self.window_pooling,
                 **({} if self.window_pooling == "first" else {
-                    "window_tokens": self.window_tokens if self._tokenizer is None else self._tokenizer[1],
+                    "window_tokens": self._tokenizer[1] if self._tokenizer is not None else (
+                        self.window_tokens or "the model's max_seq_length less 2"),
                     "window_overlap": self.window_overlap,
                     "window_unit": "word pieces of the model's tokenizer" if self._tokenizer is None
                     or self._tokenizer[0] is not None else "whitespace-separated words"}),
@@ -384,19 +394,20 @@ SPEC = AttackerSpec(
         Param("model", "text", PACKAGED_MODEL, "Embedding model",
               "A local model directory or a model name available offline.", option="--model"),
         TEMPERATURE,
-        Param("batch_size", "int", 32, "Batch size", "Texts per forward pass of the model.", min=1, max=4096),
-        Param("chunk_size", "int", 1024, "Documents per similarity block",
-              "Memory grows with this block size times the registry size.", min=1, step=64),
         Param("window_pooling", "choice", DEFAULT_WINDOW_POOLING, "Window pooling",
-              "How long texts are read: 'first' keeps what the model reads of each text (its first max_seq_length "
-              "word pieces); 'max' and 'mean_best' cut profiles and documents into windows and score a document "
-              "against a profile by the best window pair or by the mean of each document window's best match.",
+              "How long texts are read: 'max' (the default) and 'mean_best' cut profiles and documents into "
+              "windows the model can read and score a document against a profile by the best window pair or by "
+              "the mean of each document window's best match; 'first' keeps only what the model reads of each text "
+              "(its first max_seq_length word pieces: the rest of a long profile or document is ignored).",
               choices=WINDOW_POOLINGS),
         Param("window_tokens", "int", None, "Window size (word pieces)",
               "Word pieces per window (default: the model's max_seq_length less its two special tokens).",
               min=1, max=8192, optional=True),
         Param("window_overlap", "int", 32, "Window overlap (word pieces)",
               "Word pieces shared by consecutive windows; less than the window size.", min=0, max=8191),
+        Param("batch_size", "int", 32, "Batch size", "Texts per forward pass of the model.", min=1, max=4096),
+        Param("chunk_size", "int", 1024, "Documents per similarity block",
+              "Memory grows with this block size times the registry size.", min=1, step=64),
         Param("cache_dir", "text", None, "Embedding cache folder",
               "Where embeddings are kept (default: the cache root's 'embeddings' folder).", optional=True),
     ),
