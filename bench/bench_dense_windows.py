@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_fusion import _machine, _percent, _size, _uptime, worker_generate  # noqa: E402
 from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
-from results_sections import standalone  # noqa: E402
+from results_sections import run_line, script_entry, standalone  # noqa: E402
 
 POOLINGS = ("first", "max")
 RELEASES = {"textwash3": "TextWash, 3 descriptions per profile", "textwash10": "TextWash, 10 descriptions per profile"}
@@ -153,8 +153,7 @@ def bench_dense_windows(workdir: str | Path, quick: bool = False, log=print) -> 
 def markdown(results: dict) -> str:
     lines = [HEADING + (" (quick smoke run: NOT the reference sizes)" if results.get("quick") else ""), ""]
     add = lines.append
-    add(f"Run {results['started']} on {results['machine']}. `uptime` at start: `{results['load'][0]}`; at end: "
-        f"`{results['load'][1]}` (the machine is shared: wall times move with the load).")
+    add(run_line(results))
     add("")
     add(f"TextWash study 1, the dense attacker (packaged all-MiniLM-L6-v2) as a newcomer declares it but for the window "
         f"pooling, {CONFIDENCE * 100:.0f} % confidence, release protocol, cold embedding cache (encoding included). "
@@ -200,10 +199,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in WORKERS:
-        import json
-
-        sys.path.insert(0, str(REPO))
-        print(json.dumps(WORKERS[sys.argv[1]](*sys.argv[2:])))
-    else:
-        sys.exit(main())
+    sys.exit(script_entry(main, WORKERS))

@@ -37,7 +37,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
-from results_sections import standalone  # noqa: E402
+from results_sections import run_line, script_entry, standalone  # noqa: E402
 
 ATTACKERS = ("tfidf", "lexical_fusion")
 RELEASES = {
@@ -175,8 +175,7 @@ def _size(value) -> str:
 def markdown(results: dict) -> str:
     lines = [_heading(results), ""]
     add = lines.append
-    add(f"Run {results['started']} on {results['machine']}. `uptime` at start: `{results['load'][0]}`; at end: "
-        f"`{results['load'][1]}` (the machine is shared: wall times move with the load).")
+    add(run_line(results))
     add("")
     add(f"Real releases, each attacker as a newcomer declares it (temperature `auto`, certainty strata, release "
         f"protocol), {CONFIDENCE * 100:.0f} % confidence; wall time of `run_audit` in a fresh process (index fits included). "
@@ -221,10 +220,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in WORKERS:
-        import json
-
-        sys.path.insert(0, str(REPO))
-        print(json.dumps(WORKERS[sys.argv[1]](*sys.argv[2:])))
-    else:
-        sys.exit(main())
+    sys.exit(script_entry(main, WORKERS))

@@ -37,7 +37,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
-from results_sections import standalone  # noqa: E402
+from results_sections import script_entry, standalone  # noqa: E402
 
 HEADING = "## (q) Importing an outside attacker's scores: `cpa audit --scores` (`bench/bench_scores_import.py`)"
 SHORTLIST, REGISTRY = 1_000, 10_000
@@ -438,8 +438,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in WORKERS:
-        sys.path.insert(0, str(REPO))
-        print(json.dumps(WORKERS[sys.argv[1]](*sys.argv[2:])))
-    else:
-        sys.exit(main())
+    sys.exit(script_entry(main, WORKERS))

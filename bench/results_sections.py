@@ -46,3 +46,22 @@ def standalone(argv, description: str, quick_help: str, run, markdown, heading: 
         write_section(text, heading)
         log(f"wrote {RESULTS}")
     return 0
+
+
+def script_entry(main, workers: dict) -> int:
+    """A benchmark file run as a script: ``script WORKER ARGS...`` runs one worker and prints its JSON answer (the
+    measurements of a fresh interpreter, see ``bench_tfidf.run_script_worker``); anything else is ``main()``."""
+    import json
+
+    if len(sys.argv) > 1 and sys.argv[1] in workers:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        print(json.dumps(workers[sys.argv[1]](*sys.argv[2:])))
+        return 0
+    return main()
+
+
+def run_line(results: dict) -> str:
+    """When and where a benchmark ran, and the machine's load before and after (``results``: ``started``,
+    ``machine`` and ``load``, a pair of ``uptime`` lines)."""
+    return (f"Run {results['started']} on {results['machine']}. `uptime` at start: `{results['load'][0]}`; at end: "
+            f"`{results['load'][1]}` (the machine is shared: wall times move with the load).")
