@@ -27,8 +27,10 @@ audit: $(STAMP)
 	$(VENV)/bin/cpa audit --documents sample_data/documents.csv --registry sample_data/registry.csv \
 		--config sample_data/audit.toml --out out/sample-audit
 
+# both cores, one test file per worker at a time (a file's fixtures, the LLM server, the packaged model and the
+# real releases, are built once per worker)
 test: $(STAMP) $(LLM_STAMP)
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -n 2 --dist loadfile
 
 # the unit tier, for a tight loop (under a minute): everything but tests/integration (subprocesses, AppTest, the
 # browser, statistical coverage, the packaged model, the LLM server), on both cores; the layers of the code are

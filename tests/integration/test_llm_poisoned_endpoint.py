@@ -207,7 +207,8 @@ def test_an_enormous_answer_keeps_memory_and_cache_bounded(tmp_path, endpoint, m
     # at most one bounded body per call in flight (two here), never the 512 MiB offered
     assert peak < (settings.concurrency + 1) * MAX_RESPONSE_BYTES, f"peak {peak:,} bytes"
     assert server.sent < OFFERED // 2  # the server was cut off long before it sent its answers
-    if mode == "announced":
-        assert server.sent < MAX_RESPONSE_BYTES  # refused on the announced length, before the body was read
+    if mode == "announced":  # refused on the announced length, before the body was read: not even one bounded
+        # body in memory (what the server managed to send is what the loopback's socket buffers took, several MiB)
+        assert peak < MAX_RESPONSE_BYTES // 2, f"peak {peak:,} bytes"
     assert MARKER.decode().strip() not in caplog.text
     assert "3 of 3 answers failed (3 response over" in caplog.text
