@@ -35,9 +35,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_fusion import _machine, _percent, _size, _uptime, worker_generate  # noqa: E402
+from bench_fusion import worker_generate  # noqa: E402
 from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
-from results_sections import run_line, script_entry, standalone  # noqa: E402
+from results_sections import machine, percent, run_line, script_entry, size, standalone, uptime  # noqa: E402
 
 POOLINGS = ("first", "max")
 RELEASES = {"textwash3": "TextWash, 3 descriptions per profile", "textwash10": "TextWash, 10 descriptions per profile"}
@@ -120,7 +120,7 @@ def bench_dense_windows(workdir: str | Path, quick: bool = False, log=print) -> 
     import json
 
     workdir = Path(workdir)
-    started, load_start = datetime.datetime.now().isoformat(timespec="minutes"), _uptime()
+    started, load_start = datetime.datetime.now().isoformat(timespec="minutes"), uptime()
     real, changed = {}, {}
     for release, label in RELEASES.items():
         for pooling in POOLINGS:
@@ -146,8 +146,8 @@ def bench_dense_windows(workdir: str | Path, quick: bool = False, log=print) -> 
             log(f"  {n:,} x {n:,}: {name} ...")
             row[name] = run_script_worker(__file__, "synthetic", data, name)
         scale.append(row)
-    return {"started": started, "load": (load_start, _uptime()), "real": real, "changed": changed, "scale": scale,
-            "quick": quick, "machine": _machine()}
+    return {"started": started, "load": (load_start, uptime()), "real": real, "changed": changed, "scale": scale,
+            "quick": quick, "machine": machine()}
 
 
 def markdown(results: dict) -> str:
@@ -165,8 +165,8 @@ def markdown(results: dict) -> str:
     add("|---|---|---:|---:|---:|---:|---:|---:|")
     for release, by_pooling in results["real"].items():
         for pooling, f in by_pooling.items():
-            add(f"| {RELEASES[release]} | `{pooling}` | {f['encoded_texts']:,} | {_percent(f['first_guess'])} | "
-                f"{_size(f['median_set'])} | {f['mean_set']:.1f} | {f['seconds']:.1f} s | {f['texts_per_second']:.1f} |")
+            add(f"| {RELEASES[release]} | `{pooling}` | {f['encoded_texts']:,} | {percent(f['first_guess'])} | "
+                f"{size(f['median_set'])} | {f['mean_set']:.1f} | {f['seconds']:.1f} s | {f['texts_per_second']:.1f} |")
     if not results["real"]:
         add("| (no release: ../shared/datasets absent) | | | | | | | |")
     for pooling, (n_changed, n) in results["changed"].items():
@@ -187,8 +187,8 @@ def markdown(results: dict) -> str:
             f = row[name]
             rate = "" if f["texts_per_second"] is None else f"{f['texts_per_second']:.1f}"
             add(f"| {row['n']:,} x {row['n']:,} | `{name}` | {f['seconds']:.1f} s | {f['cpu_seconds']:.1f} s | {rate} | "
-                f"{f['step_peak_mib']:,.0f} MiB | {f['step_extra_mib']:,.0f} MiB | {_percent(f['first_guess'])} | "
-                f"{_size(f['median_set'])} | {f['seconds'] / base:.1f}x |")
+                f"{f['step_peak_mib']:,.0f} MiB | {f['step_extra_mib']:,.0f} MiB | {percent(f['first_guess'])} | "
+                f"{size(f['median_set'])} | {f['seconds'] / base:.1f}x |")
     add("")
     return "\n".join(lines)
 

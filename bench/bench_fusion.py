@@ -25,9 +25,6 @@ Every measurement runs in a fresh subprocess (``python bench/bench_fusion.py WOR
 from __future__ import annotations
 
 import datetime
-import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,7 +34,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
-from results_sections import run_line, script_entry, standalone  # noqa: E402
+from results_sections import machine, percent, run_line, script_entry, size, standalone, uptime  # noqa: E402
 
 ATTACKERS = ("tfidf", "lexical_fusion")
 RELEASES = {
@@ -120,7 +117,7 @@ def bench_fusion(workdir: str | Path, quick: bool = False, log=print) -> dict:
     """Both attackers on every available real release and on synthetic releases of growing size."""
     workdir = Path(workdir)
     started = datetime.datetime.now().isoformat(timespec="minutes")
-    load_start = _uptime()
+    load_start = uptime()
     real = {}
     for release, label in RELEASES.items():
         if quick and release not in QUICK_RELEASES:
@@ -143,33 +140,12 @@ def bench_fusion(workdir: str | Path, quick: bool = False, log=print) -> dict:
             log(f"  {n:,} x {n:,}: {name} ...")
             row[name] = run_script_worker(__file__, "synthetic", data, name)
         scale.append(row)
-    return {"started": started, "load": (load_start, _uptime()), "real": real, "scale": scale, "quick": quick,
-            "machine": _machine()}
+    return {"started": started, "load": (load_start, uptime()), "real": real, "scale": scale, "quick": quick,
+            "machine": machine()}
 
 
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return f"{model}, nproc = {len(os.sched_getaffinity(0))}, Python {platform.python_version()}"
-
-
-def _percent(value) -> str:
-    return "" if value is None else f"{100 * value:.1f} %"
-
-
-def _size(value) -> str:
-    return "" if value is None else f"{value:g}"
 
 
 def markdown(results: dict) -> str:
@@ -188,8 +164,8 @@ def markdown(results: dict) -> str:
     for release, by_attacker in results["real"].items():
         for name, f in by_attacker.items():
             add(f"| {RELEASES[release]} | {f['n_documents']:,} x {f['n_registry']:,} | `{name}` | "
-                f"{'' if f['temperature'] is None else format(f['temperature'], '.3g')} | {_percent(f['first_guess'])} | "
-                f"{_size(f['median_set'])} | {f['mean_set']:.1f} | {f['flagged']:,} | {f['seconds']:.1f} s |")
+                f"{'' if f['temperature'] is None else format(f['temperature'], '.3g')} | {percent(f['first_guess'])} | "
+                f"{size(f['median_set'])} | {f['mean_set']:.1f} | {f['flagged']:,} | {f['seconds']:.1f} s |")
     if not results["real"]:
         add("| (no release: ../shared/datasets absent) | | | | | | | | |")
     add("")
@@ -205,8 +181,8 @@ def markdown(results: dict) -> str:
         for name in ATTACKERS:
             f = row[name]
             add(f"| {row['n']:,} x {row['n']:,} | `{name}` | {f['seconds']:.1f} s | {f['cpu_seconds']:.1f} s | "
-                f"{f['step_peak_mib']:,.0f} MiB | {f['step_extra_mib']:,.0f} MiB | {_percent(f['first_guess'])} | "
-                f"{_size(f['median_set'])} | {f['seconds'] / base:.2f}x |")
+                f"{f['step_peak_mib']:,.0f} MiB | {f['step_extra_mib']:,.0f} MiB | {percent(f['first_guess'])} | "
+                f"{size(f['median_set'])} | {f['seconds'] / base:.2f}x |")
     add("")
     return "\n".join(lines)
 

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -37,7 +35,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
-from results_sections import script_entry, standalone  # noqa: E402
+from results_sections import machine, script_entry, standalone, uptime  # noqa: E402
 
 HEADING = "## (q) Importing an outside attacker's scores: `cpa audit --scores` (`bench/bench_scores_import.py`)"
 SHORTLIST, REGISTRY = 1_000, 10_000
@@ -307,7 +305,7 @@ WORKERS = {"generate": worker_generate, "import": worker_import, "release": work
 def bench_scores_import(workdir: str | Path, quick: bool = False, log=print) -> dict:
     workdir = Path(workdir)
     started = datetime.datetime.now().isoformat(timespec="minutes")
-    load_start = _uptime()
+    load_start = uptime()
     sizes = (100, 1_000) if quick else (1_000, 10_000)  # documents, each with SHORTLIST rows
     old_at = sizes[0]
     imports = []
@@ -329,34 +327,11 @@ def bench_scores_import(workdir: str | Path, quick: bool = False, log=print) -> 
     cli = run_script_worker(__file__, "cli", release, workdir / "out-cli")
     log("  cpa audit --scores, stage by stage ...")
     stages = run_script_worker(__file__, "stages", release, workdir / "out-stages")
-    return {"started": started, "load": (load_start, _uptime()), "machine": _machine(), "quick": quick,
+    return {"started": started, "load": (load_start, uptime()), "machine": machine(), "quick": quick,
             "imports": imports, "e2e": {"n": n, "parquet_mib": generated["parquet_mib"], "cli": cli,
                                         "stages": stages}}
 
 
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def _machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
-    except OSError:
-        pass
-    memory = ""
-    try:
-        with open("/proc/meminfo") as f:
-            memory = next((f", {int(line.split()[1]) / 2**20:.1f} GiB" for line in f if line.startswith("MemTotal")),
-                          "")
-    except OSError:
-        pass
-    return (f"{model}, nproc = {len(os.sched_getaffinity(0))}{memory}, Python {platform.python_version()}, "
-            f"{platform.platform()}")
 
 
 STAGES = (("scores", "`read_candidate_scores`: the Parquet table read, checked, SHA-256"),

@@ -3,6 +3,9 @@ benchmarks' marker (the end of what ``run.py`` writes)."""
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
 import sys
 from pathlib import Path
 
@@ -65,3 +68,40 @@ def run_line(results: dict) -> str:
     ``machine`` and ``load``, a pair of ``uptime`` lines)."""
     return (f"Run {results['started']} on {results['machine']}. `uptime` at start: `{results['load'][0]}`; at end: "
             f"`{results['load'][1]}` (the machine is shared: wall times move with the load).")
+
+
+def uptime() -> str:
+    """The machine's ``uptime`` line (its load), or the load averages where ``uptime`` cannot run."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine() -> str:
+    """The CPU model, the cores this process may use, the memory, Python and the platform, in one line."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    memory = ""
+    try:
+        with open("/proc/meminfo") as f:
+            memory = next((f", {int(line.split()[1]) / 2**20:.1f} GiB" for line in f if line.startswith("MemTotal")),
+                          "")
+    except OSError:
+        pass
+    return (f"{model}, nproc = {len(os.sched_getaffinity(0))}{memory}, Python {platform.python_version()}, "
+            f"{platform.platform()}")
+
+
+def percent(value) -> str:
+    """A share as a percent with one decimal; empty for ``None``."""
+    return "" if value is None else f"{100 * value:.1f} %"
+
+
+def size(value) -> str:
+    """A set size as short as it reads (``4.5``, ``100``); empty for ``None``."""
+    return "" if value is None else f"{value:g}"

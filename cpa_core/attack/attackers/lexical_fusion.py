@@ -54,7 +54,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cpa_core.attack.attackers.tfidf import TEMPERATURE
+from cpa_core.attack.attackers.tfidf import TEMPERATURE, check_word_settings
 from cpa_core.attack.base import ClueExtractor, RetrievalAttacker
 from cpa_core.attack.explainers import Explainer
 from cpa_core.attack.spec import AttackerSpec
@@ -334,10 +334,7 @@ class LexicalFusionAttacker(RetrievalAttacker):
 
     def __post_init__(self):
         self._start()
-        if self.top_k is not None and self.top_k < 1:
-            raise ConfigError(f"top-K must be at least 1, found {self.top_k}")
-        if self.ngram_max < 1 or self.max_features < 1:
-            raise ConfigError("ngram_max and max_features must be at least 1")
+        check_word_settings(self)
         if not 1 <= self.char_ngram_min <= self.char_ngram_max:
             raise ConfigError(f"character n-grams need 1 <= char_ngram_min <= char_ngram_max, found "
                               f"{self.char_ngram_min} and {self.char_ngram_max}")

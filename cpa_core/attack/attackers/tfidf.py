@@ -22,6 +22,16 @@ from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
 from cpa_core.io.tables import Registry
 
 
+
+def check_word_settings(attacker) -> None:
+    """The settings every attacker on a word TF-IDF index declares (``top_k``, ``ngram_max``, ``max_features``),
+    checked alike."""
+    if attacker.top_k is not None and attacker.top_k < 1:
+        raise ConfigError(f"top-K must be at least 1, found {attacker.top_k}")
+    if attacker.ngram_max < 1 or attacker.max_features < 1:
+        raise ConfigError("ngram_max and max_features must be at least 1")
+
+
 @dataclass
 class TfidfAttacker(RetrievalAttacker):
     """Retrieval over profile texts with TF-IDF cosine similarity and a temperature softmax.
@@ -49,10 +59,7 @@ class TfidfAttacker(RetrievalAttacker):
 
     def __post_init__(self):
         self._start()
-        if self.top_k is not None and self.top_k < 1:
-            raise ConfigError(f"top-K must be at least 1, found {self.top_k}")
-        if self.ngram_max < 1 or self.max_features < 1:
-            raise ConfigError("ngram_max and max_features must be at least 1")
+        check_word_settings(self)
         self.index_: TfidfIndex | None = None  # the last attack's index, and what it indexed
         self._indexed: tuple | None = None
 
