@@ -296,9 +296,29 @@ class SentenceTransformerEncoder:
     def encode(self, texts, **kwargs) -> np.ndarray:
         return self.loaded().encode(list(texts), **kwargs)
 
-    def loaded(self):
+    def path(self) -> str | Path:
         if self.model is None or (self.model in PACKAGED_ALIASES and packaged_model_zip() is not None):
-            path = packaged_model_path()
-        else:
-            path = self.model
-        return load_sentence_transformer(path, self.device, self.precision)
+            return packaged_model_path()
+        return self.model
+
+    def loaded(self):
+        return load_sentence_transformer(self.path(), self.device, self.precision)
+
+    def tokenizer(self) -> tuple[Any, int]:
+        """The model's tokenizer and its ``max_seq_length``, without loading the model when this process does not
+        hold it yet and the model is a local directory with its tokenizer at the top (a re-audit from the embedding
+        cache then never loads the model); otherwise the loaded model's."""
+        path = Path(self.path()).expanduser()
+        key = (str(self.path()), "cpu" if self.precision == "int8" else self.device, self.precision)
+        config = path / "sentence_bert_config.json"
+        if key not in _MODELS and (path / "tokenizer.json").is_file() and config.is_file():
+            try:
+                limit = json.loads(config.read_text(encoding="utf-8")).get("max_seq_length")
+                from transformers import AutoTokenizer
+
+                with _quiet_loading():
+                    return AutoTokenizer.from_pretrained(str(path), local_files_only=True), limit
+            except (OSError, ValueError, ImportError) as error:  # read as the model reads it, below
+                log.info("model %s: tokenizer taken from the loaded model (%s)", path, type(error).__name__)
+        model = self.loaded()
+        return model.tokenizer, model.max_seq_length

@@ -291,8 +291,7 @@ class DenseAttacker(RetrievalAttacker):
         if self._tokenizer is None:
             tokenizer, limit = getattr(self.encoder, "tokenizer", None), getattr(self.encoder, "max_seq_length", None)
             if isinstance(self.encoder, SentenceTransformerEncoder):
-                model = self.encoder.loaded()
-                tokenizer, limit = model.tokenizer, model.max_seq_length
+                tokenizer, limit = self.encoder.tokenizer()
             size = self.window_tokens or (max(1, int(limit) - 2) if limit else FALLBACK_WINDOW_TOKENS)
             if self.window_overlap >= size:
                 raise ConfigError(f"window_overlap ({self.window_overlap}) must be less than the window size ({size})")
