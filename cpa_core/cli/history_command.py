@@ -129,6 +129,20 @@ def _bytes(n: int) -> str:
     return counted(n, "byte")
 
 
+def history_paths(args) -> dict[str, Path]:
+    """What recording the audit writes, by what it is (none with ``--no-history``): the history file, its SQLite
+    companions and its snapshot folder. An output folder may hold none of them."""
+    if args.no_history:
+        return {}
+    file = _file(args) or history_path()
+    return {"the audit history": file, "the audit history's snapshot folder": snapshot_folder(file)}
+
+
+def _folders(files) -> str:
+    """The folders of some files, as one text."""
+    return " and ".join(sorted({str(Path(path).parent) for path in files}))
+
+
 def check_audit_history(args) -> None:
     """Before an audit: the history it will be recorded in can be written and is intact (unless ``--no-history``);
     orphan files of its snapshot folder are pointed out (``cpa history prune`` removes them)."""
@@ -137,7 +151,7 @@ def check_audit_history(args) -> None:
     file = check_history(_file(args))
     orphans, size = orphan_files(file)
     if orphans:
-        _say(f"note: {counted(len(orphans), 'file')} ({_bytes(size)}) in {snapshot_folder(file)} belong to no recorded "
+        _say(f"note: {counted(len(orphans), 'file')} ({_bytes(size)}) in {_folders(orphans)} belong to no recorded "
              f"audit (recordings interrupted before they committed); 'cpa history prune --history {file}' removes "
              "them")
 
@@ -232,7 +246,7 @@ def pruned(report: PruneReport) -> list[str]:
         kinds = " and ".join(text for n, text in ((len(report.orphans) - partial, counted(len(report.orphans) - partial,
                                                                                             "orphan snapshot")),
                                                   (partial, counted(partial, "temporary file"))) if n)
-        lines.append(f"{verb} {kinds} ({_bytes(report.orphan_bytes)}) from {snapshot_folder(report.file)}: no audit "
+        lines.append(f"{verb} {kinds} ({_bytes(report.orphan_bytes)}) from {_folders(report.orphans)}: no audit "
                      "refers to them (recordings interrupted before they committed)")
     return lines or [f"nothing to remove in {report.file}: no audit chosen, no orphan file"]
 

@@ -23,8 +23,10 @@ from cpa_core.cli.history_command import (
     add_history_command,
     check_audit_history,
     cmd_history,
+    history_paths,
     record_cli_audit,
 )
+from cpa_core.common.cache_dirs import cache_root
 from cpa_core.common.errors import ConfigError, CPAError
 from cpa_core.common.params import Param
 from cpa_core.common.progress import ProgressBar
@@ -35,6 +37,7 @@ from cpa_core.io.tables import check_release
 from cpa_core.llm.client import LLM_PARAMS
 from cpa_core.redaction.suggestions import REPLACEMENTS
 from cpa_core.report.evidence import audit_explainer
+from cpa_core.report.formatting import counted
 from cpa_core.report.metrics import LevelSummary, summarize, threshold_text
 from cpa_core.report.verdict import attack_sentence, release_verdict
 from cpa_core.store.output_folder import OutputFolder
@@ -356,8 +359,10 @@ def _write_attribute_sets(result, attacker, out: Path) -> None:
 def cmd_audit(args) -> int:
     if args.dry_run:
         return _dry_run(args)
-    inputs = (args.documents, args.registry, args.config, args.scores, args.history)
-    with OutputFolder(args.out, "audit", inputs=inputs) as folder:  # before any work: an unusable folder is said
+    inputs = (args.documents, args.registry, args.config, args.scores)
+    writes = {**history_paths(args), "the cache folder": cache_root()}
+    with OutputFolder(args.out, "audit", inputs=inputs, writes=writes) as folder:  # before any work: an unusable
+        _say_claimed(folder)  # folder is said,
         check_audit_history(args)  # and so is an unusable audit history
         _, documents, registry, config, attacker = _load(args)
         engine = None
@@ -378,6 +383,17 @@ def cmd_audit(args) -> int:
     _say_audit(args, result)
     record_cli_audit(args, result)
     return 0
+
+
+def _say_claimed(folder: OutputFolder) -> None:
+    """What claiming the output folder did besides: leftovers of killed runs removed, a curator's files kept."""
+    if folder.recovered:
+        _say(f"removed {counted(len(folder.recovered), 'folder')} left beside {folder.out.parent} by interrupted "
+             f"runs (they held their documents): {', '.join(p.name for p in folder.recovered[:3])}"
+             + (" ..." if len(folder.recovered) > 3 else ""))
+    if folder.kept:
+        _say(f"keeping in {folder.out} what no cpa run wrote: {', '.join(folder.kept[:3])}"
+             + (f" and {len(folder.kept) - 3} more" if len(folder.kept) > 3 else ""))
 
 
 def _dry_run(args) -> int:
@@ -533,7 +549,8 @@ def cmd_redact(args) -> int:
     manifest = _audit_manifest(audit_dir)
     inputs = manifest["inputs"]
     claimed = (audit_dir, inputs["documents"]["file"], inputs["registry"]["file"], args.decisions, args.generalization)
-    with OutputFolder(args.out, "redaction", inputs=claimed) as folder:  # before any work, as cpa audit's
+    with OutputFolder(args.out, "redaction", inputs=claimed, writes={"the cache folder": cache_root()}) as folder:
+        _say_claimed(folder)  # before any work, as cpa audit's
         out = folder.staging
         project = load_config(audit_dir / CONFIG_FILE)
         if "scores" in inputs or project.audit.get("attacker") == "imported":

@@ -7,7 +7,8 @@ package versions) plus one row of ``set_sizes`` per (confidence level, audited d
 size and whether the declared release policy flags it. The worklist is the flagged rows at the flagging
 confidence, smallest set first, as :func:`~cpa_core.report.worklist.worklist` orders it.
 
-The history holds ids, checksums and figures, never document text. Next to it, ``<name>.snapshots/`` holds
+The history holds ids, checksums and figures, never document text. Next to it, ``<name>.snapshots/`` (the file's
+whole name: ``history.sqlite.snapshots/``) holds
 one snapshot per audit (:mod:`cpa_core.store.snapshot`): the attack's candidate tables, queries included, so that a
 past audit can be reopened without attacking again (:func:`load_result`). Snapshots hold the released
 text and are written owner-only, like the history file (600) and its folder (700).
@@ -116,9 +117,37 @@ def history_path() -> Path:
 
 
 def snapshot_folder(file: Path) -> Path:
-    """Where the snapshots of the history ``file`` are kept: ``<name>.snapshots`` next to it (two histories in
-    one folder keep theirs apart)."""
-    return file.with_name(f"{file.stem}.snapshots")
+    """Where the snapshots of the history ``file`` are kept: ``<name>.snapshots`` next to it, the whole name
+    (``x.sqlite.snapshots``), so that two histories in one folder (``x.sqlite``, ``x.db``) keep theirs apart."""
+    return file.with_name(f"{file.name}.snapshots")
+
+
+def _is_history(path: Path) -> bool:
+    """Whether ``path`` is an audit history (an SQLite file whose header carries :data:`APPLICATION_ID`)."""
+    try:
+        with path.open("rb") as stream:
+            header = stream.read(72)
+    except OSError:
+        return False
+    return header[:16] == b"SQLite format 3\0" and int.from_bytes(header[68:72], "big") == APPLICATION_ID
+
+
+def _orphan_folders(file: Path) -> list[Path]:
+    """The snapshot folders whose files no audit refers to are this history's orphans: its own, and the folder an
+    earlier version named by the stem (``x.snapshots`` for ``x.sqlite``) unless another history of that stem lies
+    beside it (``x.db``), whose snapshots it may hold."""
+    folders = [snapshot_folder(file)]
+    earlier = file.with_name(f"{file.stem}.snapshots")
+    if earlier != folders[0] and earlier.is_dir():
+        own = {file.name, *(f"{file.name}{companion}" for companion in ("-wal", "-shm", "-journal"))}
+        try:
+            others = [p for p in file.parent.iterdir() if p.name.startswith(f"{file.stem}.") and p.name not in own
+                      and p.is_file() and _is_history(p)]
+        except OSError:
+            others = [earlier]  # not known to be ours alone
+        if not others:
+            folders.append(earlier)
+    return folders
 
 
 def _dumps(value) -> str:
@@ -633,27 +662,37 @@ def _size(path: Path) -> int | None:
     return found.st_size if stat.S_ISREG(found.st_mode) else None
 
 
-def _orphans(connection: sqlite3.Connection, file: Path, folder: Path) -> list[Path]:
-    """The files of the snapshot folder no audit of the history refers to (call it holding the folder
+def _orphans(connection: sqlite3.Connection, file: Path, folders: list[Path]) -> list[Path]:
+    """The files of the snapshot folders no audit of the history refers to (call it holding the folders
     exclusively, and inside a transaction: no recording adds a snapshot or a row meanwhile)."""
     referenced = {_real(file, snapshot) for (snapshot,) in connection.execute("SELECT snapshot FROM audits")}
-    snapshots, partial = _files(folder)
-    return [path for path in snapshots if os.path.realpath(path) not in referenced] + partial
+    found = []
+    for folder in folders:
+        snapshots, partial = _files(folder)
+        found += [path for path in snapshots if os.path.realpath(path) not in referenced] + partial
+    return found
+
+
+@contextlib.contextmanager
+def _holding(folders: list[Path], *, wait: bool) -> Iterator[bool]:
+    """Every folder held exclusively (:func:`_snapshot_lock`); yields whether all are held."""
+    with contextlib.ExitStack() as stack:
+        yield all(stack.enter_context(_snapshot_lock(folder, exclusive=True, wait=wait)) for folder in folders)
 
 
 def orphan_files(path: str | Path | None = None) -> tuple[tuple[Path, ...], int]:
-    """The orphan files of the history's snapshot folder (:class:`PruneReport`) and their size in bytes; none when
-    a recording is under way (its snapshot is not an orphan) or the history is absent. Nothing is removed."""
+    """The orphan files of the history's snapshot folders (:class:`PruneReport`) and their size in bytes; none
+    when a recording is under way (its snapshot is not an orphan) or the history is absent. Nothing is removed."""
     file = Path(path) if path is not None else history_path()
-    folder = snapshot_folder(file)
-    if not folder.is_dir():
+    folders = [folder for folder in _orphan_folders(file) if folder.is_dir()]
+    if not folders:
         return (), 0
-    with _open(file, create=False) as connection, _snapshot_lock(folder, exclusive=True, wait=False) as held:
+    with _open(file, create=False) as connection, _holding(folders, wait=False) as held:
         if connection is None or not held:
             return (), 0
         connection.execute("BEGIN")
         try:
-            orphans = _orphans(connection, file, folder)
+            orphans = _orphans(connection, file, folders)
         finally:
             connection.execute("ROLLBACK")
     sizes = [_size(path) for path in orphans]
@@ -711,12 +750,12 @@ def prune_history(path: str | Path | None = None, *, ids: Iterable[int] = (), be
         raise ValueError(f"keep must be 0 or more, found {keep}")
     if before is not None and before.tzinfo is None:
         before = before.replace(tzinfo=UTC)
-    folder = snapshot_folder(file)
     with _open(file, create=False, check=True) as connection:
         if connection is None:
             return PruneReport(file, (), (), 0, (), 0, dry_run)
-        present = folder.is_dir()  # absent: no orphan; a recording that makes it now adds none that is ours
-        with _snapshot_lock(folder, exclusive=True) if present else contextlib.nullcontext(True):
+        # absent: no orphan; a recording that makes one now adds none that is ours
+        folders = [folder for folder in _orphan_folders(file) if folder.is_dir()]
+        with _holding(folders, wait=True):
             connection.execute("BEGIN" if dry_run else "BEGIN IMMEDIATE")
             try:
                 rows = connection.execute("SELECT id, created_at, snapshot FROM audits ORDER BY id").fetchall()
@@ -726,7 +765,7 @@ def prune_history(path: str | Path | None = None, *, ids: Iterable[int] = (), be
                 snapshots = sorted({file.parent / snapshot for audit_id, _, snapshot in rows if audit_id in removed
                                     and (real := _real(file, snapshot)) is not None and real not in kept_files
                                     and real.endswith(SUFFIX)})  # never a file an audit kept refers to
-                orphans = _orphans(connection, file, folder) if present else []
+                orphans = _orphans(connection, file, folders)
                 if chosen and not dry_run:
                     connection.executemany("DELETE FROM set_sizes WHERE audit_id = ?", [(i,) for i in chosen])
                     connection.executemany("DELETE FROM audits WHERE id = ?", [(i,) for i in chosen])

@@ -12,16 +12,27 @@ A lock beside the folder (``.<name>.lock``, the maintained ``filelock``) is held
 folder is in place, so a second run on the same ``--out`` is refused at once with one line instead of mixing its
 files with the first's.
 
-Only a folder a cpa run wrote is ever replaced: an ``--out`` that holds other files, or an output of another kind
-(an audit's folder for ``cpa redact``), or that holds one of the run's own inputs, is refused before any work.
-:func:`complete_folder` is how a reader (``cpa redact``) checks that a folder is whole and of the expected kind.
+Only what a cpa run wrote is ever replaced. In a folder a run wrote, the files its :data:`CONTENTS_FILE` does not
+list (a curator's notes, a reviewed copy of ``decisions.csv``) are kept: linked into the new folder before it is
+put in place, and any the curator added meanwhile moved over before the previous folder goes. Refused before any
+work: an ``--out`` that holds files no cpa run wrote, an output of another kind (an audit's folder for ``cpa
+redact``), a file the previous run wrote and someone changed since, one of the run's own inputs, or a path the run
+writes elsewhere (the audit history, the cache); the working directory or a folder holding it, a mount point, and a
+name too long to be written beside itself. :func:`complete_folder` is how a reader (``cpa redact``) checks that a
+folder is whole and of the expected kind.
+
+A run killed after it wrote its staging folder leaves that folder (owner-only, holding document text) beside
+``--out``; the next run in the same parent folder removes every such leftover whose run no longer holds its lock,
+and says so (:attr:`OutputFolder.recovered`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
+import fnmatch
 import hashlib
 import json
 import os
@@ -42,8 +53,17 @@ KINDS = ("audit", "redaction")
 EARLIER_OUTPUTS = {"audit": ("manifest.json", "summary.json"), "redaction": ("decisions.csv", "redactions.json")}
 """Files that mark a folder written by an earlier version of the tool (before :data:`CONTENTS_FILE`) as an output of
 that kind: such a folder may be replaced by a run of the same kind."""
+OUTPUT_NAMES = {"audit": ("summary.json", "documents.jsonl", "calibration.jsonl", "test.jsonl", "worklist.csv",
+                            "worklist.json", "manifest.json", "audit.toml", "report.html", "attribute_sets.jsonl"),
+                "redaction": ("decisions.csv", "redactions.json", "worklist.csv", "worklist.json", "audit.toml",
+                              "*-redacted.*")}
+"""Names (``fnmatch`` patterns) a run of each kind writes. In a folder an earlier version wrote (no
+:data:`CONTENTS_FILE`), these are the tool's and every other file is kept; a file the tool did not write under one
+of these names is refused, since a new run could write it."""
 _STAGING = ".staging-"
 _PREVIOUS = ".previous-"
+_TOKEN = 12  # hexadecimal characters of a staging or previous folder's random suffix
+_LONGEST_SUFFIX = max(len(_STAGING), len(_PREVIOUS)) + _TOKEN + 1  # the dot before the name, and what follows it
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
@@ -121,6 +141,8 @@ def complete_folder(folder: str | Path, kind: str, *, verify: Iterable[str] = ()
     output folder, is of another kind, or is incomplete or changed since it was written."""
     folder = Path(folder)
     command = {"audit": "cpa audit", "redaction": "cpa redact"}[kind]
+    if not folder.is_dir() and _leftovers(folder.resolve().parent, folder.resolve().name):
+        recover_interrupted(folder)  # a run killed between moving the previous folder aside and putting its own
     if not folder.is_dir():
         raise OutputError(f"{folder}: not found; expected the output folder of a {command} run")
     contents = read_contents(folder)
@@ -152,45 +174,180 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+def _entries(folder: Path) -> list[str]:
+    """Every file, symbolic link and empty folder under ``folder`` (relative, POSIX), :data:`CONTENTS_FILE` aside."""
+    found = []
+    for root, folders, names in os.walk(folder):
+        base = Path(root)
+        for name in names + [f for f in folders if os.path.islink(base / f)]:
+            found.append((base / name).relative_to(folder).as_posix())
+        folders[:] = [f for f in folders if not os.path.islink(base / f)]
+        if not names and not folders and base != folder:
+            found.append(base.relative_to(folder).as_posix() + "/")
+    return sorted(name for name in found if name != CONTENTS_FILE)
+
+
+def _written_by_cpa(kind: str, name: str) -> bool:
+    """Whether a file of that name is one a run of ``kind`` writes (:data:`OUTPUT_NAMES`)."""
+    return "/" not in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in OUTPUT_NAMES[kind])
+
+
+def curators_files(folder: str | Path, kind: str) -> list[str]:
+    """What in an output folder no run wrote (relative names; an empty folder ends with ``/``): the files its
+    :data:`CONTENTS_FILE` does not list, or, in a folder an earlier version wrote, those not named as a run of
+    ``kind`` names its files (:data:`OUTPUT_NAMES`). These are kept when the folder is replaced."""
+    folder = Path(folder)
+    contents = read_contents(folder)
+    if contents is not None:
+        return [name for name in _entries(folder) if name not in contents["files"]]
+    return [name for name in _entries(folder) if not _written_by_cpa(kind, name)]
+
+
+def _keep(source: Path, target: Path) -> None:
+    """``source`` (a curator's file, link or empty folder) at ``target`` as well: a hard link where the file system
+    allows one, else a copy (a symbolic link stays one)."""
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if source.is_symlink():
+        os.symlink(os.readlink(source), target)
+    elif source.is_dir():
+        target.mkdir(exist_ok=True, mode=0o700)
+    else:
+        try:
+            os.link(source, target, follow_symlinks=False)
+        except OSError:
+            shutil.copy2(source, target, follow_symlinks=False)
+
+
+def _leftovers(parent: Path, name: str | None = None) -> list[tuple[Path, str, str]]:
+    """The staging and previous folders beside ``parent``'s output folders (of ``name`` only when given):
+    ``(path, the output folder's name, marker)``."""
+    found = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return []
+    for entry in entries:
+        for marker in (_STAGING, _PREVIOUS):
+            head, _, token = entry.name.rpartition(marker)
+            if entry.name.startswith(".") and head and len(token) == _TOKEN and entry.is_dir(follow_symlinks=False) \
+                    and all(c in "0123456789abcdef" for c in token) and (name is None or head[1:] == name):
+                found.append((Path(entry.path), head[1:], marker))
+    return sorted(found)
+
+
+def _lock_for(out: Path) -> FileLock:
+    return FileLock(str(out.parent / f".{out.name}.lock"), timeout=0)
+
+
+def _undo_interrupted(out: Path, leftovers: list[tuple[Path, str, str]]) -> list[Path]:
+    """Undo what a run killed while writing ``out`` left beside it (call it holding ``out``'s lock): a previous
+    folder moved aside goes back when nothing took its place, else goes; staging folders go (a staging folder is
+    never the only copy of a complete output: putting it in place is one step, or undone here). Returns the
+    folders removed."""
+    removed = []
+    for path, _, marker in leftovers:
+        if marker == _PREVIOUS and not out.exists():
+            os.rename(path, out)
+            continue
+        if marker == _PREVIOUS:  # the new folder is in place: what the curator kept there is in it already
+            _move_kept(path, out)
+        shutil.rmtree(path)
+        removed.append(path)
+    return removed
+
+
+def _move_kept(previous: Path, out: Path) -> None:
+    """Move into ``out`` what of ``previous`` no run wrote and ``out`` lacks (what a curator added while the run
+    worked, after its files were linked over)."""
+    contents = read_contents(out)
+    kind = contents["kind"] if contents is not None else None
+    if kind is None:
+        return
+    for name in curators_files(previous, kind):
+        source, target = previous / name.rstrip("/"), out / name.rstrip("/")
+        if not target.exists() and not target.is_symlink() and name.rstrip("/") not in contents["files"]:
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.rename(source, target)
+
+
+def recover_interrupted(folder: str | Path) -> list[Path]:
+    """Undo what runs killed while writing an output folder left beside ``folder`` and beside the folders next
+    to it (each only when no run holds its lock). Returns the staging and previous folders removed."""
+    out = Path(folder).resolve()
+    removed = []
+    by_name: dict[str, list] = {}
+    for leftover in _leftovers(out.parent):
+        by_name.setdefault(leftover[1], []).append(leftover)
+    for name, leftovers in by_name.items():
+        lock = _lock_for(out.parent / name)
+        try:
+            lock.acquire()
+        except (Timeout, OSError):
+            continue  # a run is writing it now, or the lock cannot be taken: nothing of it is touched
+        try:
+            removed.extend(_undo_interrupted(out.parent / name, leftovers))
+        finally:
+            lock.release()
+    return removed
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):  # pragma: no cover - a platform without pathconf
+        return 255
+
+
 class OutputFolder:
     """The output folder of one run, claimed before any work and put in place whole (see the module docstring).
 
-    ``with OutputFolder(out, "audit", inputs=[...]) as folder:`` claims it (the lock, the checks, a fresh
-    staging folder); the run writes into ``folder.staging`` and calls ``folder.complete(config_id)``. Leaving
+    ``with OutputFolder(out, "audit", inputs=[...], writes={...}) as folder:`` claims it (the lock, the checks, a
+    fresh staging folder); the run writes into ``folder.staging`` and calls ``folder.complete(config_id)``. Leaving
     the block without completing (an error, an interrupt) removes the staging folder: ``out`` is unchanged.
 
-    Raises :class:`~cpa_core.common.errors.OutputError` naming the folder when it cannot be used: another run
-    holds it, it holds files no cpa run wrote, an output of another kind, or one of ``inputs``; or it cannot be
-    written."""
+    ``inputs`` are the files the run reads, ``writes`` the paths it writes besides ``out`` by what they are (``{"the
+    audit history": path}``): neither may lie inside ``out``. ``recovered`` lists the leftovers of killed runs
+    removed when the folder was claimed, ``kept`` what of the previous folder no run wrote (kept in the new one).
 
-    def __init__(self, out: str | Path, kind: str, *, inputs: Iterable[str | Path | None] = ()):
+    Raises :class:`~cpa_core.common.errors.OutputError` naming the folder when it cannot be used: another run
+    holds it, it holds files no cpa run wrote, an output of another kind, a file changed since a run wrote it, one
+    of ``inputs`` or ``writes``; it is the working directory or holds it, is a mount point, or has a name too long;
+    or it cannot be written."""
+
+    def __init__(self, out: str | Path, kind: str, *, inputs: Iterable[str | Path | None] = (),
+                 writes: dict[str, str | Path | None] | None = None):
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, found {kind!r}")
+        if not str(out).strip():
+            raise OutputError("output folder: expected a folder's name, found an empty one; give --out DIR")
         self.out = Path(out)
         self.kind = kind
         self.inputs = [Path(p) for p in inputs if p is not None]
+        self.writes = {what: Path(p) for what, p in (writes or {}).items() if p is not None}
         self.staging: Path | None = None
         self.completed = False
+        self.recovered: list[Path] = []
+        self.kept: list[str] = []
         self._lock: FileLock | None = None
 
     # -- claiming -------------------------------------------------------------------------------------------
     def __enter__(self) -> "OutputFolder":
         out = self.out
         resolved = out.resolve()
-        for given in self.inputs:
-            if _inside(given.resolve(), resolved):
-                raise OutputError(f"output folder {out}: holds {given}, an input of this run, and would be "
-                                  "replaced by its outputs; choose another --out")
-            if given.is_dir() and _inside(resolved, given.resolve()):
-                raise OutputError(f"output folder {out}: is inside {given}, an input of this run; choose "
-                                  "another --out")
+        self._check_place(resolved)
         parent = resolved.parent
         try:
             parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as error:
             raise OutputError(f"output folder {out}: cannot be written ({error.strerror or error}: {error.filename})"
                               "; choose another --out") from None
-        self._lock = FileLock(str(parent / f".{resolved.name}.lock"), timeout=0)
+        limit = _name_max(parent)
+        if len(os.fsencode(resolved.name)) + _LONGEST_SUFFIX > limit:
+            raise OutputError(f"output folder {out}: its name is {len(os.fsencode(resolved.name))} bytes long; at "
+                              f"most {limit - _LONGEST_SUFFIX} here, because the folder is first written beside it "
+                              f"under its name and {_LONGEST_SUFFIX} more characters (.NAME{_PREVIOUS}"
+                              f"{'x' * _TOKEN}) and the file system takes names of {limit}; choose a shorter name")
+        self._lock = _lock_for(resolved)
         try:
             self._lock.acquire()
         except Timeout:
@@ -202,33 +359,45 @@ class OutputFolder:
             raise OutputError(f"output folder {out}: cannot be written ({error.strerror or error}); choose another "
                               "--out") from None
         try:
-            self._recover(resolved)
+            try:
+                self.recovered = _undo_interrupted(resolved, _leftovers(parent, resolved.name))
+            except OSError as error:
+                raise OutputError(f"output folder {out}: the leftovers of an interrupted run beside it cannot be "
+                                  f"removed ({error.strerror or error}: {error.filename})") from None
+            self.recovered += recover_interrupted(resolved)
             self._check(resolved)
-            self.staging = parent / f".{resolved.name}{_STAGING}{secrets.token_hex(6)}"
+            self.staging = parent / f".{resolved.name}{_STAGING}{secrets.token_hex(_TOKEN // 2)}"
             self.staging.mkdir(mode=0o700)
         except BaseException:
             self._release()
             raise
         return self
 
-    def _leftovers(self, resolved: Path, marker: str) -> list[Path]:
-        return sorted(resolved.parent.glob(f".{resolved.name}{marker}*"))
-
-    def _recover(self, resolved: Path) -> None:
-        """Undo what a run killed while putting its folder in place left behind (we hold the lock: no run is
-        using these): a previous folder moved aside goes back when nothing took its place; staging folders
-        go (a staging folder is never the only copy of a complete output: the exchange is one step)."""
-        try:
-            for previous in self._leftovers(resolved, _PREVIOUS):
-                if not resolved.exists():
-                    os.rename(previous, resolved)
-                else:
-                    shutil.rmtree(previous)
-            for staging in self._leftovers(resolved, _STAGING):
-                shutil.rmtree(staging)
-        except OSError as error:
-            raise OutputError(f"output folder {self.out}: the leftovers of an interrupted run beside it cannot be "
-                              f"removed ({error.strerror or error}: {error.filename})") from None
+    def _check_place(self, resolved: Path) -> None:
+        """What no run may replace, whatever it holds: the working directory or a folder holding it, the root, a
+        mount point, a folder holding an input or a path the run writes, a folder inside an input."""
+        out = self.out
+        if resolved == resolved.parent:
+            raise OutputError(f"output folder {out}: is the root of the file system; choose a folder inside it")
+        here = Path.cwd().resolve()
+        if _inside(here, resolved):
+            raise OutputError(f"output folder {out}: {'is' if here == resolved else 'holds'} the current working "
+                              f"directory ({here}), which the run would replace; choose a folder beside it or inside "
+                              "it, e.g. --out out/audit")
+        if os.path.ismount(resolved):
+            raise OutputError(f"output folder {out}: is a mount point, which cannot be replaced whole as the run "
+                              "replaces its folder; choose a folder inside it")
+        for given in self.inputs:
+            if _inside(given.resolve(), resolved):
+                raise OutputError(f"output folder {out}: holds {given}, an input of this run, and would be "
+                                  "replaced by its outputs; choose another --out")
+            if given.is_dir() and _inside(resolved, given.resolve()):
+                raise OutputError(f"output folder {out}: is inside {given}, an input of this run; choose "
+                                  "another --out")
+        for what, path in self.writes.items():
+            if _inside(path.expanduser().resolve(), resolved):
+                raise OutputError(f"output folder {out}: holds {path}, {what} this run writes, which would be "
+                                  "replaced with the folder; choose another --out, or keep it elsewhere")
 
     def _check(self, resolved: Path) -> None:
         out = self.out
@@ -246,6 +415,19 @@ class OutputFolder:
                               "replace it: choose another --out")
         if not os.access(resolved, os.W_OK | os.X_OK) or not os.access(resolved.parent, os.W_OK | os.X_OK):
             raise OutputError(f"output folder {out}: cannot be replaced (no write permission); choose another --out")
+        contents = read_contents(resolved)
+        for name, facts in (contents or {"files": {}})["files"].items():
+            path = resolved / name
+            if path.is_file() and isinstance(facts, dict) and (path.stat().st_size != facts.get("bytes")
+                                                               or _sha256(path) != facts.get("sha256")):
+                raise OutputError(f"output folder {out}: '{name}' was changed since cpa wrote it (it is not what "
+                                  f"{CONTENTS_FILE} recorded); a new run would replace it: move it out of the folder "
+                                  "or choose another --out")
+        self.kept = curators_files(resolved, self.kind)
+        clash = [name for name in self.kept if _written_by_cpa(self.kind, name)]
+        if clash:
+            raise OutputError(f"output folder {out}: holds '{clash[0]}', which no cpa run wrote but a {self.kind} run "
+                              "may write; move it out of the folder or choose another --out")
 
     # -- writing ----------------------------------------------------------------------------------------------
     def final_path(self, path: str | Path) -> Path:
@@ -275,8 +457,9 @@ class OutputFolder:
                 stream.write(json.dumps(contents, indent=2))
                 stream.flush()
                 os.fsync(stream.fileno())
-            _fsync_folder(self.staging)
             current = None
+            self._link_kept()
+            _fsync_folder(self.staging)
             self._put_in_place()
         except OSError as error:
             where = self.out if current is None else self.final_path(current)
@@ -285,16 +468,32 @@ class OutputFolder:
         self.completed = True
         return contents
 
+    def _link_kept(self) -> None:
+        """Link what of the previous folder no run wrote into the staging folder (listed again now: the curator
+        may have added files while the run worked); a name the run wrote too is refused, nothing is replaced."""
+        out = self.out.resolve()
+        if not out.is_dir() or output_kind(out) != self.kind:
+            return
+        self.kept = curators_files(out, self.kind)
+        for name in self.kept:
+            target = self.staging / name.rstrip("/")
+            if target.exists() or target.is_symlink():
+                raise OutputError(f"output folder {self.out}: holds '{name}', which no cpa run wrote and this run "
+                                  f"writes too; move it out of the folder and run again (the folder is left as it was)")
+            _keep(out / name.rstrip("/"), target)
+
     def _put_in_place(self) -> None:
         out, staging = self.out.resolve(), self.staging
         if not out.exists():
             os.rename(staging, out)
         elif not _exchange(staging, out):
-            previous = out.parent / f".{out.name}{_PREVIOUS}{secrets.token_hex(6)}"
-            os.rename(out, previous)  # a kill here leaves no folder: the next run puts this one back
+            previous = out.parent / f".{out.name}{_PREVIOUS}{secrets.token_hex(_TOKEN // 2)}"
+            os.rename(out, previous)  # a kill here leaves no folder: the next run, or reader, puts this one back
             os.rename(staging, out)
             staging = previous
         _fsync_folder(out.parent)
+        with contextlib.suppress(OSError):  # a file added after the links were made: moved over, not lost
+            _move_kept(staging, out)
         shutil.rmtree(staging, ignore_errors=True)  # the previous folder, now beside out: nothing of it stays
 
     # -- leaving ----------------------------------------------------------------------------------------------

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from cli_checks import assert_one_line_error, ok
 from conftest import _env, run_cli, run_cli_inprocess
+from tables import small_audit
 
+from cpa_core.store.history import list_audits, load_result, record_audit
 from cpa_core.store.output_folder import CONTENTS_FILE, OutputFolder, complete_folder
 
 
@@ -204,3 +206,67 @@ def test_redact_says_what_a_malformed_manifest_lacks(first_audit, tmp_path, mani
         (folder.staging / "manifest.json").write_text(manifest, encoding="utf-8")
         folder.complete(first_audit[1])
     assert_one_line_error(_redact(audit, tmp_path / "redacted"), "manifest.json", expected)
+
+
+def test_a_new_audit_into_a_folder_keeps_the_curator_s_files(sample_paths, first_audit, tmp_path):
+    out = tmp_path / "audit"
+    shutil.copytree(first_audit[0], out)
+    (out / "NOTES.txt").write_text("asked by the board", encoding="utf-8")
+    (out / "review").mkdir()
+    (out / "review" / "reviewed.csv").write_text("doc_id\n7\n", encoding="utf-8")
+    done = ok(run_cli_inprocess(*_audit_args(sample_paths, out, "K3")))
+    assert "keeping in" in done.stderr and "NOTES.txt" in done.stderr
+    assert (out / "NOTES.txt").read_text() == "asked by the board"
+    assert (out / "review" / "reviewed.csv").read_text() == "doc_id\n7\n"
+    assert complete_folder(out, "audit")["config_id"] != first_audit[1]
+    assert "NOTES.txt" not in complete_folder(out, "audit")["files"]
+
+
+def test_a_changed_record_of_the_earlier_audit_is_never_replaced(sample_paths, first_audit, tmp_path):
+    out = tmp_path / "audit"
+    shutil.copytree(first_audit[0], out)
+    with (out / "worklist.csv").open("a", encoding="utf-8") as stream:
+        stream.write("a curator's remark\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert_one_line_error(run_cli_inprocess(*_audit_args(sample_paths, out, "K3")),
+                          "'worklist.csv' was changed since cpa wrote it")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_an_audit_history_inside_the_output_folder_is_refused_and_stays_whole(sample_paths, first_audit, tmp_path,
+                                                                               monkeypatch):
+    out = tmp_path / "audit"
+    shutil.copytree(first_audit[0], out)
+    history = out / "history.sqlite"
+    audit_id = record_audit(small_audit(3), source="cli", path=history)
+    monkeypatch.setenv("CPA_HISTORY", str(history))
+    args = [a for a in _audit_args(sample_paths, out, "K3") if a != "--no-history"]
+    assert_one_line_error(run_cli_inprocess(*args), f"holds {history}, the audit history this run writes")
+    assert_one_line_error(run_cli_inprocess(*args, "--history", out / "h2.sqlite"), "the audit history this run writes")
+    assert list_audits(history)["id"].tolist() == [audit_id]
+    assert load_result(audit_id, history).config.config_id
+    assert complete_folder(out, "audit")["config_id"] == first_audit[1]
+
+
+def test_the_working_directory_is_never_the_output_folder(sample_paths, first_audit, tmp_path):
+    """An empty working directory, or one holding an earlier audit, would be replaced whole: refused, with the
+    reason, before any work."""
+    empty, audit = tmp_path / "empty", tmp_path / "audit"
+    empty.mkdir()
+    shutil.copytree(first_audit[0], audit)
+    before = {p.name: p.read_bytes() for p in audit.iterdir()}
+    for work in (empty, audit):
+        for out, expected in ((".", "is the current working directory"), ("", "found an empty one"),
+                              (str(tmp_path), "holds the current working directory")):
+            assert_one_line_error(run_cli(*_audit_args(sample_paths, out), cwd=work), expected)
+    assert list(empty.iterdir()) == [] and {p.name: p.read_bytes() for p in audit.iterdir()} == before
+
+
+def test_a_new_redaction_into_its_folder_keeps_the_curator_s_reviewed_table(first_audit, tmp_path):
+    out = tmp_path / "redacted"
+    ok(_redact(first_audit[0], out))
+    reviewed = (out / "decisions.csv").read_bytes()
+    (out / "reviewed.csv").write_bytes(reviewed)
+    ok(_redact(first_audit[0], out, "--deny", "the,and"))
+    assert (out / "reviewed.csv").read_bytes() == reviewed
+    assert complete_folder(out, "redaction")

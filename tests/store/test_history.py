@@ -105,7 +105,7 @@ def test_an_entry_holds_the_configuration_checksums_summary_set_sizes_and_workli
 def test_the_history_holds_ids_and_figures_never_document_text(recorded, history):
     with sqlite3.connect(history) as connection:
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    stored = b"".join(path.read_bytes() for path in history.parent.glob("history.sqlite*"))
+    stored = b"".join(path.read_bytes() for path in history.parent.glob("history.sqlite*") if path.is_file())
     assert SECRET_TEXT.encode() not in stored
     assert b"d17" in stored  # ids are there
 
@@ -547,3 +547,37 @@ def test_a_snapshot_that_cannot_be_removed_is_named(recorded, history, monkeypat
     monkeypatch.setattr(Path, "unlink", unlink)
     assert list_audits(history)["id"].tolist() == [recorded[1]]  # the audit is removed; its file is an orphan
     assert prune_history(history).orphans == (snapshot,) and not snapshot.exists()
+
+
+def test_two_histories_of_one_stem_keep_their_snapshots_apart(audits, tmp_path):
+    """``x.sqlite`` and ``x.db`` in one folder: recording into one never calls the other's snapshot an orphan, and
+    pruning one leaves every audit of the other reopenable."""
+    first, second = tmp_path / "x.sqlite", tmp_path / "x.db"
+    kept = record_audit(audits[0], source="cli", path=first)
+    record_audit(audits[1], source="cli", path=second)
+    assert snapshot_folder(first) != snapshot_folder(second)
+    assert orphan_files(second) == ((), 0) and orphan_files(first) == ((), 0)
+    report = prune_history(second, keep=0)
+    assert report.orphans == () and len(report.snapshots) == 1
+    assert load_result(kept, first).config.config_id == audits[0].config.config_id
+
+
+def test_an_earlier_version_s_snapshot_folder_is_pruned_only_when_no_other_history_shares_it(audits, tmp_path):
+    """Earlier versions named the folder by the file's stem (``x.snapshots``); its files are still read, and its
+    orphans removed only when no other history of that stem lies beside it."""
+    history = tmp_path / "x.sqlite"
+    recorded = record_audit(audits[0], source="cli", path=history)
+    earlier = tmp_path / "x.snapshots"
+    earlier.mkdir()
+    moved = earlier / Path(load_audit(recorded, history).snapshot).name
+    os.rename(load_audit(recorded, history).snapshot, moved)
+    with sqlite3.connect(history) as connection:
+        connection.execute("UPDATE audits SET snapshot = ?", (f"x.snapshots/{moved.name}",))
+    orphan, _ = write_snapshot(audits[1], earlier)
+    assert orphan_files(history)[0] == (orphan,)
+    other = tmp_path / "x.db"
+    record_audit(audits[1], source="cli", path=other)  # another history of the stem: the folder may be its
+    assert orphan_files(history) == ((), 0) and prune_history(history).orphans == () and orphan.exists()
+    other.unlink()
+    assert prune_history(history).orphans == (orphan,) and not orphan.exists()
+    assert load_result(recorded, history).config.config_id == audits[0].config.config_id

@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+from pathlib import Path
 
 from cpa_core.common.errors import OutputError
 from cpa_core.store import output_folder as module
@@ -230,3 +231,139 @@ def test_a_reader_refuses_a_foreign_folder_or_one_of_another_kind(tmp_path):
     _audit(tmp_path / "redacted", {"decisions.csv": "", "redactions.json": "{}"}, kind="redaction")
     with pytest.raises(OutputError, match="the output of a redaction run"):
         complete_folder(tmp_path / "redacted", "audit")
+
+
+def _curate(out) -> dict[str, bytes]:
+    """A curator's files in an output folder: a note, a reviewed table in a subfolder, an empty folder, a link."""
+    (out / "NOTES.txt").write_text("what the board asked", encoding="utf-8")
+    (out / "review").mkdir()
+    (out / "review" / "reviewed.csv").write_text("doc_id,ok\n1,yes\n", encoding="utf-8")
+    (out / "later").mkdir()
+    (out / "latest").symlink_to("review/reviewed.csv")
+    return {"NOTES.txt": b"what the board asked", "review/reviewed.csv": b"doc_id,ok\n1,yes\n"}
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "rename-aside"])
+def test_a_replaced_folder_keeps_every_file_no_run_wrote(tmp_path, monkeypatch, exchange):
+    out = tmp_path / "out"
+    _audit(out, {"manifest.json": "{}", "summary.json": "{}", "calibration.jsonl": "old\n"})
+    mine = _curate(out)
+    if not exchange:
+        monkeypatch.setattr(module, "_exchange", lambda a, b: False)
+    with OutputFolder(out, "audit") as folder:
+        assert folder.kept == ["NOTES.txt", "later/", "latest", "review/reviewed.csv"]
+        (out / "added-meanwhile.txt").write_text("while the attack ran", encoding="utf-8")
+        _write(folder, {"manifest.json": "{}", "summary.json": "{\"new\": 1}"})
+    for name, data in mine.items():
+        assert (out / name).read_bytes() == data
+    assert (out / "added-meanwhile.txt").read_text() == "while the attack ran"
+    assert (out / "later").is_dir() and os.readlink(out / "latest") == "review/reviewed.csv"
+    assert not (out / "calibration.jsonl").exists(), "what the earlier run wrote goes"
+    contents = complete_folder(out, "audit")
+    assert sorted(contents["files"]) == ["manifest.json", "summary.json"], "a curator's files are never listed"
+    assert _beside(out) == []
+    _audit(out, config_id="cfg-c")  # and again: still kept
+    assert (out / "NOTES.txt").read_bytes() == mine["NOTES.txt"]
+
+
+def test_a_file_a_run_wrote_and_someone_changed_since_is_never_replaced(tmp_path):
+    out = tmp_path / "out"
+    _audit(out, {"manifest.json": "{}", "summary.json": "{}", "worklist.csv": "doc_id\n1\n"})
+    (out / "worklist.csv").write_text("doc_id\n2\n", encoding="utf-8")  # same size, other bytes
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(OutputError, match="'worklist.csv' was changed since cpa wrote it"):
+        with OutputFolder(out, "audit"):
+            pass
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_curator_s_file_under_a_name_a_run_writes_is_refused(tmp_path):
+    out = tmp_path / "redacted"
+    _audit(out, {"decisions.csv": "", "redactions.json": "{}"}, kind="redaction")
+    (out / "documents-redacted.csv").write_text("mine", encoding="utf-8")
+    with pytest.raises(OutputError, match="holds 'documents-redacted.csv', which no cpa run wrote but a redaction run "
+                                          "may write"):
+        with OutputFolder(out, "redaction"):
+            pass
+    assert (out / "documents-redacted.csv").read_text() == "mine"
+
+
+def test_an_earlier_version_s_folder_keeps_what_the_tool_does_not_write(tmp_path):
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    for name in ("manifest.json", "summary.json", "worklist.csv"):
+        (earlier / name).write_text("{}", encoding="utf-8")
+    (earlier / "NOTES.txt").write_text("mine", encoding="utf-8")
+    _audit(earlier)
+    assert (earlier / "NOTES.txt").read_text() == "mine" and not (earlier / "worklist.csv").exists()
+
+
+@pytest.mark.parametrize("where", ["history", "snapshots", "cache"])
+def test_a_folder_holding_a_path_the_run_writes_is_refused(tmp_path, where):
+    out = tmp_path / "out"
+    _audit(out)
+    inside = {"history": out / "h.sqlite", "snapshots": out / "h.sqlite.snapshots", "cache": out / "cache"}[where]
+    with pytest.raises(OutputError, match=f"holds {inside}, the thing this run writes"):
+        with OutputFolder(out, "audit", writes={"the thing": inside, "nothing": None}):
+            pass
+    with OutputFolder(tmp_path / "other", "audit", writes={"the thing": inside}) as folder:  # elsewhere: fine
+        _write(folder, {"summary.json": "{}"})
+
+
+def test_the_working_directory_the_root_and_empty_names_are_refused(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mine.txt").write_text("x", encoding="utf-8")
+    monkeypatch.chdir(work)
+    for out, expected in ((".", "is the current working directory"), ("", "expected a folder's name, found an empty one"),
+                          ("  ", "found an empty one"), (str(tmp_path), "holds the current working directory"),
+                          ("/", "is the root of the file system")):
+        with pytest.raises(OutputError, match=expected):
+            with OutputFolder(out, "audit"):
+                pass
+    assert (work / "mine.txt").read_text() == "x" and Path.cwd() == work
+    with OutputFolder("sub", "audit") as folder:  # a folder inside the working directory is fine
+        _write(folder, {"summary.json": "{}"})
+    assert (work / "sub" / "summary.json").is_file()
+
+
+def test_a_mount_point_is_refused_before_any_work(tmp_path, monkeypatch):
+    out = tmp_path / "mounted"
+    out.mkdir()
+    monkeypatch.setattr(module.os.path, "ismount", lambda path: os.fspath(path) == os.fspath(out))
+    with pytest.raises(OutputError, match="is a mount point"):
+        with OutputFolder(out, "audit"):
+            pass
+
+
+def test_a_name_too_long_to_be_written_beside_itself_is_refused_saying_why(tmp_path):
+    limit = os.pathconf(tmp_path, "PC_NAME_MAX")
+    longest = limit - module._LONGEST_SUFFIX
+    with OutputFolder(tmp_path / ("a" * longest), "audit") as folder:
+        _write(folder, {"summary.json": "{}"})
+    for length in (longest + 1, limit):
+        with pytest.raises(OutputError, match=f"its name is {length} bytes long; at most {longest} here"):
+            with OutputFolder(tmp_path / ("b" * length), "audit"):
+                pass
+
+
+def test_leftovers_of_killed_runs_beside_other_folders_are_removed_unless_a_run_holds_them(tmp_path):
+    dead = tmp_path / ".other.staging-0123456789ab"
+    with OutputFolder(tmp_path / "busy", "audit") as busy:  # a run under way: its staging folder is its own
+        dead.mkdir()  # a run killed after it wrote its staging folder
+        (dead / "documents.jsonl").write_text("released text\n", encoding="utf-8")
+        with OutputFolder(tmp_path / "out", "audit") as folder:
+            assert folder.recovered == [dead] and not dead.exists()
+            assert busy.staging.is_dir()
+            _write(folder, {"summary.json": "{}"})
+        _write(busy, {"summary.json": "{}"})
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["busy", "out"]
+
+
+def test_a_reader_puts_back_a_folder_a_killed_run_had_moved_aside(tmp_path):
+    out = tmp_path / "out"
+    _audit(out)
+    aside = tmp_path / ".out.previous-0123456789ab"
+    os.rename(out, aside)  # what a run killed between the two renames leaves, where folders cannot be exchanged
+    assert complete_folder(out, "audit")["config_id"] == "cfg-a"
+    assert not aside.exists()
