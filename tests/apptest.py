@@ -13,7 +13,7 @@ from cpa_ui import nav
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 APP = str(REPO_ROOT / "app.py")
-TIMEOUT_S = 120
+TIMEOUT_S = 600  # per script run: an attack of the sample on a loaded 2-core machine (load 10) takes minutes
 PAGES = [spec.path for spec in nav.WORKFLOW]
 RESULT_PAGES = [nav.EXPLORE, nav.FLAGGED, nav.REPORT]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pandas as pd
+from apptest import TIMEOUT_S
 
 from cpa_ui import nav
 
@@ -21,7 +22,7 @@ def data_page():
     from conftest import REPO_ROOT
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(REPO_ROOT / APP), default_timeout=120).run()
+    at = AppTest.from_file(str(REPO_ROOT / APP), default_timeout=TIMEOUT_S).run()
     at.switch_page(nav.DATA).run()
     return at
 

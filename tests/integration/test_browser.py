@@ -321,7 +321,7 @@ def test_click_a_flagged_row_then_edit_and_rescore_in_a_real_browser(browser, ap
     no_errors(driver)
     screenshot(driver, "5-flagged-edited")
     print(f"edit and re-score, settled in the browser: {seconds * 1000:.0f} ms")
-    assert seconds < 10  # the loop's figure is measured in bench/ (bench_dashboard.py)
+    assert seconds < 120  # a hang guard that holds under load; the figure is measured in bench/bench_dashboard.py
 
 
 def _tick(driver, row: int, rows_before: int | None = None) -> None:

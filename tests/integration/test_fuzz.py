@@ -11,6 +11,7 @@ import io
 import json
 
 import pandas as pd
+from apptest import TIMEOUT_S
 from conftest import run_cli_inprocess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -93,7 +94,7 @@ def test_generated_uploads_never_replace_the_data(sample_paths, documents, kind)
     from conftest import REPO_ROOT
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=120).run()
+    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=TIMEOUT_S).run()
     at.switch_page("pages/1_data.py").run()
     name, data = encode(documents, kind)
     at.file_uploader(key="upload.documents").set_value((name, data, "application/octet-stream")).run()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from apptest import shown
+from apptest import TIMEOUT_S, shown
 from conftest import REPO_ROOT, run_cli_inprocess
 from overlap_attacker import registered_overlap  # noqa: F401 (the fixture overlap)
 
@@ -16,7 +16,7 @@ def test_the_dashboard_form_runs_it(overlap, sample_paths):
 
     from cpa_ui import nav
 
-    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=120).run()
+    at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=TIMEOUT_S).run()
     at.switch_page(nav.THREAT).run()
     at.radio(key="w.threat.attacker").set_value("overlap").run()
     assert "Word overlap" in at.radio(key="w.threat.attacker").options

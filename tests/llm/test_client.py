@@ -351,32 +351,33 @@ def test_an_unusable_cache_directory_is_a_clear_error(tmp_path):
 
 
 def test_an_interrupt_stops_at_once_and_keeps_every_answer_received(tmp_path):
-    """Ctrl-C while the endpoint hangs: the run stops within a second (not after the calls in flight time out)
-    and every answer received before is in the cache."""
+    """Ctrl-C while the endpoint hangs: the run stops at once (not after the calls in flight time out) and every
+    answer received before is in the cache. The interrupt comes when the endpoint starts hanging, so a loaded
+    machine changes when it comes, not what it tests; "at once" is far below the hang (120 s)."""
     import _thread
 
     release = threading.Event()
     seen = []
+    interrupted_at = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         seen.append(body)
-        if len(seen) > 2:  # the endpoint hangs from the third request on
-            release.wait(60)
+        if len(seen) > 2:  # the endpoint hangs from the third request on, and the user presses Ctrl-C
+            if not interrupted_at:
+                interrupted_at.append(time.monotonic())
+                _thread.interrupt_main()
+            release.wait(120)
         return httpx.Response(200, json=completion_body('["a clue"]'))
 
-    client = LLMClient(settings(tmp_path, concurrency=1, timeout_s=60.0),
+    client = LLMClient(settings(tmp_path, concurrency=1, timeout_s=120.0),
                        http_client=httpx.Client(transport=httpx.MockTransport(handler)))
-    timer = threading.Timer(1.0, _thread.interrupt_main)
-    started = time.monotonic()
-    timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             client.complete(requests_for(5))
-        assert time.monotonic() - started < 5.0
+        assert time.monotonic() - interrupted_at[0] < 30.0
     finally:
         release.set()
-        timer.cancel()
     assert len(client.cache) == 2  # the two answers received before the interrupt
 
 

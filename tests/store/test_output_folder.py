@@ -315,8 +315,8 @@ def test_the_working_directory_the_root_and_empty_names_are_refused(tmp_path, mo
     work.mkdir()
     (work / "mine.txt").write_text("x", encoding="utf-8")
     monkeypatch.chdir(work)
-    for out, expected in ((".", "is the current working directory"), ("", "expected a folder's name, found an empty one"),
-                          ("  ", "found an empty one"), (str(tmp_path), "holds the current working directory"),
+    for out, expected in ((".", "is the current working directory"),
+                          ("", "expected a folder's name, found an empty one"), ("  ", "found an empty one"), (str(tmp_path), "holds the current working directory"),
                           ("/", "is the root of the file system")):
         with pytest.raises(OutputError, match=expected):
             with OutputFolder(out, "audit"):
