@@ -9,6 +9,12 @@ document, its labelled ones calibrating each other; the split protocol certifies
 
 from __future__ import annotations
 
+UPPER_BOUND = "97.5 % upper bound (the top of the two-sided 95 % interval)"
+"""What the remainder's bound is, wherever it is named: the upper end of the exact (Clopper–Pearson) two-sided 95 %
+interval, which is a one-sided 97.5 % upper confidence bound."""
+UPPER_BOUND_SHORT = "97.5 % upper bound"
+""":data:`UPPER_BOUND` where a table has no room for the whole phrase."""
+
 HELP: dict[str, str] = {
     # certificate
     "confidence": "The confidence level 1 − α of the certificate: each certified set contains the true identity "
@@ -41,8 +47,8 @@ HELP: dict[str, str] = {
                    "target by more than this interval suggests calibration and audited documents are not "
                    "exchangeable.",
     "verdict": "The verdict reads the attack first. Not releasable: even after the flagged documents are withheld, "
-               "the rest would be linked (named at first guess) above the acceptable linkage rate, by the 95 % "
-               "upper bound. Inconclusive: a validity check failed, so the certificate may certify nothing and a "
+               "the rest would be linked (named at first guess) above the acceptable linkage rate, by the "
+               f"{UPPER_BOUND}. Inconclusive: a validity check failed, so the certificate may certify nothing and a "
                "count of flagged documents is no evidence of safety. Release after redacting or withholding the "
                "flagged documents: some are flagged, every check passed and the rest is within the acceptable rate. "
                "Release: nothing is flagged, every check passed and the documents are within the acceptable rate.",
@@ -55,7 +61,7 @@ HELP: dict[str, str] = {
     "acceptable_linkage": "Acceptable linkage rate a: the share of documents an attacker may name correctly at first "
                           "guess. A document whose linkage probability exceeds a is flagged; the release is "
                           "acceptable only when what is left after the flagged documents is linked at most at a "
-                          "(95 % upper bound). Default 1/k (0.09 at k = 11, the per-record threshold of Ontario's "
+                          f"({UPPER_BOUND}). Default 1/k (0.09 at k = 11, the per-record threshold of Ontario's "
                           "privacy commissioner and the EMA).",
     "linkage_probability": "Linkage probability: the calibrated chance that the attacker's first guess is the "
                            "document's subject, given how sure the attacker is about it (its top-1 margin), learnt "
@@ -64,9 +70,9 @@ HELP: dict[str, str] = {
                            "one document, and a low value does not prove a document is safe.",
     "flagged_by": "Which rule flagged the document: set (its certified set has fewer than k members), linkage (its "
                   "linkage probability exceeds the acceptable rate) or both.",
-    "remainder_bound": "What is left after the flagged documents are withheld or redacted: the 95 % upper bound of "
-                       "its first-guess rate (labelled documents), weighted with the mean linkage probability of "
-                       "the unlabelled ones. The verdict compares it with the acceptable linkage rate.",
+    "remainder_bound": "What is left after the flagged documents are withheld or redacted: the exact "
+                       f"{UPPER_BOUND} of its first-guess rate (labelled documents), weighted with the mean linkage "
+                       "probability of the unlabelled ones. The verdict compares it with the acceptable linkage rate.",
     "strata": "Certainty strata: documents are calibrated against documents on which the attacker is about as sure "
               "(bins of its top-1 margin, with enough labelled documents each), so a document the attacker is sure "
               "about is certified against documents it is sure about. The guarantee holds within each stratum.",
@@ -238,7 +244,7 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "flagged_share": ("flagged share", PERCENT, "at_risk"),
     "top1": ("top-1", PERCENT, "top1"),
     "first_guess_rate": ("first guess right", PERCENT, "first_guess"),
-    "remainder_bound": ("rest linked at most", PERCENT, "remainder_bound"),
+    "remainder_bound": (f"rest linked at most ({UPPER_BOUND_SHORT})", PERCENT, "remainder_bound"),
     "flagged_by": ("flagged by", TEXT, "flagged_by"),
     "verdict": ("verdict", TEXT, "verdict"),
     "linkage_probability": ("linkage probability", "%.3f", "linkage_probability"),

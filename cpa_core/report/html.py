@@ -37,7 +37,7 @@ from cpa_core.report.formatting import (
     set_size_bins,
     without_empty,
 )
-from cpa_core.report.help import COLUMNS, HELP, PERCENT, column_label, help_texts
+from cpa_core.report.help import COLUMNS, HELP, PERCENT, UPPER_BOUND, column_label, help_texts
 from cpa_core.report.metrics import COVERAGE_MEANING, summarize
 from cpa_core.report.verdict import Verdict, release_verdict
 
@@ -339,7 +339,7 @@ def attack_rows(verdict: Verdict) -> list[tuple[str, str]]:
             ("flagged", f"{verdict.n_flagged:,} of {verdict.n_documents:,} ({verdict.n_flagged_by_set or 0:,} by set "
                         f"size, {verdict.n_flagged_by_linkage or 0:,} by linkage probability)"),
             ("the rest, linked at most", "nothing left" if verdict.remainder_bound is None else
-             f"{fmt_percent(verdict.remainder_bound)} (95 % upper bound)"),
+             f"{fmt_percent(verdict.remainder_bound)} ({UPPER_BOUND})"),
             ("documents that give the attacker nothing", f"{verdict.n_uninformative or 0:,}")]
 
 

@@ -48,7 +48,8 @@ def threshold_text(q_hat: float) -> str:
 
 def clopper_pearson(successes: int, n: int, level: float = 0.95) -> tuple[float, float] | None:
     """The exact (Clopper–Pearson) two-sided ``level`` confidence interval of a binomial proportion
-    ``successes / n``; ``None`` when ``n = 0``."""
+    ``successes / n``; ``None`` when ``n = 0``. Each end is a one-sided bound at ``(1 + level) / 2``: at 95 % the upper
+    end is ``beta.ppf(0.975, successes + 1, n - successes)``, a 97.5 % upper bound (what the verdict reads)."""
     if n == 0:
         return None
     from scipy.special import betaincinv  # the beta quantile (scipy.stats.beta.ppf), without scipy.stats' import
@@ -87,8 +88,8 @@ class Metrics:
     documents whose pool ties throughout; ``mean_linkage`` the mean linkage probability. The **remainder** is what
     is left after the flagged documents: ``remainder_documents`` of them, ``remainder_labelled`` labelled, whose
     first-guess rate is ``remainder_first_guess`` (interval ``_low``/``_high``); ``remainder_bound`` is the upper
-    bound the verdict reads: the labelled remainder's exact upper bound, weighted with the mean linkage probability
-    of the unlabelled remainder.
+    bound the verdict reads: the labelled remainder's exact 97.5 % upper bound (the top of its two-sided 95 % interval,
+    ``remainder_first_guess_high``), weighted with the mean linkage probability of the unlabelled remainder.
     """
 
     confidence: float

@@ -3,7 +3,8 @@
 :func:`release_verdict` reads only the figures of an :class:`~cpa_core.report.metrics.AuditSummary` (it recomputes
 nothing) and returns one of four statuses. The attack's success comes first: the declared attacker's first-guess
 rate ``r`` with its exact interval, and, after the flagged documents are withheld or redacted, the remainder's
-upper bound ``u`` against the acceptable linkage rate ``a`` (METHOD, "First-guess rate and the verdict"):
+upper bound ``u`` (:data:`~cpa_core.report.help.UPPER_BOUND`: the top of the exact two-sided 95 % interval, a one-sided
+97.5 % bound) against the acceptable linkage rate ``a`` (METHOD, "First-guess rate and the verdict"):
 
 - ``unsafe``: the remainder is linked above ``a`` (``u > a``): not releasable as it is, by ``u - a``, whatever the
   set sizes and the checks;
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING
 from cpa_core.conformal.calibration import NOTES_NAMED, strata_counted
 from cpa_core.report.diagnostics import FEW_IN_REGISTRY, MOSTLY, NEARLY_WHOLE
 from cpa_core.report.formatting import counted
+from cpa_core.report.help import UPPER_BOUND
 from cpa_core.report.metrics import AuditSummary, GroupMetrics, LevelSummary, LLMAnswers, summarize
 
 if TYPE_CHECKING:
@@ -296,7 +298,7 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
         kept = entry.remainder_documents or 0
         headline = (f"Not releasable as it is: {attack}. Even after withholding or redacting the {n_flagged:,} "
                     f"flagged {documents if n_flagged != 1 else documents[:-1]}{by_rule}, the {kept:,} left would be linked at up to {_percent(bound)} "
-                    f"(95 % upper bound), {_percent(bound - rate)} above the acceptable linkage rate "
+                    f"({UPPER_BOUND}), {_percent(bound - rate)} above the acceptable linkage rate "
                     f"{_percent(rate)}.")
         actions = ["Do not release this collection as it is: the declared attacker names the right person too "
                    "often, whatever the certified set sizes."]
@@ -344,7 +346,7 @@ def release_verdict(summary: AuditSummary, confidence) -> Verdict:
         status = "release"
         headline = (f"No document flagged: none of the {n:,} {documents} has a certified set below {policy.flag_below} "
                     f"or a linkage probability above {_percent(rate)} at {level} confidence. {first}"
-                    + (f"; at most {_percent(bound)} (95 % upper bound)" if bound is not None else "") + ".")
+                    + (f"; at most {_percent(bound)} ({UPPER_BOUND})" if bound is not None else "") + ".")
         actions = [f"The {n:,} {documents} may be released under this configuration."]
     if entry.n_uninformative:
         actions.append(f"{counted(entry.n_uninformative, 'document')} give"

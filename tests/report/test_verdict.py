@@ -41,6 +41,28 @@ def test_clopper_pearson_by_hand():
         assert lo <= k / 20 <= hi
 
 
+def test_the_remainder_bound_is_the_one_sided_97_5_percent_upper_bound_and_says_so():
+    """The bound the verdict reads is the top of the two-sided 95 % interval: beta.ppf(0.975, x + 1, n - x), a one-sided
+    97.5 % upper bound (hand-worked: 0 of 10 gives 1 - 0.025^(1/10) = 0.308497); every text that names it says so."""
+    from scipy.stats import beta
+
+    from cpa_core.report.help import COLUMNS, HELP, UPPER_BOUND
+
+    assert 1 - 0.025 ** 0.1 == pytest.approx(0.308497, abs=1e-6)
+    for x, n in [(0, 10), (1, 10), (6, 200), (17, 40), (39, 40)]:
+        assert clopper_pearson(x, n)[1] == pytest.approx(beta.ppf(0.975, x + 1, n - x), rel=1e-12, abs=1e-15)
+    assert UPPER_BOUND == "97.5 % upper bound (the top of the two-sided 95 % interval)"
+    for key in ("verdict", "acceptable_linkage", "remainder_bound"):
+        assert UPPER_BOUND in HELP[key] and "95 % upper bound" not in HELP[key].replace(UPPER_BOUND, ""), key
+    assert COLUMNS["remainder_bound"][0] == "rest linked at most (97.5 % upper bound)"
+    low, high = clopper_pearson(6, 200)
+    level = entry(n_flagged=0, n_flagged_by_set=0, n_flagged_by_linkage=0, remainder_documents=200,
+                  remainder_labelled=200, remainder_first_guess=0.03, remainder_first_guess_low=low,
+                  remainder_first_guess_high=high, remainder_bound=high)
+    verdict = release_verdict(summary(level), 0.9)
+    assert f"at most {100 * high:.1f} % ({UPPER_BOUND})" in verdict.headline
+
+
 def test_the_summary_carries_the_interval_of_its_coverage():
     rng = np.random.default_rng(4)
     probabilities = probability_matrix(600, 30, rng)
@@ -223,8 +245,8 @@ def test_a_remainder_linked_above_the_acceptable_rate_is_not_releasable(failed):
     assert verdict.headline.startswith("Not releasable as it is: the attacker's first guess is the right person for "
                                        "50.0 % of the 200 labelled documents (95 % CI 42.9–57.1 %).")
     assert "(1 by set size, 20 by linkage probability)" in verdict.headline
-    assert "the 180 left would be linked at up to 52.0 % (95 % upper bound), 42.9 % above the acceptable linkage " \
-           "rate 9.1 %" in verdict.headline
+    assert ("the 180 left would be linked at up to 52.0 % (97.5 % upper bound (the top of the two-sided 95 % "
+            "interval)), 42.9 % above the acceptable linkage rate 9.1 %") in verdict.headline
     assert any(a.startswith("Withhold or redact the 20 flagged documents first") for a in verdict.actions)
     assert any("failed validity check" in a for a in verdict.actions) == failed
     # a declared acceptable rate above the remainder's bound: released after the flagged documents (or inconclusive)
