@@ -15,6 +15,29 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def quantile_cuts(statistic: np.ndarray, parts: int) -> np.ndarray:
+    """The inner cut points that split ``statistic`` into ``parts`` equal shares: for ``j = 1 .. parts - 1`` the
+    ``ceil(N j / parts)``-th smallest of its ``N`` values (its inverted-CDF quantile at ``j / parts``), distinct and
+    ascending. The rank is computed in integers: ``N * (j / parts)`` in floating point exceeds an integer ``N j / parts``
+    for some ``N`` (e.g. ``N = 50``, ``parts = 50``) and its ceiling would take the next order statistic.
+
+    Parameters
+    ----------
+    statistic : ndarray of shape (N,)
+    parts : int, at least 1
+
+    Returns
+    -------
+    ndarray of shape (at most ``parts - 1``,); empty when ``N = 0`` or ``parts = 1``
+    """
+    values = np.sort(np.asarray(statistic, dtype=float))
+    n = values.shape[0]
+    if n == 0 or parts < 2:
+        return np.zeros(0)
+    ranks = -(-n * np.arange(1, parts, dtype=np.int64) // parts)  # ceil(n j / parts), at least 1
+    return np.unique(values[ranks - 1])
+
+
 @dataclass(frozen=True)
 class CertaintyBins:
     """The bins of one release: ``codes[i]`` is document ``i``'s bin (``0`` = least certain), ``edges[b]`` the
@@ -51,8 +74,7 @@ def certainty_bins(statistic: np.ndarray, members: np.ndarray, n_bins: int, min_
     if n == 0:
         return CertaintyBins(np.zeros(0, dtype=np.int64), (), (), ())
     # inner edges: quantiles over every document; a document goes above every edge it exceeds
-    inner = np.unique(np.quantile(values, np.arange(1, n_bins) / n_bins, method="inverted_cdf")) if n_bins > 1 \
-        else np.zeros(0)
+    inner = quantile_cuts(values, n_bins)
     codes = np.searchsorted(inner, values, side="left")
     bins = [np.flatnonzero(codes == b) for b in range(inner.size + 1)]
     bins = [rows for rows in bins if rows.size]

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cpa_core.conformal.strata import quantile_cuts
+
 LEVELS = 50
 """The most levels the statistic is cut into."""
 
 
 def level_cuts(statistic: np.ndarray, levels: int = LEVELS) -> np.ndarray:
-    """The inner cut points of the statistic's levels: its quantiles over every document (distinct, ascending)."""
-    values = np.asarray(statistic, dtype=float)
-    if values.size == 0:
-        return np.zeros(0)
-    return np.unique(np.quantile(values, np.arange(1, levels) / levels, method="inverted_cdf"))
+    """The inner cut points of the statistic's levels: its quantiles over every document (distinct, ascending;
+    :func:`~cpa_core.conformal.strata.quantile_cuts`)."""
+    return quantile_cuts(statistic, levels)
 
 
 def level_of(cuts: np.ndarray, statistic: np.ndarray) -> np.ndarray:

@@ -5,13 +5,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpa_core.conformal.strata import certainty_bins
+from cpa_core.conformal.strata import certainty_bins, quantile_cuts
 
 
 def test_quantile_bins_hand_computed():
     bins = certainty_bins(np.arange(12.0), np.ones(12, dtype=bool), 4, 3)
     assert bins.codes.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert bins.edges == ((0, 2), (3, 5), (6, 8), (9, 11)) and bins.members == (3, 3, 3, 3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 400), st.integers(1, 60))
+def test_quantile_cuts_are_the_ceil_order_statistics(n, parts):
+    """The j-th cut is the ceil(N j / parts)-th smallest value, in exact arithmetic (hand-checkable with values 1..N)."""
+    from fractions import Fraction
+    from math import ceil
+
+    values = np.arange(1.0, n + 1)[::-1]
+    expected = sorted({ceil(Fraction(n * j, parts)) for j in range(1, parts)})
+    assert quantile_cuts(values, parts).tolist() == expected
 
 
 def test_bins_with_too_few_calibration_documents_are_merged_into_their_smaller_neighbour():

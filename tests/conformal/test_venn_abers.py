@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.isotonic import IsotonicRegression
 
-from cpa_core.conformal.venn_abers import isotonic_at, statistic_levels, venn_abers
+from cpa_core.conformal.venn_abers import LEVELS, isotonic_at, level_cuts, statistic_levels, venn_abers
 
 
 def test_hand_computed():
@@ -17,6 +17,25 @@ def test_hand_computed():
     assert out.p[2] == pytest.approx(2 / 3)
     # a calibration document is predicted without its own pair: the level-1 hit sees only the level-0 miss
     assert out.low[1] == pytest.approx(0.0) and out.high[1] == pytest.approx(1.0) and out.p[1] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("n, cuts", [
+    # N = 25: the j-th cut is the ceil(j / 2)-th smallest: 1, 1, 2, 2, ..., 25 -> every value its own level
+    (25, list(range(1, 26))),
+    # N = 50: the j-th cut is the j-th smallest, 49 cuts (floating point gave 46, from the 8th up one too high)
+    (50, list(range(1, 50))),
+    # N = 75: ceil(1.5 j): 2, 3, 5, 6, 8, 9, ..., 21 (j = 14), 23, 24, ..., 72, 74
+    (75, sorted({-(-3 * j // 2) for j in range(1, 50)})),
+    (100, list(range(2, 100, 2))),  # the (2j)-th smallest
+    (51, sorted({-(-51 * j // 50) for j in range(1, 50)})),  # ceil(1.02 j): 2, 3, ..., 49, 50
+])
+def test_levels_cut_at_the_intended_order_statistic(n, cuts):
+    """The j-th of the 49 inner cuts of the 50 levels is the ceil(N j / 50)-th smallest value (hand-worked at N = 25, 50,
+    75, 100, 51 with values 1..N, so the k-th smallest is k); a value equal to a cut stays below it."""
+    values = np.random.default_rng(n).permutation(np.arange(1.0, n + 1))
+    assert LEVELS == 50 and level_cuts(values).tolist() == cuts
+    levels = statistic_levels(values)  # a level holds the values above the previous cut up to its own
+    assert np.bincount(levels, minlength=len(cuts) + 1).tolist() == np.diff([0, *cuts, n]).tolist()
 
 
 def test_pool_adjacent_violators_hand_computed():
