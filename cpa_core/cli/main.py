@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import tomllib
 from dataclasses import replace
@@ -215,8 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
     redact.add_argument("--audit", required=True, metavar="DIR", help="the output folder of a cpa audit run")
     redact.add_argument("--out", required=True, metavar="DIR", help="output folder")
     redact.add_argument("--decisions", metavar="FILE",
-                        help="a decisions table (CSV, JSONL or Parquet, as decisions.csv) to apply: its accepted "
-                             "edits are made and its accepted 'withhold' documents left out; nothing is searched")
+                        help="a decisions table (CSV, JSONL or Parquet, as decisions.csv) of this audit to apply: its "
+                             "accepted edits are made and its accepted 'withhold' documents left out; nothing is "
+                             "searched. An edit must redact: a no-op (replacement = original) is not applied, and an "
+                             "edit that writes words its original does not have is refused unless it is a placeholder "
+                             "or a generalisation the registry or --generalization FILE gives")
+    redact.add_argument("--encoding", metavar="ENC", type=_encoding,
+                        help="text encoding of a CSV or JSONL --decisions file: utf-8 (default, with or without a "
+                             "byte-order mark; a file that starts with UTF-16's byte-order mark is read as UTF-16), "
+                             "cp1252 or latin-1 (a spreadsheet on Windows), utf-16, or another Python codec")
     redact.add_argument("--deny", action="append", default=[], metavar="WORDS",
                         help="comma-separated words never to redact (e.g. a link token or the release's stop words); "
                              "repeatable")
@@ -234,7 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     redact.add_argument("--generalization", metavar="FILE",
                         help="with --strategy generalize: a table (CSV, JSONL or Parquet) of your own "
                              "generalisations, columns value,general and optionally field (a registry field); "
-                             "its entries come first")
+                             "its entries come first. With --decisions: the table the decisions' generalisations "
+                             "come from")
     sample = commands.add_parser("sample-data", help="regenerate the synthetic demo data")
     sample.add_argument("--out", default="sample_data", metavar="DIR", help="output folder (default sample_data)")
     sample.add_argument("--seed", type=int, default=20261122, help="generator seed")
@@ -362,8 +371,7 @@ def cmd_audit(args) -> int:
     inputs = (args.documents, args.registry, args.config, args.scores)
     writes = {**history_paths(args), "the cache folder": cache_root()}
     with OutputFolder(args.out, "audit", inputs=inputs, writes=writes) as folder:  # before any work: an unusable
-        _say_claimed(folder)  # folder is said,
-        check_audit_history(args)  # and so is an unusable audit history
+        check_audit_history(args)  # folder is said, and so is an unusable audit history
         _, documents, registry, config, attacker = _load(args)
         engine = None
         try:
@@ -380,13 +388,14 @@ def cmd_audit(args) -> int:
             if engine is not None:
                 engine.close()
         folder.complete(config.config_id)
+    _say_claimed(folder)
     _say_audit(args, result)
     record_cli_audit(args, result)
     return 0
 
 
 def _say_claimed(folder: OutputFolder) -> None:
-    """What claiming the output folder did besides: leftovers of killed runs removed, a curator's files kept."""
+    """Once the folder is in place, what else was done: leftovers of killed runs removed, a curator's files kept."""
     if folder.recovered:
         _say(f"removed {counted(len(folder.recovered), 'folder')} left beside {folder.out.parent} by interrupted "
              f"runs (they held their documents): {', '.join(p.name for p in folder.recovered[:3])}"
@@ -522,35 +531,67 @@ def _audit_manifest(audit_dir: Path) -> dict:
     return manifest
 
 
+def _input_file(manifest: dict, role: str, where: Path) -> Path:
+    """The audit's input file of ``role`` (``where``: its manifest): the absolute path the manifest records; in an
+    older manifest that records only the file as given, that file from the audit's working directory when the
+    manifest records it, else from this one. A file that is not there is said with the path tried and why."""
+    info = manifest["inputs"][role]
+    given, recorded, base = info["file"], info.get("path"), manifest.get("working_directory")
+    if isinstance(recorded, str) and recorded:
+        path, how = Path(recorded), "the absolute path the manifest records"
+    elif Path(given).is_absolute():
+        path, how = Path(given), "as the manifest records it"
+    elif isinstance(base, str) and base:
+        path, how = Path(base) / given, f"from the audit's working directory, {base}"
+    else:
+        path, how = Path.cwd() / given, (f"from the current directory, {Path.cwd()}: the manifest records neither "
+                                         "the file's absolute path nor the audit's working directory")
+    try:
+        found = path.is_file()
+    except (OSError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(f"{where}: the audit's {role} file {given} is not at {path} ({how}); expected the file "
+                          "the audit read")
+    return path
+
+
 def cmd_redact(args) -> int:
     from cpa_core.redaction.decisions import (
+        KEPT_LIMIT,
+        EditCounts,
         accepted,
+        allow_list_kept,
         decisions_csv,
         proposed_decisions,
-        read_decisions,
         redacted_config,
         redaction_log,
+        review_decisions,
     )
     from cpa_core.redaction.replacements import load_generalization
     from cpa_core.redaction.suggestions import decided_frame, redacted_release, replacement_for, suggested_worklist
     from cpa_core.report.worklist import worklist, worklist_csv, worklist_json
     from cpa_core.store.bundle import CONFIG_FILE, declared_toml
 
-    if args.generalization is not None and args.strategy != "generalize":
+    if args.generalization is not None and args.decisions is None and args.strategy != "generalize":
         raise ConfigError(f"--generalization {args.generalization} applies to --strategy generalize only; "
                           f"expected --strategy generalize, found --strategy {args.strategy}")
     if not 0 <= args.common < 1:
         raise ConfigError(f"--common is a share of the documents; expected a number from 0 to below 1, found "
                           f"{args.common:g}")
-    if args.decisions is not None and (args.deny or args.allow or args.generalization):
-        raise ConfigError("--decisions applies a reviewed table as it is: --deny, --allow and --generalization "
-                          "shape a new search; give one or the other")
+    if args.decisions is not None and (args.deny or args.allow):
+        raise ConfigError("--decisions applies a reviewed table as it is: --deny and --allow shape a new search; "
+                          "give one or the other")
+    if args.encoding is not None and args.decisions is None:
+        raise ConfigError(f"--encoding declares the encoding of the --decisions file; expected --decisions FILE "
+                          f"with it, found --encoding {args.encoding} alone")
     audit_dir = Path(args.audit)
     manifest = _audit_manifest(audit_dir)
     inputs = manifest["inputs"]
-    claimed = (audit_dir, inputs["documents"]["file"], inputs["registry"]["file"], args.decisions, args.generalization)
+    documents_file = _input_file(manifest, "documents", audit_dir / "manifest.json")
+    registry_file = _input_file(manifest, "registry", audit_dir / "manifest.json")
+    claimed = (audit_dir, documents_file, registry_file, args.decisions, args.generalization)
     with OutputFolder(args.out, "redaction", inputs=claimed, writes={"the cache folder": cache_root()}) as folder:
-        _say_claimed(folder)  # before any work, as cpa audit's
         out = folder.staging
         project = load_config(audit_dir / CONFIG_FILE)
         if "scores" in inputs or project.audit.get("attacker") == "imported":
@@ -558,13 +599,17 @@ def cmd_redact(args) -> int:
                               "come from the pipeline that made them")
         drop = "drop" if any(isinstance(info, dict) and info.get("dropped_rows")
                              for info in manifest["config"].get("data", {}).values()) else "error"
-        documents = project.load_documents(inputs["documents"]["file"], on_invalid=drop)
-        registry = project.load_registry(inputs["registry"]["file"], on_invalid=drop)
+        documents = project.load_documents(documents_file, on_invalid=drop)
+        registry = project.load_registry(registry_file, on_invalid=drop)
         texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
-        reviewed = None if args.decisions is None else read_decisions(args.decisions, texts)
         table = None if args.generalization is None else load_generalization(args.generalization,
                                                                              registry_fields=registry.fields)
-        replacer = replacement_for(args.strategy, registry, table)
+        reviewed, notes = None, []
+        if args.decisions is not None:
+            reviewed, notes = _decoded("--encoding", review_decisions, args.decisions, texts=texts,
+                                       config_id=manifest["config_id"], encoding=args.encoding or "utf-8",
+                                       generalizer=replacement_for("generalize", registry, table))
+        replacer = replacement_for(args.strategy, registry, None if reviewed is not None else table)
         config, attacker = declare_audit(project, registry, documents=documents)
         if reviewed is None and audit_explainer(attacker, registry, config) is None:
             raise ConfigError(f"the '{config.attacker.name}' attacker does not say which words drive its matches, so no "
@@ -587,10 +632,10 @@ def cmd_redact(args) -> int:
         finally:
             close_clients(attacker)
         edits, withheld = accepted(decisions)
-        write_private(out / "decisions.csv", decisions_csv(decisions))
-        log = redaction_log(config, replacer, suggestions, decisions=decisions, deny=_words(args.deny),
-                            allow=_words(args.allow), applied=args.decisions,
-                            common_share=None if reviewed is not None else (args.common or None))
+        write_private(out / "decisions.csv", decisions_csv(decisions, config.config_id))
+        log = redaction_log(config, replacer, suggestions, generalization=table, decisions=decisions,
+                            deny=_words(args.deny), allow=_words(args.allow), applied=args.decisions,
+                            common_share=None if reviewed is not None else (args.common or None), notes=notes)
         write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
         if reviewed is None:
             work = suggested_worklist(worklist(result.certificate(config.policy_confidence), config.policy,
@@ -599,12 +644,15 @@ def cmd_redact(args) -> int:
             write_private(out / "worklist.csv", worklist_csv(work))
             write_private(out / "worklist.json", worklist_json(work))
         kept = len(texts) - len(withheld)
-        release = redacted_release(inputs["documents"]["file"], documents, edits, out, withheld)
+        release = redacted_release(documents_file, documents, edits, out, withheld)
         after = replace(redacted_config(config, decided_frame(documents.frame, edits, withheld)),
                         data={role: info for role, info in config.data.items() if role != "documents"})
         write_private(out / CONFIG_FILE, declared_toml(after))
         folder.complete(config.config_id)
-    release, out = folder.final_path(release), Path(args.out)
+    _say_claimed(folder)
+    release, out = folder.final_path(release).resolve(), Path(args.out).resolve()
+    for note in notes:
+        _say(f"warning: {note}")
     n_edits = sum(len(e) for e in edits.values())
     if reviewed is None:
         safe = sum(s.action == "redact" for s in suggestions)
@@ -616,14 +664,19 @@ def cmd_redact(args) -> int:
         for edit in document:
             kinds[edit.kind] = kinds.get(edit.kind, 0) + 1
     said = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    apart = "".join(f"{part}; " for part in EditCounts.of(decisions).said())
     _say(f"{n_edits} accepted edits{f' ({said})' if said else ''} in {len(edits)} documents, "
-         f"{sum(e.length for d in edits.values() for e in d):,} characters; {len(withheld)} documents withheld; "
+         f"{sum(e.length for d in edits.values() for e in d):,} characters; {apart}{len(withheld)} documents withheld; "
          f"decisions {out / 'decisions.csv'}; redacted release {release} ({kept} documents)")
+    for reason, ids in allow_list_kept(decisions).items():
+        shown = ", ".join(ids[:KEPT_LIMIT]) + (", ..." if len(ids) > KEPT_LIMIT else "")
+        _say(f"allow list: its words stay in {len(ids)} released document{'s' if len(ids) > 1 else ''} ({shown}): "
+             f"{reason}")
     if kept == 0:
         _say("every document is withheld: the redacted release is empty and there is nothing to audit again")
         return 0
-    _say(f"audit it again: cpa audit --documents {release} --registry {inputs['registry']['file']} "
-         f"--config {out / CONFIG_FILE} --out OUT")
+    _say("audit it again: " + shlex.join(["cpa", "audit", "--documents", str(release), "--registry", str(registry_file),
+                                          "--config", str(out / CONFIG_FILE), "--out", "OUT"]))
     return 0
 
 

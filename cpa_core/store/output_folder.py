@@ -189,6 +189,7 @@ def _entries(folder: Path) -> list[str]:
 
 def _written_by_cpa(kind: str, name: str) -> bool:
     """Whether a file of that name is one a run of ``kind`` writes (:data:`OUTPUT_NAMES`)."""
+    name = name.rstrip("/")  # an empty folder under such a name is in the way too
     return "/" not in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in OUTPUT_NAMES[kind])
 
 
