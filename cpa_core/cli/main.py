@@ -440,7 +440,22 @@ def _say_audit(args, result) -> None:
         _say(f"failed check, {check.name}: {check.reason}")
 
 
+def _check_table_path(args) -> None:
+    """``cpa stress --out FILE``, before any work: a file to write, not a folder nor one of the run's inputs."""
+    if not args.out:
+        return
+    target = Path(args.out).expanduser().resolve()
+    if target.is_dir():
+        raise ConfigError(f"--out {args.out}: is a folder; expected the CSV file to write the table to")
+    for option in ("documents", "registry", "config", "scores", "test_documents"):
+        given = getattr(args, option, None)
+        if given and Path(given).expanduser().resolve() == target:
+            raise ConfigError(f"--out {args.out}: is the run's --{option.replace('_', '-')} file, which the table "
+                              "would replace; expected another file")
+
+
 def cmd_stress(args) -> int:
+    _check_table_path(args)
     project, documents, registry, config, attacker = _load(args)
     try:
         return _stress(args, project, documents, registry, config, attacker)

@@ -92,3 +92,14 @@ def test_an_id_quoted_in_a_message_is_cut_short(tmp_path):
     message = str(info.value)
     assert "duplicate id" in message and passage.strip() not in message
     assert passage[:ID_SHOWN] + "…" in message and passage[:ID_SHOWN + 1] not in message
+
+
+def test_a_stress_table_never_replaces_an_input_or_a_folder(sample_paths, tmp_path):
+    documents = tmp_path / "documents.csv"
+    documents.write_bytes(sample_paths["documents"].read_bytes())
+    before = documents.read_bytes()
+    for out, expected in ((documents, "is the run's --documents file"), (tmp_path, "is a folder")):
+        result = run_cli_inprocess("stress", "topk", "--documents", documents, "--registry", sample_paths["registry"],
+                                   "--config", sample_paths["config"], "--ks", "5", "--out", out)
+        one_line_error(result, expected)
+    assert documents.read_bytes() == before
