@@ -39,7 +39,7 @@ class OverlapAttacker(AttackerBase):
     def attack(self, doc_ids, texts, registry, level, progress=None) -> CandidateTable:
         profiles = [self.words(t) for t in profile_texts(registry, level)]
         counts = np.array([[len(self.words(t) & p) for p in profiles] for t in texts], dtype=float)
-        candidates, weights, tail, _ = rank_by_similarity(lambda a, b: counts[a:b], len(texts), len(profiles),
+        candidates, weights, tail, *_ = rank_by_similarity(lambda a, b: counts[a:b], len(texts), len(profiles),
                                                        self.top_k, self.temperature, 256, progress)
         return CandidateTable(np.asarray(doc_ids, dtype=object), candidates, weights,
                               np.full(len(texts), candidates.shape[1]), registry.ids, tuple(texts), tail_mass=tail)

@@ -262,12 +262,14 @@ class RetrievalAttacker(AttackerBase):
                progress: Progress | None = None) -> CandidateTable:
         queries, similarities = self._prepared(doc_ids, texts, registry, level, progress)
         clues = self._memo[2]
-        candidates, weights, tail, ties = rank_by_similarity(similarities, len(doc_ids), len(registry), self.top_k,
-                                                             self.effective_temperature, self.chunk_size, progress)
+        candidates, weights, tail, ties, below = rank_by_similarity(similarities, len(doc_ids), len(registry),
+                                                                    self.top_k, self.effective_temperature,
+                                                                    self.chunk_size, progress)
+        cut = self.top_k is not None and self.top_k < len(registry)
         return CandidateTable(doc_ids=np.asarray(doc_ids, dtype=object), candidates=candidates, weights=weights,
                               pool_sizes=np.full(len(doc_ids), candidates.shape[1], dtype=np.int64),
                               candidate_ids=registry.ids, queries=tuple(queries), tail_mass=tail,
-                              cut_ties=ties if self.top_k is not None and self.top_k < len(registry) else None,
+                              cut_ties=ties if cut else None, cut_below=below if cut else None,
                               clues=clues if clues is not None and len(clues) == len(queries) else None)
 
     def clue_params(self) -> dict:

@@ -93,30 +93,30 @@ class BlockBuffers:
         self.exponentials = np.empty((rows, m), dtype=np.float64)
 
 
-def cut_ties_of(similarities: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the entries whose similarity equals the last kept one's (a mask over ``similarities``), and how many of
-    them ``columns`` leaves out (equal similarities give bitwise equal weights: the cut candidates tied with the last
-    listed one). ``columns`` keeps at least one column and cuts some."""
-    rows = np.arange(similarities.shape[0])
-    last = similarities[rows, columns[:, -1]][:, None]
-    tied = similarities == last
-    kept = np.count_nonzero(np.take_along_axis(similarities, columns, axis=1) == last, axis=1)
+def cut_ties_of(weights: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the entries whose weight equals the last kept one's (a mask over ``weights``), and how many of them
+    ``columns`` leaves out: the cut candidates tied with the last listed one. Ties are read on the weights, not on the
+    similarities: distinct similarities whose exponentials underflow give one weight, 0, and tie (as without the
+    shortlist). ``columns`` keeps at least one column and cuts some."""
+    rows = np.arange(weights.shape[0])
+    last = weights[rows, columns[:, -1]][:, None]
+    tied = weights == last
+    kept = np.count_nonzero(np.take_along_axis(weights, columns, axis=1) == last, axis=1)
     return tied, (np.count_nonzero(tied, axis=1) - kept).astype(np.int64)
 
 
 def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: int | None, temperature: float
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """Candidates, weights and tail of one block, computed in place; the same numbers as the dense path.
+    """Candidates, weights, tail and cut ties of one block, computed in place; the same numbers as the dense path.
 
     The weights are bitwise those of :func:`softmax_rows` (the same operations on the same values: float64
-    similarities over ``T``, minus the row maximum, exponentials, their row sum); the tail is the row sum of the
-    left-out exponentials below the last kept one over that total, the dense path's sorted sum of those weights up
-    to rounding (a sum of positive terms: relative difference of a few ``1e-16`` times ``log2 m``).
+    similarities over ``T``, minus the row maximum, exponentials, over their row sum), and so are the cut ties (read on
+    them); the tail is the row sum of the left-out weights below the last kept one, the dense path's sorted sum of
+    them up to rounding (a sum of positive terms: relative difference of a few ``1e-16`` times ``log2 m``).
     """
     rows = np.arange(similarities.shape[0])[:, None]
     columns = ranked_columns(similarities, top_k)
     cut = 0 < columns.shape[1] < similarities.shape[1]
-    tied, ties = cut_ties_of(similarities, columns) if cut else (None, None)
     np.copyto(scratch, similarities)  # float64, as the dense path's astype
     np.divide(scratch, temperature, out=scratch)
     top = np.max(scratch, axis=1, keepdims=True)
@@ -124,25 +124,27 @@ def _rank_block_in_place(similarities: np.ndarray, scratch: np.ndarray, top_k: i
     np.subtract(scratch, top, out=scratch)
     np.exp(scratch, out=scratch)
     total = scratch.sum(axis=1, keepdims=True)
-    kept = scratch[rows, columns]
-    weights = np.divide(kept, total, out=np.zeros_like(kept), where=total > 0)
-    tail = None
+    np.divide(scratch, total, out=scratch, where=total > 0)  # the weights (a row of no finite similarity: all 0)
+    weights = scratch[rows, columns]
+    tail = ties = None
     if cut:
+        tied, ties = cut_ties_of(scratch, columns)
         scratch[rows, columns] = 0.0
         scratch[tied] = 0.0  # the cut candidates tied with the last kept one are its tie group, not the tail
-        left = scratch.sum(axis=1, keepdims=True)
-        tail = np.divide(left, total, out=np.zeros_like(left), where=total > 0)[:, 0]
+        tail = scratch.sum(axis=1)
     return columns, weights, tail, ties
 
 
 class Ranking(NamedTuple):
     """What :func:`rank_by_similarity` returns: the kept candidates, their weights over the whole pool, the mass of
-    the cut ones and how many of those tie with each row's last kept candidate."""
+    the cut ones below each row's last kept candidate, how many cut ones tie with it and how many lie below it
+    (``m - width - cut_ties``: every row's pool is the whole registry)."""
 
     candidates: np.ndarray
     weights: np.ndarray
     tail_mass: np.ndarray
     cut_ties: np.ndarray
+    cut_below: np.ndarray
 
 
 def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m: int, top_k: int | None,
@@ -164,8 +166,8 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
 
     Returns
     -------
-    :class:`Ranking` (candidates, weights, tail_mass, cut_ties): int32 (n, width), float64 (n, width), float64 (n,)
-    and int64 (n,), width ``min(top_k, m)``
+    :class:`Ranking` (candidates, weights, tail_mass, cut_ties, cut_below): int32 (n, width), float64 (n, width),
+    float64 (n,), int64 (n,) and int64 (n,), width ``min(top_k, m)``
     """
     width = m if top_k is None else min(top_k, m)
     candidates = np.empty((n, width), dtype=np.int32)
@@ -205,8 +207,8 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
                 candidates[start:stop] = index
                 weights[start:stop] = np.take_along_axis(block, index, axis=1)
                 if 0 < width < m:
+                    tied, ties[start:stop] = cut_ties_of(block, index)
                     np.put_along_axis(block, index, 0.0, axis=1)  # what is left: the cut candidates
-                    tied, ties[start:stop] = cut_ties_of(raw, index)
                     block[tied] = 0.0  # those tied with the last kept one are its tie group, not the tail
                     tail[start:stop] = np.sort(block, axis=1).sum(axis=1)
             if progress:
@@ -214,7 +216,8 @@ def rank_by_similarity(similarities: Callable[[int, int], np.ndarray], n: int, m
     finally:
         if pool is not None:
             pool.shutdown()
-    return Ranking(candidates, weights, tail, ties)
+    below = m - width - ties if 0 < width < m else np.zeros(n, dtype=np.int64)
+    return Ranking(candidates, weights, tail, ties, below)
 
 
 def as_rows(index) -> np.ndarray | slice:
@@ -253,6 +256,10 @@ class CandidateTable:
         Candidates outside the table tied with each row's last listed candidate (cut by a shortlist at a tie): each
         weighs what it weighs (their mass is *not* in ``tail_mass``), and the scores count them in its tie group
         (:mod:`cpa_core.conformal.scores`).
+    cut_below : ndarray of shape (n,), int, optional
+        Candidates outside the table strictly below each row's last listed candidate (cut by a shortlist); their mass
+        is in ``tail_mass``, and may be 0 (weights that underflow). A row with any is not a pool whose candidates all
+        tie, whatever its mass below (``None``: none recorded; mass in ``tail_mass`` is then the only sign of them).
     clues : tuple of tuples of str, optional
         The LLM clues each query carried (``direct_plus_clues``: the query is the released text followed by
         them, :func:`~cpa_core.attack.explainers.clue_query`); ``None`` when the queries are the released texts.
@@ -268,6 +275,7 @@ class CandidateTable:
     tail_mass: np.ndarray | None = None
     clues: tuple[tuple[str, ...], ...] | None = None
     cut_ties: np.ndarray | None = None
+    cut_below: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.doc_ids.shape[0])
@@ -284,12 +292,13 @@ class CandidateTable:
                        queries=None if self.queries is None else tuple(np.asarray(self.queries, dtype=object)[index]),
                        tail_mass=None if self.tail_mass is None else self.tail_mass[index],
                        clues=None if self.clues is None else tuple(self.clues[i] for i in np.arange(len(self))[index]),
-                       cut_ties=None if self.cut_ties is None else self.cut_ties[index])
+                       cut_ties=None if self.cut_ties is None else self.cut_ties[index],
+                       cut_below=None if self.cut_below is None else self.cut_below[index])
 
     def truncate(self, k: int) -> CandidateTable:
         """The top-``k`` shortlist of each pool; the weights of the kept candidates are unchanged and the
         mass of the cut ones below the last kept candidate joins ``tail_mass`` (no renormalisation over the
-        shortlist), and the cut ones tied with it are counted (``cut_ties``)."""
+        shortlist), and the cut ones are counted: tied with it (``cut_ties``) or below it (``cut_below``)."""
         if k < 1:
             raise ValueError(f"top-K must be at least 1, found {k}")
         if k >= self.width:
@@ -300,6 +309,9 @@ class CandidateTable:
         last = self.weights[rows, np.maximum(pools - 1, 0)]
         tied = real & (self.weights[:, k:] == last[:, None])
         ties = np.count_nonzero(tied, axis=1).astype(np.int64)
+        below = np.count_nonzero(real & ~tied, axis=1).astype(np.int64)
+        if self.cut_below is not None:  # cut before, below the old last listed one: below the new one too
+            below += self.cut_below
         tail = (np.zeros(len(self)) if self.tail_mass is None else self.tail_mass)
         if self.weight_kind == "probability":
             cut = np.where(real & ~tied, self.weights[:, k:], 0.0)
@@ -308,11 +320,12 @@ class CandidateTable:
             old_last = self.weights[rows, np.maximum(np.minimum(self.pool_sizes, self.width) - 1, 0)]
             same = old_last == last
             ties += np.where(same, self.cut_ties, 0)
+            below += np.where(same, 0, self.cut_ties)
             if self.weight_kind == "probability":
                 tail = tail + np.where(same, 0.0, self.cut_ties * np.where(np.isfinite(old_last), old_last, 0.0))
-        ties = np.where(pools > 0, ties, 0)
+        ties, below = np.where(pools > 0, ties, 0), np.where(pools > 0, below, 0)
         return replace(self, candidates=self.candidates[:, :k].copy(), weights=self.weights[:, :k].copy(),
-                       pool_sizes=pools, tail_mass=tail, cut_ties=ties)
+                       pool_sizes=pools, tail_mass=tail, cut_ties=ties, cut_below=below)
 
     def truth_positions(self, identity_ids) -> np.ndarray:
         """0-based position of each document's true identity in its ranked pool, ``-1`` if absent."""

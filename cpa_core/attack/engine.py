@@ -73,12 +73,14 @@ def concat_tables(tables: Sequence[CandidateTable]) -> CandidateTable:
         [np.zeros(len(t)) if t.tail_mass is None else t.tail_mass for t in tables])
     ties = None if all(t.cut_ties is None for t in tables) else np.concatenate(
         [np.zeros(len(t), dtype=np.int64) if t.cut_ties is None else t.cut_ties for t in tables])
+    below = None if all(t.cut_below is None for t in tables) else np.concatenate(
+        [np.zeros(len(t), dtype=np.int64) if t.cut_below is None else t.cut_below for t in tables])
     clues = None if all(t.clues is None for t in tables) else tuple(
         c for t in tables for c in (t.clues if t.clues is not None else ((),) * len(t)))
     return CandidateTable(np.concatenate([t.doc_ids for t in tables]), np.concatenate(candidates).astype(dtype),
                           np.concatenate(weights), np.concatenate([t.pool_sizes for t in tables]),
                           np.asarray(ids, dtype=object) if len(ids) > len(first.candidate_ids) else first.candidate_ids,
-                          queries, first.weight_kind, tails, clues, ties)
+                          queries, first.weight_kind, tails, clues, ties, below)
 
 
 def _attack_partition(attacker: Attacker, doc_ids: list, texts: list, registry: Registry,

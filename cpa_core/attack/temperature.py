@@ -138,7 +138,8 @@ def fit_temperature(similarities: Callable[[int, int], np.ndarray], n: int, trut
             total = listed + cut
             weights = exps[:, :width] / total[:, None]
             tail = (cut if below_cut is None else np.where(below_cut, exps[:, width:], 0.0).sum(axis=1)) / total
-            prefix = APS.sorted_scores(weights, np.full(rows, width), tail, cut_ties)
+            prefix = APS.sorted_scores(weights, np.full(rows, width), tail, cut_ties,
+                                       None if cut_ties is None else m - width - cut_ties)
             # the truth's tie group ends within the listed candidates: its score is theirs
             scores = np.where(known & (end <= width), prefix[np.arange(rows), np.clip(end - 1, 0, width - 1)], np.inf)
             for row in deep:

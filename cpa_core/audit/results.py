@@ -61,7 +61,8 @@ class ScoredSplit:
     @classmethod
     def build(cls, table: CandidateTable, truth_ids, groups, score: str) -> ScoredSplit:
         positions = table.truth_positions(truth_ids)
-        scores = get_score(score).sorted_scores(table.weights, table.pool_sizes, table.tail_mass, table.cut_ties)
+        scores = get_score(score).sorted_scores(table.weights, table.pool_sizes, table.tail_mass, table.cut_ties,
+                                                table.cut_below)
         rows = np.arange(len(table))
         hit = positions >= 0
         if len(table) and table.width:

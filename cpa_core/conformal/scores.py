@@ -27,7 +27,8 @@ belong to its tie group: their mass counts at or above the group (APS), their nu
 without the shortlist. ``tail_mass`` is then the mass strictly below the last listed candidate (no subtraction
 ever takes the tied mass out of a sum: a tiny mass below the tie keeps its relative precision).
 
-**Ties carry no information.** A pool whose candidates all tie (nothing outside the table but their own ties)
+**Ties carry no information.** A pool whose candidates all tie (nothing outside the table but their own ties: no
+candidate cut below them, ``cut_below``, however little it weighs, and no mass below them, ``tail_mass``)
 certifies nothing: every score gives its candidates the lowest score, ``-inf``, so its set is the whole pool at
 any threshold, never an empty set (a fixed function of the document's output, so every guarantee holds). An
 empty set arises only when the attacker is more certain than the threshold needs.
@@ -174,9 +175,13 @@ def last_tie_group(weights: np.ndarray, pool_sizes: np.ndarray, cut_ties: np.nda
 
 
 def fully_tied(weights: np.ndarray, pool_sizes: np.ndarray, tail_mass: np.ndarray | None,
-               cut_ties: np.ndarray | None) -> np.ndarray:
-    """Rows whose whole pool ties: at least two candidates (listed or cut), every listed weight equal, and no mass
-    below them outside the table (the attacker tells the candidates apart in no way)."""
+               cut_ties: np.ndarray | None, cut_below: np.ndarray | None = None) -> np.ndarray:
+    """Rows whose whole pool ties: at least two candidates (listed or cut), every listed weight equal, no candidate
+    cut below them and no mass below them outside the table (the attacker tells the candidates apart in no way).
+
+    A shortlist that cuts candidates below a tie (even of weight 0, a softmax that underflows) leaves a pool that
+    does not tie: the row's scores are those the pool gives without the shortlist.
+    """
     n, width = weights.shape
     if width == 0:
         return np.zeros(n, dtype=bool)
@@ -185,6 +190,8 @@ def fully_tied(weights: np.ndarray, pool_sizes: np.ndarray, tail_mass: np.ndarra
     tied = (pool_sizes > 0) & (pool_sizes + ties >= 2) & (weights[:, 0] == last_listed(weights, pool_sizes))
     if tail_mass is not None:  # the mass below the last listed candidate: none in a fully tied pool
         tied &= ~(np.asarray(tail_mass, dtype=float) > 0)
+    if cut_below is not None:  # candidates below the last listed one, whatever they weigh: none in a fully tied pool
+        tied &= ~(np.asarray(cut_below) > 0)
     return tied
 
 
@@ -233,8 +240,8 @@ class Score:
             scores = np.where(tied, -np.inf, scores)
         return scores
 
-    def sorted_scores(self, weights: np.ndarray, pool_sizes: np.ndarray,
-                      tail_mass: np.ndarray | None = None, cut_ties: np.ndarray | None = None) -> np.ndarray:
+    def sorted_scores(self, weights: np.ndarray, pool_sizes: np.ndarray, tail_mass: np.ndarray | None = None,
+                      cut_ties: np.ndarray | None = None, cut_below: np.ndarray | None = None) -> np.ndarray:
         """Stored scores of the ranked candidates.
 
         Parameters
@@ -247,6 +254,9 @@ class Score:
             it below every candidate).
         cut_ties : ndarray of shape (n,), optional
             Cut candidates tied with each row's last listed candidate (their mass is *not* in ``tail_mass``).
+        cut_below : ndarray of shape (n,), optional
+            Cut candidates strictly below each row's last listed candidate (their mass, possibly 0, is in
+            ``tail_mass``): they change no score, but a row with any is not a fully tied pool.
 
         Returns
         -------
@@ -266,7 +276,7 @@ class Score:
             scores = self._compute(np.where(padding, -np.inf, weights), tail)
         if group is not None:
             scores = self._at_cut(scores, group, below, np.asarray(cut_ties))
-        tied = fully_tied(weights, pool_sizes, tail_mass, cut_ties)
+        tied = fully_tied(weights, pool_sizes, tail_mass, cut_ties, cut_below)
         if tied.any():
             scores[tied] = -np.inf
         if padding is not None:

@@ -36,7 +36,7 @@ def test_ranking_loop_matches_one_block_and_reports_progress():
 
 def test_a_tiny_tail_keeps_its_relative_precision():
     similarities = np.array([[1.0, 0.0, 0.0, 0.0]])
-    candidates, weights, tail, _ = rank_by_similarity(lambda a, b: similarities[a:b], 1, 4, 1, 0.02, chunk_size=8)
+    candidates, weights, tail, *_ = rank_by_similarity(lambda a, b: similarities[a:b], 1, 4, 1, 0.02, chunk_size=8)
     assert candidates.tolist() == [[0]]
     assert tail[0] == pytest.approx(3 * np.exp(-50.0), rel=1e-12)  # 1 - weights[0] would be 0 or noise
 
@@ -81,4 +81,26 @@ def test_the_ranking_counts_the_cut_candidates_tied_with_the_last_kept_one(n, m,
         short = rank_by_similarity(blocks, n, m, k, 0.5, chunk_size=4)
         expected = full.cut_ties if k < m else np.zeros(n)
         assert short.cut_ties.tolist() == expected.tolist()
+        assert short.cut_below.tolist() == (full.cut_below if k < m else np.zeros(n)).tolist()
+        assert (short.cut_below + short.cut_ties == (m - k if k < m else 0)).all()
         assert np.allclose(short.tail_mass, full.tail_mass if k < m else 0.0)
+
+
+def test_a_shortlist_of_a_shortlist_counts_the_candidates_cut_below_by_hand():
+    """Weights (.4, .3, .3, .3): top-2 keeps .4, .3 and cuts two tied with the last kept (none below); top-1 of that
+    cuts the listed .3 and the two cut ties, all now below .4 (3 below, mass .9); weights (.4, .3, .2, .1): top-3
+    cuts one below (.1), top-1 of that three (.3, .2 and .1)."""
+    from cpa_core.attack.candidates import CandidateTable
+
+    table = CandidateTable(np.array(["a", "b"], dtype=object), np.tile(np.arange(4), (2, 1)),
+                           np.array([[0.4, 0.3, 0.3, 0.3], [0.4, 0.3, 0.2, 0.1]]), np.array([4, 4]),
+                           np.array(["p0", "p1", "p2", "p3"], dtype=object))
+    two = table.truncate(2)
+    assert two.cut_ties.tolist() == [2, 0] and two.cut_below.tolist() == [0, 2]
+    assert two.tail_mass.tolist() == pytest.approx([0.0, 0.3])
+    one = two.truncate(1)
+    assert one.cut_ties.tolist() == [0, 0] and one.cut_below.tolist() == [3, 3]
+    assert one.tail_mass.tolist() == pytest.approx([0.9, 0.6])
+    three = table.truncate(3)
+    assert three.cut_ties.tolist() == [1, 0] and three.cut_below.tolist() == [0, 1]
+    assert three.truncate(1).cut_below.tolist() == [3, 3]

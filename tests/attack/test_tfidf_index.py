@@ -65,11 +65,11 @@ def test_the_kernel_gives_the_dense_path_results(n, m, chunk_size, temperature):
         np.testing.assert_array_equal(reference[0], expected)
         full = softmax_rows(similarities.astype(np.float64), temperature)
         np.testing.assert_array_equal(reference[1], np.take_along_axis(full, expected, axis=1))
-        if k is not None and k < m:  # the tail: the cut mass below the last kept candidate; its ties are counted
-            left = full.copy()
+        if k is not None and k < m:  # the tail: the cut mass below the last kept candidate; its ties (equal weights,
+            left = full.copy()       # 0 for similarities whose exponentials underflow) are counted
             np.put_along_axis(left, expected, 0.0, axis=1)
-            last = np.take_along_axis(similarities, expected[:, -1:], axis=1)
-            tied = similarities == last
+            last = np.take_along_axis(full, expected[:, -1:], axis=1)
+            tied = full == last
             np.testing.assert_array_equal(fast[3], tied.sum(axis=1) - np.take_along_axis(tied, expected, 1).sum(1))
             left[tied] = 0.0
             np.testing.assert_allclose(fast[2], np.sort(left, axis=1).sum(axis=1), rtol=TAIL_RTOL)

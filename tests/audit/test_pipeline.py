@@ -83,7 +83,7 @@ def test_a_peaked_softmax_does_not_saturate_into_whole_pool_sets():
     found = rng.random(n) < 0.95  # confidently right for 95 %, confidently wrong for the others
     decoy = (truth + rng.integers(1, m, n)) % m
     similarities[np.arange(n), np.where(found, truth, decoy)] += 0.8
-    candidates, weights, tail, _ = rank_by_similarity(lambda a, b: similarities[a:b], n, m, None, 0.02, 256)
+    candidates, weights, tail, *_ = rank_by_similarity(lambda a, b: similarities[a:b], n, m, None, 0.02, 256)
     table = CandidateTable(np.array([f"d{i}" for i in range(n)], dtype=object), candidates, weights,
                            np.full(n, m), np.array([f"p{j}" for j in range(m)], dtype=object), tail_mass=tail)
     documents, registry = documents_and_registry([f"p{t}" for t in truth], m=m)

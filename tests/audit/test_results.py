@@ -9,6 +9,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tables import (
     LEVEL,
     audited_groups,
@@ -23,7 +25,7 @@ from tables import (
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.audit.results import AuditResult, certify
+from cpa_core.audit.results import AuditResult, ScoredSplit, certify
 from cpa_core.conformal.scores import get_score
 
 APS = get_score("aps")
@@ -174,3 +176,94 @@ def test_an_audit_keeps_its_latest_certificates_and_they_are_those_computed_afre
     assert again is not first[0] and np.array_equal(again.set_sizes, first[0].set_sizes)
     fresh = replace(audited[0], _extra_levels={}).certificate(levels[3])
     assert np.array_equal(result.certificate(levels[3]).q_hat, fresh.q_hat)
+
+
+# --- a shortlist that cuts only candidates of weight 0 ------------------------------------------------------------
+
+def _ranked(similarities: np.ndarray, top_k, temperature: float = 1.0):
+    from cpa_core.attack.candidates import CandidateTable, rank_by_similarity
+
+    n, m = similarities.shape
+    ranking = rank_by_similarity(lambda a, b: similarities[a:b], n, m, top_k, temperature, chunk_size=4)
+    cut = top_k is not None and top_k < m
+    return CandidateTable(np.array([f"d{i}" for i in range(n)], dtype=object), ranking.candidates, ranking.weights,
+                          np.full(n, ranking.candidates.shape[1]), np.array([f"p{j}" for j in range(m)], dtype=object),
+                          tail_mass=ranking.tail_mass, cut_ties=ranking.cut_ties if cut else None,
+                          cut_below=ranking.cut_below if cut else None)
+
+
+def test_a_tie_kept_by_a_shortlist_that_cuts_only_weight_zero_is_not_a_wholly_tied_pool():
+    """Hand-worked. Registry p0..p3; document d0 ties p0 and p1 at the top and its other two similarities are so low
+    that their weights underflow: exactly (1/2, 1/2, 0, 0) (T = 1, similarities 0, 0, -10^4, -10^4). Without a shortlist
+    the APS score of p0 and p1 is 1/2 + 1/2 = 1 (p2, p3 add nothing); a top-2 shortlist cuts only p2 and p3 and must not
+    make it a pool whose candidates all tie (scores -inf, the whole shortlist at any threshold). Calibration: eight
+    documents whose subject is the top of (7/8, 1/8, 0, 0), APS 7/8, and one whose subject is the second, APS 1. At 80 %
+    (n = 9) q_hat is the ceil(10 * 4/5) = 8th smallest, 7/8: d0's set holds p0 and p1 only if 1 <= 7/8, false: it is
+    empty (the attacker is sure it is one of two people, more certain than the threshold needs). At 90 % q_hat is the
+    9th, 1: 1 <= 1, its set is p0 and p1 (without the shortlist p2 and p3 too: the shortlist lists two)."""
+    from fractions import Fraction as F
+
+    from cpa_core.conformal.calibration import conformal_threshold, set_sizes
+
+    sure = [0.0, -np.log(7.0), -1e4, -1e4]  # weights 7/8, 1/8, 0, 0
+    similarities = np.array([[0.0, 0.0, -1e4, -1e4]] + [sure] * 9)
+    truths = ["p0"] + ["p0"] * 8 + ["p1"]
+    exact = {"d0": [F(1, 2), F(1, 2), F(0), F(0)], "sure": [F(7, 8), F(1, 8), F(0), F(0)]}
+
+    def aps(weights, y):  # the METHOD's score in exact arithmetic
+        return sum(w for w in weights if w >= weights[y])
+
+    calibration = sorted([aps(exact["sure"], 0)] * 8 + [aps(exact["sure"], 1)])
+    assert aps(exact["d0"], 0) == aps(exact["d0"], 1) == 1 and calibration[7] == F(7, 8) and calibration[8] == 1
+    full = _ranked(similarities, None)
+    assert full.weights[0].tolist() == [0.5, 0.5, 0.0, 0.0] and full.weights[1, 0] == pytest.approx(7 / 8)
+    for name, table in [("attacked with top-2", _ranked(similarities, 2)), ("cut to top-2", full.truncate(2))]:
+        assert table.cut_below[0] == 2 and table.cut_ties[0] == 0 and table.tail_mass[0] == 0.0, name
+        split = ScoredSplit.build(table, truths, None, "aps")
+        assert not split.uninformative[0] and APS.to_method(split.sorted_scores[0]).tolist() == [1.0, 1.0], name
+        for level, k in [(Fraction(4, 5), 8), (Fraction(9, 10), 9)]:
+            q_hat = conformal_threshold(split.truth_scores[1:], 1 - level)
+            assert APS.to_method(q_hat) == pytest.approx(float(calibration[k - 1]), abs=1e-15)
+            members = sum(1 for y in (0, 1) if aps(exact["d0"], y) <= calibration[k - 1])  # exact membership
+            assert set_sizes(split.sorted_scores[:1], split.table.pool_sizes[:1], q_hat).tolist() == [members], name
+        whole = ScoredSplit.build(full, truths, None, "aps")
+        np.testing.assert_array_equal(split.sorted_scores, whole.sorted_scores[:, :2])
+        np.testing.assert_array_equal(split.truth_scores, whole.truth_scores)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 5), st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_cutting_only_weight_zero_changes_no_score_no_set_and_no_certainty(n, nonzero_most, zeros, seed):
+    """Random documents: a few candidates of small integer similarity (ties likely, a whole top tied often), the rest
+    so far below that their weights underflow to 0 (at distinct similarities). A shortlist K that keeps every nonzero
+    candidate (and perhaps some of weight 0) gives, with the attacker's own top-K or a cut of the full ranking, the
+    scores of the kept candidates, the truths' scores and ranks, the uninformative status and the certainty of the
+    uncut pool, and at any threshold the uncut set cut to its first K candidates."""
+    from cpa_core.audit.stratification import certainty
+    from cpa_core.conformal.calibration import set_sizes
+
+    rng = np.random.default_rng(seed)
+    m = nonzero_most + zeros
+    similarities = np.full((n, m), -1e4) - rng.permutation(m)[None, :]  # weight 0, distinct similarities
+    counts = rng.integers(1, nonzero_most + 1, n)
+    for row, count in enumerate(counts):
+        similarities[row, rng.choice(m, count, replace=False)] = rng.integers(0, 3, count)
+    k = int(rng.integers(counts.max(), m))  # covers every nonzero candidate, cuts at least one of weight 0
+    truths = [f"p{j}" for j in rng.integers(0, m, n)]
+    full = _ranked(similarities, None)
+    assert (np.count_nonzero(full.weights, axis=1) == counts).all()
+    for table in (_ranked(similarities, k), full.truncate(k)):
+        assert (table.cut_below + table.cut_ties == m - k).all() and not table.tail_mass.any()
+        np.testing.assert_array_equal(certainty(table), certainty(full))
+        for score in ("aps", "rank", "probability"):
+            cut, whole = ScoredSplit.build(table, truths, None, score), ScoredSplit.build(full, truths, None, score)
+            np.testing.assert_array_equal(cut.sorted_scores, whole.sorted_scores[:, :k], err_msg=score)
+            np.testing.assert_array_equal(cut.uninformative, whole.uninformative)
+            kept = cut.in_pool
+            np.testing.assert_array_equal(cut.truth_scores[kept], whole.truth_scores[kept])
+            np.testing.assert_array_equal(cut.truth_ranks[kept], whole.truth_ranks[kept])
+            values = np.unique(whole.sorted_scores)
+            for q_hat in [-np.inf, np.inf, *values, *(values - 1e-9)]:
+                np.testing.assert_array_equal(set_sizes(cut.sorted_scores, cut.table.pool_sizes, q_hat),
+                                              np.minimum(set_sizes(whole.sorted_scores, whole.table.pool_sizes, q_hat),
+                                                         k), err_msg=f"{score} {q_hat}")
