@@ -21,19 +21,45 @@ STRATUM_SEPARATOR = " · "
 
 
 def certainty(table: CandidateTable) -> np.ndarray:
-    """The attacker's top-1 margin on each document: its first weight minus its second (``0`` when they tie, the
-    first weight when the pool has one candidate and nothing ties with it; ``0`` for an empty pool). Weights given
-    as minus ranks give margin 1 unless the top ties."""
+    """The attacker's top-1 margin on each document, ``p(1) - p(2)``: its first weight minus its second (``0`` when
+    they tie, ``0`` for an empty pool). Weights given as minus ranks give margin 1 unless the top ties.
+
+    When the table lists one candidate of a pool (a top-1 shortlist), ``p(2)`` is the largest weight outside the table
+    (:func:`second_weight_outside`): exact when a cut candidate ties with the first (margin 0), when at most one
+    candidate lies below it or when the mass below is 0 (a softmax that underflows), and otherwise the smallest value
+    the table allows, so the margin is then the largest the table allows.
+    """
     n, width = table.weights.shape
     if width == 0 or n == 0:
         return np.zeros(n)
     pools = np.minimum(table.pool_sizes, width)
     first = np.where(pools > 0, table.weights[:, 0], 0.0)
-    second = table.weights[:, 1] if width > 1 else np.zeros(n)
-    ties = np.zeros(n, dtype=bool) if table.cut_ties is None else np.asarray(table.cut_ties) > 0
-    second = np.where(pools > 1, second, np.where(ties, first, 0.0))
+    listed = table.weights[:, 1] if width > 1 else np.zeros(n)
+    second = np.where(pools > 1, listed, second_weight_outside(table, first))
     margin = np.where(pools > 0, first - second, 0.0)
     return np.where(np.isfinite(margin), margin, 0.0)
+
+
+def second_weight_outside(table: CandidateTable, first: np.ndarray) -> np.ndarray:
+    """``p(2)`` of each row read as a pool that lists one candidate (weight ``first``): the largest weight of the
+    candidates outside the table.
+
+    - a cut candidate ties with the first (``cut_ties``): ``first``;
+    - probabilities: the ``cut_below`` candidates below share the mass ``tail_mass``, so their largest weight lies
+      between ``tail_mass / cut_below`` (shared evenly) and ``tail_mass``. It is ``tail_mass / cut_below``: exact with
+      one candidate below, or a mass of 0 (then ``0``); otherwise the smallest value the table allows. Without
+      candidates counted below (none, or not recorded: mass below from invalid picks, say), ``0``;
+    - minus ranks: the next rank, ``first - 1`` (margin 1, as for a listed second candidate);
+    - an attacker's own scores say nothing about what was cut: ``0`` (the margin is the first weight).
+    """
+    n = first.shape[0]
+    ties = np.zeros(n, dtype=bool) if table.cut_ties is None else np.asarray(table.cut_ties) > 0
+    below = first - 1.0 if table.weight_kind == "rank" else np.zeros(n)
+    if table.weight_kind == "probability" and table.tail_mass is not None and table.cut_below is not None:
+        counts = np.asarray(table.cut_below)
+        mass = np.asarray(table.tail_mass, dtype=float)
+        below = np.divide(mass, counts, out=np.zeros(n), where=counts > 0)
+    return np.where(ties, first, below)
 
 
 def minimum_members(confidences, protocol: str) -> int:

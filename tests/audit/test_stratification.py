@@ -26,6 +26,33 @@ def test_the_margin_by_hand():
     assert certainty(tied_at_the_cut).tolist() == [0.0]
 
 
+def test_the_margin_of_a_top_1_shortlist_by_hand():
+    """One listed candidate: p(2) is the largest weight cut, read from what the table holds. Weights 3/4, 1/4 (two
+    people): the margin is 1/2 with or without a top-1 shortlist (it was p(1) = 3/4). Below 3/4, a mass 1/4 shared by
+    two candidates: p(2) lies in [1/8, 1/4], the margin in [1/2, 5/8]; the table says 5/8 (p(2) at its smallest, the
+    mass shared evenly). A mass below of 0 (weights that underflow): p(2) = 0, the margin is 3/4. A tie at the cut: 0."""
+    from cpa_core.attack.candidates import rank_by_similarity
+
+    similarities = np.array([[np.log(3.0), 0.0]])  # softmax at T = 1: 3/4, 1/4
+    whole = rank_by_similarity(lambda a, b: similarities[a:b], 1, 2, None, 1.0, chunk_size=4)
+    top = rank_by_similarity(lambda a, b: similarities[a:b], 1, 2, 1, 1.0, chunk_size=4)
+    assert top.weights.tolist() == [[0.75]] and top.tail_mass.tolist() == [0.25] and top.cut_below.tolist() == [1]
+
+    def table(weights, pools, **cut):
+        weights = np.asarray(weights, dtype=float)
+        return CandidateTable(np.array([f"d{i}" for i in range(len(weights))], dtype=object),
+                              np.zeros(weights.shape, dtype=np.int64), weights, np.asarray(pools),
+                              np.array(["p0", "p1", "p2"], dtype=object), **cut)
+
+    assert certainty(table(whole.weights, [2])).tolist() == [0.5]
+    assert certainty(table(top.weights, [1], tail_mass=top.tail_mass, cut_ties=top.cut_ties,
+                           cut_below=top.cut_below)).tolist() == [0.5]
+    shortlist = table([[0.75]] * 5, [1] * 5, tail_mass=np.array([0.25, 0.25, 0.0, 0.25, 0.25]),
+                      cut_ties=np.array([0, 0, 0, 1, 0]), cut_below=np.array([1, 2, 3, 0, 0]))
+    assert certainty(shortlist).tolist() == [0.5, 0.625, 0.75, 0.0, 0.75]  # the last: mass below, no candidate
+    assert certainty(table([[-1.0]], [1], weight_kind="rank", cut_below=np.array([3]))).tolist() == [1.0]
+
+
 def test_a_stratum_holds_enough_calibration_documents_for_every_certified_level():
     assert minimum_members([0.9], "split") == 9 and minimum_members([0.9], "release") == 10
     assert minimum_members([0.8, 0.95], "release") == 20
