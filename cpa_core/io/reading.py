@@ -106,10 +106,21 @@ def _failing_row(data: bytes, offset: int, codec: str) -> int | None:
         return None
 
 
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+def _declared_by_bom(data: bytes, encoding: str) -> str:
+    """The encoding to read a text file in: UTF-16 when the file starts with its byte-order mark and UTF-8 (the
+    default) is declared, which such a file can never be (a spreadsheet's "Unicode" export); else the declared
+    one."""
+    return "utf-16" if encoding == "utf-8" and data.startswith(UTF16_BOMS) else encoding
+
+
 def _decode(name: str, data: bytes, encoding: str, kind: str) -> str:
     codec = "utf-8-sig" if encoding == "utf-8" else encoding
     try:
-        return data.decode(codec)
+        text = data.decode(codec)
+        return text[1:] if text.startswith("\ufeff") else text  # a byte-order mark the codec leaves (utf-16-le)
     except UnicodeDecodeError as error:
         offset = error.start + (len(codecs.BOM_UTF8) if codec == "utf-8-sig" and data.startswith(codecs.BOM_UTF8)
                                 else 0)  # the decoder counts from after the byte-order mark
@@ -187,7 +198,8 @@ def read_table(source: str | Path | bytes, name: str | None = None, fmt: str | N
 
     Returns the frame and the SHA-256 of the raw bytes. Cells keep their types (JSONL, Parquet) or
     are strings (CSV); missing values are ``None``/NaN. ``encoding`` decodes CSV and JSONL (UTF-8 by
-    default, with or without a byte-order mark); Parquet ignores it.
+    default, with or without a byte-order mark; a file that starts with UTF-16's byte-order mark is read as UTF-16
+    unless another encoding is declared); Parquet ignores it.
     """
     read = _read(source, name, fmt, encoding)
     return read.frame, read.sha256
@@ -209,6 +221,8 @@ def _read(source: str | Path | bytes, name: str | None, fmt: str | None, encodin
         except OSError as error:
             raise DataError(name, f"cannot be read ({error.strerror})") from None
     kind = _format_of(name, fmt)
+    if kind != "parquet":
+        encoding = _declared_by_bom(data, encoding)
     if not data.strip():
         raise DataError(name, "the file is empty", expected="a header and at least one row", found="no content")
     if kind == "parquet":

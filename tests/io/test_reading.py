@@ -4,6 +4,7 @@ missing, empty or not tables, CSV rows of the wrong width, the checksum of the r
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import io
@@ -90,10 +91,21 @@ def test_undecodable_bytes_are_located(tmp_path):
 
 
 def test_undecodable_jsonl(tmp_path):
-    path = write_bytes(tmp_path, "d.jsonl", '{"doc_id": 1, "text": "\u00e9", "identity_id": "A"}\n'.encode("utf-16"))
+    path = write_bytes(tmp_path, "d.jsonl", '{"doc_id": 1, "text": "\u00e9", "identity_id": "A"}\n'.encode("utf-16-le"))
     with pytest.raises(DataError) as info:
         load_documents(path)
     check(info.value, str(path), "UTF-8", "line 1")
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_a_file_with_utf16s_byte_order_mark_is_read_as_utf16(tmp_path, codec):
+    mark = codecs.BOM_UTF16_LE if codec == "utf-16-le" else codecs.BOM_UTF16_BE
+    path = write_bytes(tmp_path, "spreadsheet.csv", mark + (DOCS_HEADER + "1,Kraków é,P1\n").encode(codec))
+    documents = load_documents(path)
+    assert documents.frame["text"].tolist() == ["Kraków é"] and documents.encoding == "utf-16"
+    assert list(documents.frame.columns)[0] == "doc_id"  # no byte-order mark left in the header
+    declared = read_table(path, encoding=codec)[0]  # the codec named: its byte-order mark is not text either
+    assert list(declared.columns)[0] == "doc_id" and declared["text"].tolist() == ["Kraków é"]
 
 
 def test_utf8_bom_is_accepted(tmp_path):
