@@ -9,7 +9,8 @@ covered and whether the set is (nearly) the whole pool (``whole_pool``: no certi
 also holds the document's calibration ``stratum``, the attacker's ``certainty`` (its top-1 margin), the
 ``linkage_probability`` (the calibrated chance that the attacker's first guess is its subject) and whether the
 attacker tells its candidates apart at all (``uninformative``: a pool tied throughout). The manifest holds the full
-declared configuration, the checksums of the inputs, the seed, the split sizes and the package versions.
+declared configuration, the checksums of the inputs (each input file as given and, when it is a file of this
+machine, its absolute ``path``), the working directory, the seed, the split sizes and the package versions.
 
 Evidence: the record of a document the worklist flags (at the declared flagging level, under the declared
 policy) also carries that document's worklist evidence, joined by doc id, never computed again: the rule that
@@ -155,9 +156,30 @@ def split_records(split: "ScoredSplit", certificates: list["Certificate"], split
         yield record
 
 
+def located_inputs(inputs: Mapping) -> dict:
+    """The inputs of an audit with, for each input file that is a file of this machine (relative paths read from
+    the working directory), its absolute ``path`` beside its ``file`` as given: ``cpa redact`` reads the files from
+    any directory. An uploaded file (a name, not a path here) has none."""
+    out = {}
+    for role, info in inputs.items():
+        path = _local_file(info.get("file")) if isinstance(info, dict) else None
+        out[role] = info if path is None else {**info, "path": path}
+    return out
+
+
+def _local_file(name) -> str | None:
+    """The absolute path of the file ``name`` names here, or ``None`` (not a file here, or not a path at all)."""
+    if not isinstance(name, str) or not name:
+        return None
+    try:
+        return str(Path(name).resolve()) if Path(name).is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
 def manifest(result: "AuditResult") -> dict:
     """The audit's manifest: its declared configuration (and the command and file that declare it again),
-    the inputs, the split, the warnings and the versions."""
+    the inputs (:func:`located_inputs`), the working directory, the split, the warnings and the versions."""
     config = result.config
     split_ids = {name: hashlib.sha256("\n".join(map(str, s.table.doc_ids)).encode()).hexdigest()
                  for name, s in (("calibration", result.calibration_split), ("test", result.test_split))}
@@ -166,7 +188,8 @@ def manifest(result: "AuditResult") -> dict:
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": config.to_dict(),
         "reproduce": {"config_file": CONFIG_FILE, "command": reproduce_command(config, input_files(result))},
-        "inputs": result.inputs,
+        "inputs": located_inputs(result.inputs),
+        "working_directory": os.getcwd(),
         "knowledge_fields": list(config.knowledge.fields),
         "attacker": config.attacker.to_dict(),
         "score": config.score,

@@ -94,3 +94,21 @@ def test_a_release_audit_writes_one_record_per_document_and_says_how_it_was_cert
                                             "tuning fold)") and by_doc["d5"]["identity_id"] is None
     assert by_doc["d0"]["certified_by"] == "leave-one-out: the other calibration documents"
     assert json.loads(paths["manifest.json"].read_text(encoding="utf-8"))["protocol"] == "release"
+
+
+def test_the_manifest_locates_each_input_file_from_any_directory(tmp_path, monkeypatch):
+    from cpa_core.store.records import located_inputs
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "documents.csv").write_text("doc_id,text,identity_id\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    inputs = {"documents": {"file": "data/documents.csv", "sha256": "x"}, "registry": {"file": "registry.csv"},
+              "strata": [{"label": "a"}], "scores": {"file": None}}
+    located = located_inputs(inputs)
+    assert located["documents"] == {"file": "data/documents.csv", "sha256": "x",
+                                    "path": str((tmp_path / "data" / "documents.csv").resolve())}
+    assert located["registry"] == {"file": "registry.csv"}  # an upload's name, not a file here: no path
+    assert located["strata"] == inputs["strata"] and located["scores"] == {"file": None}
+    assert "path" not in inputs["documents"]  # the result's own inputs are left as they are
+    result = audited_groups()[0]
+    assert manifest(result)["working_directory"] == str(tmp_path)
