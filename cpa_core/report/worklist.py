@@ -66,9 +66,19 @@ def worklist(cert: Certificate, policy: ReleasePolicy, config_id: str, *, explai
 
 
 def neutralise_cell(value):
-    """Prefix text a spreadsheet would execute as a formula with an apostrophe."""
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+    """Prefix text a spreadsheet would execute as a formula with an apostrophe, and text that starts with an
+    apostrophe too, so that :func:`restore_cell` can always take the prefix off again: a written cell starts with
+    an apostrophe exactly when one was added."""
+    if isinstance(value, str) and value.startswith((*FORMULA_PREFIXES, "'")):
         return "'" + value
+    return value
+
+
+def restore_cell(value):
+    """The text :func:`neutralise_cell` was given: one leading apostrophe taken off. A spreadsheet that drops the
+    apostrophe of a formula-like cell when it saves gives the text back as it was, which this leaves as it is."""
+    if isinstance(value, str) and value.startswith("'"):
+        return value[1:]
     return value
 
 
