@@ -222,7 +222,7 @@ def reaudit(review: Review, threat, scores) -> tuple[AuditRun, DataSet]:
     run = audit_run(after_data, redacted_config(before.result.config, after_data.documents.frame), attacker,
                     label=f"{before.label} · redacted" + (f" from audit {before.audit_id}" if before.audit_id else ""))
     lineage = {"from_audit": before.audit_id, "from_config_id": before.result.config.config_id,
-               "decisions": decisions_summary(review.table)}
+               "decisions": decisions_summary(review.table, before.result.config.config_id)}
     return replace(run, result=run.result.with_inputs(redaction=lineage)), after_data
 
 

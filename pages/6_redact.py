@@ -184,7 +184,8 @@ if source is not None:
                              key="redact.download", help="The input file with the accepted edits made and the "
                                                         "documents to withhold left out: same format, encoding and "
                                                         "columns, named after the input.")
-middle.download_button("Download the decisions (CSV)", decisions_csv(table), file_name="decisions.csv",
+middle.download_button("Download the decisions (CSV)", decisions_csv(table, result.config.config_id),
+                       file_name="decisions.csv",
                        mime="text/csv", icon=":material/download:", key="redact.decisions",
                        help="The review table, accepted and rejected rows: `cpa redact --decisions decisions.csv` "
                             "applies it in a pipeline.")

@@ -8,7 +8,19 @@ Columns (:data:`COLUMNS`): ``doc_id``; ``action`` (``edit`` or ``withhold``); fo
 the stored calibration before and after (``set_size_*``, ``linkage_*``: for a suggested edit, once its term and
 every earlier one is redacted; indicative); the ``reason`` (why to withhold, or why an edit is not accepted by
 default); and ``accept``. The table is written and read as CSV (:func:`decisions_csv`, :func:`read_decisions`),
-so a pipeline can apply a reviewed table (``cpa redact --decisions``).
+so a pipeline can apply a reviewed table (``cpa redact --decisions``, :func:`review_decisions`).
+
+A written table is for a curator to open in a spreadsheet: every row also names the configuration id of the audit
+it decides (:data:`CONFIG_COLUMN`), and a cell a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, ...)
+is written with an apostrophe before it, as the worklist's are, and so is a cell that starts with an apostrophe
+(:func:`~cpa_core.report.worklist.neutralise_cell`); reading takes that apostrophe off again, so writing, editing in a
+spreadsheet and reading back gives the values written.
+
+An applied edit must redact: a *no-op* (its replacement is its original) changes nothing and is not applied; an
+edit whose replacement writes words its original does not have (an inserted name) is refused unless it is a
+generalisation the tool gives for that original (a region, an age band, a decade, an entry of the curator's
+table); placeholders the tool writes (``[CITY]``, ``[REDACTED]``: :data:`PLACEHOLDER_FORM`) add no words; an edit
+that keeps words of its original is applied and counted apart (:func:`edit_words`, :func:`decisions_summary`).
 """
 
 from __future__ import annotations
@@ -16,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +38,7 @@ import pandas as pd
 from cpa_core.attack.explainers import Span, find_clue, fold
 from cpa_core.audit.rescoring import StoredRisk
 from cpa_core.common.errors import DataError
-from cpa_core.io.reading import read_table
+from cpa_core.io.reading import FORMATS, read_table, short
 from cpa_core.redaction.replacements import GeneralizationTable, Replacer
 from cpa_core.redaction.suggestions import (
     WITHHOLD,
@@ -39,6 +51,7 @@ from cpa_core.redaction.suggestions import (
     replacement_for,
     suggest_redactions,
 )
+from cpa_core.report.worklist import neutralise_cell, restore_cell
 
 if TYPE_CHECKING:
     from cpa_core.attack.base import Attacker
@@ -49,12 +62,25 @@ if TYPE_CHECKING:
 
 COLUMNS = ("doc_id", "action", "offset", "length", "original", "replacement", "term", "kind", "source",
            "set_size_before", "set_size_after", "linkage_before", "linkage_after", "reason", "accept")
+TEXT_COLUMNS = ("doc_id", "action", "original", "replacement", "term", "kind", "source", "reason")
 EDIT = "edit"
 SUGGESTED, ALLOW_LIST, CURATOR = "suggested", "allow list", "curator"
 SOURCES = (SUGGESTED, ALLOW_LIST, CURATOR)
 _TRUE, _FALSE = {"true", "yes", "1", "y", "t"}, {"false", "no", "0", "n", "f"}
+CONFIG_COLUMN = "config_id"
+"""The column of a written table (:func:`decisions_csv`) that names, on every row, the configuration id of the audit
+the decisions are about; :func:`review_decisions` refuses a row that names another."""
+PLACEHOLDER_FORM = re.compile(r"\[[A-Z0-9]+(?:_[A-Z0-9]+)*\]")
+"""The form of every placeholder the tool writes (``[CITY]``, ``[AGE_BAND]``, ``[REDACTED]``): an upper-case label in
+square brackets, never a word of the released text."""
+KEPT_LIMIT = 5
+"""Doc ids or rows said in one line; the log lists them all."""
+RAISES_RISK = "the allow list's edits would raise this document's risk (indicative, under the stored calibration)"
+OVERLAPS = "overlaps a suggested edit"
+"""Why an allow-list edit is not accepted."""
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]", re.UNICODE)
 _WORD = re.compile(r"(?u)\b\w\w+\b")
+_ANY_WORD = re.compile(r"\w+")
 
 
 def _row(doc_id: str, action: str, edit: Edit | None, source: str, before, after, reason: str,
@@ -92,8 +118,8 @@ def typed(frame: pd.DataFrame) -> pd.DataFrame:
         frame[name] = pd.array(pd.to_numeric(frame[name]), dtype="Int64")
     for name in ("linkage_before", "linkage_after"):
         frame[name] = pd.to_numeric(frame[name]).astype(float)
-    for name in ("doc_id", "action", "original", "replacement", "term", "kind", "source", "reason"):
-        frame[name] = frame[name].fillna("").astype(str)
+    for name in TEXT_COLUMNS:
+        frame[name] = frame[name].astype(object).fillna("").astype(str)
     frame["accept"] = frame["accept"].astype(bool)
     return frame.reset_index(drop=True)
 
@@ -121,17 +147,38 @@ def allow_edits(texts: Mapping[str, str], words: Iterable[str], choose) -> dict[
 
 def allow_rows(edits: Mapping[str, Sequence[Edit]], before: Mapping[str, object] | None = None,
                after: Mapping[str, object] | None = None) -> list[dict]:
-    """Rows of allow-list edits, each with its document's risk before and after them all (when known): accepted
-    unless they would raise that risk."""
+    """Rows of allow-list edits, each with its document's risk before and after them all (when known; before: the
+    document as it will be released without them, its suggested edits made): accepted unless they would raise that
+    risk (:data:`RAISES_RISK`)."""
     rows = []
     for doc_id, document in edits.items():
         was = None if before is None else before.get(doc_id)
         now = None if after is None else after.get(doc_id)
         raises = was is not None and now is not None and not now.no_higher_than(was)
         for edit in document:
-            rows.append(_row(doc_id, EDIT, edit, ALLOW_LIST, was, now,
-                             "the allow list's edits raise this document's risk" if raises else "", not raises))
+            rows.append(_row(doc_id, EDIT, edit, ALLOW_LIST, was, now, RAISES_RISK if raises else "", not raises))
     return rows
+
+
+def allow_list_kept(table: pd.DataFrame) -> dict[str, list[str]]:
+    """Where words of the allow list stay in the redacted release, by reason (the row's ``reason``, that the row
+    was not accepted, or that its edit is a no-op): the documents not withheld with an allow-list edit that is not
+    applied and whose span no applied edit covers, in the table's order."""
+    edits, withheld = accepted(table)
+    rows = table[(table["action"] == EDIT) & (table["source"] == ALLOW_LIST)]
+    out: dict[str, list[str]] = {}
+    for row in rows.itertuples(index=False):
+        start, end = int(row.offset), int(row.offset) + int(row.length)
+        applied = row.accept and row.original != row.replacement
+        if applied or row.doc_id in withheld or any(e.offset <= start and end <= e.offset + e.length
+                                                    for e in edits.get(row.doc_id, ())):
+            continue
+        reason = (row.reason or "not accepted in the decisions table") if not row.accept else \
+            "its edit is a no-op (the replacement is the original)"
+        found = out.setdefault(reason, [])
+        if row.doc_id not in found:
+            found.append(row.doc_id)
+    return out
 
 
 def text_edits(released: str, edited: str, term: str = "") -> list[Edit]:
@@ -173,32 +220,49 @@ def curator_rows(table: pd.DataFrame, doc_id: str, released: str, edited: str) -
 
 
 def accepted(table: pd.DataFrame) -> tuple[dict[str, list[Edit]], set[str]]:
-    """The accepted edits by document and the documents to withhold."""
+    """The accepted edits by document (a no-op, whose replacement is its original, is no edit) and the documents
+    to withhold."""
     take = table[table["accept"].astype(bool)]
     withheld = set(take.loc[take["action"] == WITHHOLD, "doc_id"].astype(str))
     edits: dict[str, list[Edit]] = {}
-    for row in take[take["action"] == EDIT].itertuples(index=False):
+    for row in take[(take["action"] == EDIT) & (take["original"] != take["replacement"])].itertuples(index=False):
         edits.setdefault(str(row.doc_id), []).append(
             Edit(int(row.offset), int(row.length), str(row.original), str(row.replacement), str(row.term),
                  str(row.kind) or ""))
     return edits, withheld
 
 
-def decisions_csv(table: pd.DataFrame) -> str:
-    """The table as CSV text."""
-    return typed(table).to_csv(index=False)
+def decisions_csv(table: pd.DataFrame, config_id: str) -> str:
+    """The table as CSV text for a spreadsheet: the :data:`COLUMNS`, then :data:`CONFIG_COLUMN` (``config_id``,
+    the audit's, on every row); text cells neutralised (see the module's docstring)."""
+    frame = typed(table)
+    for column in TEXT_COLUMNS:
+        frame[column] = frame[column].map(neutralise_cell)
+    frame[CONFIG_COLUMN] = neutralise_cell(config_id)
+    return frame.to_csv(index=False, lineterminator="\r\n")  # lines as a spreadsheet ends them: a cell holding
+    # either line break is quoted
 
 
-def read_decisions(source: str | Path | bytes, texts: Mapping[str, str], *, name: str | None = None
-                   ) -> pd.DataFrame:
-    """Read a decisions table (CSV, JSONL or Parquet with the :data:`COLUMNS`) and check it against the released
-    ``texts`` (doc id -> text): each row's document is in the release, its action, source and ``accept`` are
-    valid, an edit's offset and length lie in its text and its ``original`` is what the text holds there, and
-    no two accepted edits of a document overlap. A bad table raises :class:`~cpa_core.common.errors.DataError`
-    naming the file, row (from 1, header excluded) and column, what was expected and what was found (never the
-    released text)."""
+def read_decisions(source: str | Path | bytes, texts: Mapping[str, str], *, name: str | None = None,
+                   encoding: str = "utf-8") -> pd.DataFrame:
+    """Read a decisions table (CSV, JSONL or Parquet with the :data:`COLUMNS`; CSV and JSONL in ``encoding``) and
+    check it against the released ``texts`` (doc id -> text): each row's document is in the release, its action,
+    source and ``accept`` are valid, an edit's offset and length lie in its text and its ``original`` is what the
+    text holds there, and no two accepted edits of a document overlap or repeat. A CSV file's cells are read as
+    :func:`decisions_csv` wrote them (one leading apostrophe taken off). A bad table raises
+    :class:`~cpa_core.common.errors.DataError` naming the file, row (from 1, header excluded) and column, what was
+    expected and what was found (never the released text)."""
+    return _read_checked(source, texts, name, encoding)[0]
+
+
+def _read_checked(source, texts: Mapping[str, str], name: str | None, encoding: str
+                  ) -> tuple[pd.DataFrame, list[str] | None]:
+    """The checked table (:func:`read_decisions`) and each row's configuration id as the file gives it (blank when
+    its cell is empty; ``None`` when the file has no :data:`CONFIG_COLUMN`)."""
     name = name or (str(source) if not isinstance(source, (bytes, bytearray)) else "<upload>")
-    frame, _ = read_table(source, name)
+    frame, _ = read_table(source, name, encoding=encoding)
+    if FORMATS.get(Path(name).suffix.lower()) == "csv":
+        frame = frame.map(restore_cell)
     columns = {str(c).strip().lower(): c for c in frame.columns}
     missing = [c for c in ("doc_id", "action", "offset", "length", "original", "replacement", "accept")
                if c not in columns]
@@ -214,7 +278,73 @@ def read_decisions(source: str | Path | bytes, texts: Mapping[str, str], *, name
         rows.append(_checked(name, number, record, texts))
     table = typed(pd.DataFrame(rows, columns=list(COLUMNS)))
     _check_overlaps(name, table)
-    return table
+    if CONFIG_COLUMN not in frame.columns:
+        return table, None
+    return table, ["" if _blank(v) else str(v).strip() for v in frame[CONFIG_COLUMN]]
+
+
+def review_decisions(source: str | Path | bytes, texts: Mapping[str, str], config_id: str, *,
+                     name: str | None = None, encoding: str = "utf-8", generalizer: Replacer | None = None
+                     ) -> tuple[pd.DataFrame, list[str]]:
+    """A reviewed table to apply to the release of the audit of configuration ``config_id``: read and checked
+    (:func:`read_decisions`), each row naming that configuration (:data:`CONFIG_COLUMN`) and each accepted edit
+    redacting (see the module's docstring; ``generalizer``: the ``generalize`` strategy of the audit's registry and
+    the curator's table, whose generalisations may write new words). Returns the table and what to warn about:
+    rows that name no configuration (an older table without the column) are applied, and said. A row that names
+    another configuration, or an edit that writes words of its own, raises
+    :class:`~cpa_core.common.errors.DataError` (file, row, column, expected, found)."""
+    name = name or (str(source) if not isinstance(source, (bytes, bytearray)) else "<upload>")
+    table, ids = _read_checked(source, texts, name, encoding)
+    notes = []
+    if ids is None:
+        notes.append(f"{name}: no column '{CONFIG_COLUMN}' (a table written before decisions named their audit): "
+                     f"applied without checking that it decides audit {config_id}")
+    else:
+        for number, found in enumerate(ids, start=1):
+            if found and found != config_id:
+                raise DataError(name, "decisions of another audit", row=number, column=CONFIG_COLUMN,
+                                expected=f"this audit's configuration id {config_id}", found=f"'{short(found)}'")
+        unnamed = [number for number, found in enumerate(ids, start=1) if not found]
+        if unnamed:
+            notes.append(f"{name}: {_rows_text(unnamed)} name{'s' if len(unnamed) == 1 else ''} no configuration "
+                         f"(column '{CONFIG_COLUMN}' empty): applied as decisions of audit {config_id}")
+    take = table[(table["action"] == EDIT) & table["accept"] & (table["original"] != table["replacement"])]
+    for index, offset, length, original, replacement in zip(take.index, take["offset"], take["length"],
+                                                            take["original"], take["replacement"]):
+        added, _ = edit_words(original, replacement)
+        if added and not _generalises(generalizer, texts[table.at[index, "doc_id"]], int(offset), int(length),
+                                      replacement):
+            raise DataError(name, "the edit writes words its original does not have", row=index + 1,
+                            column="replacement",
+                            expected="a deletion, a placeholder such as [CITY] or [REDACTED], words of the original, "
+                                     "or a generalisation the registry or a generalisation table (--generalization) "
+                                     "gives for it",
+                            found=f"{added} new word{'s' if added > 1 else ''}")
+    return table, notes
+
+
+def _generalises(generalizer: Replacer | None, text: str, offset: int, length: int, replacement: str) -> bool:
+    """Whether ``replacement`` is what ``generalizer`` makes of the span of ``text`` (as the search asks it)."""
+    if generalizer is None:
+        return False
+    span = Span(offset, offset + length, text[offset:offset + length], "", 0.0)
+    return generalizer.generalization(span, text) == replacement
+
+
+def edit_words(original: str, replacement: str) -> tuple[int, int]:
+    """The distinct words (case and accents aside) that ``replacement`` writes and ``original`` does not have,
+    outside the tool's placeholders (:data:`PLACEHOLDER_FORM`), and those of ``original`` it keeps."""
+    had = set(_ANY_WORD.findall(fold(original)))
+    written = set(_ANY_WORD.findall(fold(PLACEHOLDER_FORM.sub(" ", replacement))))
+    return len(written - had), len(written & had)
+
+
+def _rows_text(rows: Sequence[int]) -> str:
+    """``row 3`` or ``4 rows (3, 9, 12, ...)``: the first :data:`KEPT_LIMIT` of them."""
+    if len(rows) == 1:
+        return f"row {rows[0]}"
+    shown = ", ".join(map(str, rows[:KEPT_LIMIT])) + (", ..." if len(rows) > KEPT_LIMIT else "")
+    return f"{len(rows)} rows ({shown})"
 
 
 def _blank(value) -> bool:
@@ -285,14 +415,18 @@ def _shown(value) -> str:
 def _check_overlaps(name: str, table: pd.DataFrame) -> None:
     take = table[(table["action"] == EDIT) & table["accept"]]
     for doc_id, rows in take.groupby("doc_id", sort=False):
-        ordered = rows.sort_values(["offset", "length"])
-        reach = -1
+        ordered = rows.sort_values(["offset", "length"], kind="stable")
+        reach, last = -1, None
         for index, offset, length in zip(ordered.index, ordered["offset"], ordered["length"]):
+            if (int(offset), int(length)) == last:
+                raise DataError(name, f"two accepted edits of document '{str(doc_id)[:40]}' edit the same span",
+                                row=index + 1, column="offset", expected="each span of a document edited once",
+                                found=f"offset {int(offset):,}, length {int(length):,} twice")
             if int(offset) < reach:
                 raise DataError(name, f"two accepted edits of document '{str(doc_id)[:40]}' overlap", row=index + 1,
                                 column="offset", expected="accepted edits of one document that do not overlap",
                                 found=f"offset {int(offset):,} before the end ({reach:,}) of another")
-            reach = max(reach, int(offset) + int(length))
+            reach, last = max(reach, int(offset) + int(length)), (int(offset), int(length))
 
 
 COMMON_SHARE = 0.1
@@ -322,8 +456,9 @@ def proposed_decisions(result: AuditResult, attacker: Attacker, registry: Regist
     """The review table a search proposes, and its suggestions: every flagged document searched
     (:func:`~cpa_core.redaction.suggestions.suggest_redactions`, never redacting a ``deny`` word nor a word in more
     than ``common_share`` of the released documents, :func:`common_words`), then every occurrence of an ``allow``
-    word in any document of the release, accepted unless it raises its document's risk under the stored
-    calibration or overlaps a suggested edit."""
+    word in any document of the release, accepted unless it overlaps a suggested edit or raises its document's risk
+    under the stored calibration: the risk of the document with its suggested edits made, the text the release
+    will hold, against that text with the allow list's edits made too."""
     replacer = replacement_for(strategy, registry, generalization) if isinstance(strategy, str) else strategy
     never = tuple(deny) + tuple(common_words(texts.values(), common_share))
     suggestions = suggest_redactions(result, attacker, registry, dict(texts), policy=policy, confidence=confidence,
@@ -332,17 +467,22 @@ def proposed_decisions(result: AuditResult, attacker: Attacker, registry: Regist
     allow = [w for w in allow if str(w).strip()]
     if allow:
         found = allow_edits(texts, allow, chooser(replacer))
+        suggested = {s.doc_id: list(s.edits) for s in suggestions}
+
+        def overlaps(doc_id: str, edit: Edit) -> bool:
+            return any(e.offset < edit.offset + edit.length and edit.offset < e.offset + e.length
+                       for e in suggested.get(doc_id, ()))
+        free = {d: [e for e in edits if not overlaps(d, e)] for d, edits in found.items()}
         stored = StoredRisk(result, attacker, registry, confidence)
         where = stored.documents()
-        ids = [d for d in found if d in where]
-        before = stored.of([where[d] for d in ids], [texts[d] for d in ids])
-        after = stored.of([where[d] for d in ids], [apply_edits(texts[d], found[d]) for d in ids])
+        ids = [d for d in found if d in where and free[d]]
+        released = [apply_edits(texts[d], suggested.get(d, [])) for d in ids]
+        before = stored.of([where[d] for d in ids], released)
+        after = stored.of([where[d] for d in ids], [apply_edits(texts[d], suggested.get(d, []) + free[d]) for d in ids])
         rows = allow_rows(found, {d: b.risk for d, b in zip(ids, before)}, {d: a.risk for d, a in zip(ids, after)})
-        suggested = {s.doc_id: [(e.offset, e.offset + e.length) for e in s.edits] for s in suggestions}
         for row in rows:
-            end = row["offset"] + row["length"]
-            if any(a < end and row["offset"] < b for a, b in suggested.get(row["doc_id"], ())):
-                row.update(accept=False, reason="overlaps a suggested edit")
+            if overlaps(row["doc_id"], Edit(row["offset"], row["length"], row["original"], row["replacement"], "")):
+                row.update(accept=False, reason=OVERLAPS)
     return decisions_table(suggestions, rows), suggestions
 
 
@@ -350,14 +490,14 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
                   policy: ReleasePolicy | None = None, confidence=None,
                   generalization: GeneralizationTable | None = None, *, decisions: pd.DataFrame | None = None,
                   deny: Sequence[str] = (), allow: Sequence[str] = (), applied: str | None = None,
-                  common_share: float | None = None) -> dict:
+                  common_share: float | None = None, notes: Sequence[str] = ()) -> dict:
     """The machine-readable record of a redaction (``redactions.json``): the configuration, strategy and
     generalisation table (file and sha256) used, what the replacer derived from the registry (field names:
     hierarchies, the age band field, the category fields), the policy, the deny and allow lists, counts of edits by
     kind, per searched document its action, risk before and after (indicative) and its edits (offset, length,
     original, replacement, kind), the share of documents above which a word was never proposed
-    (``common_share``), and the decisions: the table's sha256 (of :func:`decisions_csv`), rows accepted
-    and rejected by source, documents withheld, and the reviewed file applied (``applied``), if any."""
+    (``common_share``), and the decisions (:func:`decisions_summary`; ``applied``: the reviewed file applied, if
+    any, and ``notes``: what was said about it)."""
     policy = policy or config.policy
     confidence = config.policy_confidence if confidence is None else confidence
     derived = None
@@ -377,20 +517,65 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
             "n_documents": len(suggestions), "n_reach_k": sum(s.reaches_k for s in suggestions),
             "n_withhold": sum(s.action == WITHHOLD for s in suggestions),
             "edits_by_kind": edit_kinds(suggestions),
-            "decisions": None if decisions is None else decisions_summary(decisions, applied),
+            "decisions": None if decisions is None else decisions_summary(decisions, config.config_id, applied, notes),
             "documents": [s.to_dict() for s in suggestions]}
 
 
-def decisions_summary(table: pd.DataFrame, applied: str | None = None) -> dict:
-    """What a decisions table decides: its sha256 (as :func:`decisions_csv` writes it), its rows accepted and
-    rejected by source, the documents withheld, and the file it was read from (``applied``)."""
+@dataclass(frozen=True)
+class EditCounts:
+    """The accepted edit rows of a decisions table that do not redact as asked, by row (from 1, header excluded):
+    ``no_ops`` (the replacement is the original: not applied) and ``keeping_words`` (the replacement keeps words
+    of the original: applied)."""
+
+    no_ops: tuple[int, ...]
+    keeping_words: tuple[int, ...]
+
+    @classmethod
+    def of(cls, table: pd.DataFrame) -> "EditCounts":
+        take = table[(table["action"] == EDIT) & table["accept"].astype(bool)]
+        no_ops, keeping = [], []
+        for index, original, replacement in zip(take.index, take["original"], take["replacement"]):
+            if original == replacement:
+                no_ops.append(int(index) + 1)
+            elif edit_words(original, replacement)[1]:
+                keeping.append(int(index) + 1)
+        return cls(tuple(no_ops), tuple(keeping))
+
+    def said(self) -> list[str]:
+        """What a summary line says of them (nothing when there are none)."""
+        out = []
+        if self.no_ops:
+            out.append(f"{len(self.no_ops)} no-op edit{'s' if len(self.no_ops) > 1 else ''} not applied (the "
+                       f"replacement is the original: {_rows_text(self.no_ops)})")
+        if self.keeping_words:
+            one = len(self.keeping_words) == 1
+            out.append(f"{len(self.keeping_words)} edit{'' if one else 's'} keep{'s' if one else ''} words of the "
+                       f"original ({_rows_text(self.keeping_words)})")
+        return out
+
+
+def decisions_summary(table: pd.DataFrame, config_id: str, applied: str | None = None,
+                      notes: Sequence[str] = ()) -> dict:
+    """What a decisions table decides: its sha256 (as :func:`decisions_csv` writes it for the audit of
+    configuration ``config_id``), its rows accepted and rejected by source, the edits applied and the accepted ones
+    that are no-ops (not applied) or keep words of their original (:class:`EditCounts`), the documents withheld,
+    where words of the allow list stay (:func:`allow_list_kept`), the file it was read from (``applied``) and what
+    was said about it (``notes``)."""
     edits, withheld = accepted(table)
     counts = {}
     for (source, take), n in table[table["action"] == EDIT].groupby(["source", "accept"]).size().items():
         counts.setdefault(source, {"accepted": 0, "rejected": 0})["accepted" if take else "rejected"] = int(n)
-    return {"sha256": hashlib.sha256(decisions_csv(table).encode("utf-8")).hexdigest(), "file": applied, "rows": len(table),
-            "edits": counts, "documents_edited": len(edits), "withheld": sorted(withheld),
-            "characters": sum(e.length for document in edits.values() for e in document)}
+    checked = EditCounts.of(table)
+    return {"sha256": hashlib.sha256(decisions_csv(table, config_id).encode("utf-8")).hexdigest(), "file": applied,
+            "config_id": config_id, "rows": len(table), "edits": counts,
+            "applied_edits": sum(len(document) for document in edits.values()),
+            "no_op_edits": {"count": len(checked.no_ops), "rows": list(checked.no_ops)},
+            "edits_keeping_words": {"count": len(checked.keeping_words), "rows": list(checked.keeping_words)},
+            "documents_edited": len(edits), "withheld": sorted(withheld),
+            "characters": sum(e.length for document in edits.values() for e in document),
+            "allow_list_kept": [{"reason": reason, "documents": len(ids), "doc_ids": ids}
+                                for reason, ids in allow_list_kept(table).items()],
+            "notes": list(notes)}
 
 
 def redacted_config(config: AuditConfig, frame: pd.DataFrame) -> AuditConfig:

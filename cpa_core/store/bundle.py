@@ -133,7 +133,7 @@ def audit_bundle(result: AuditResult, redacted_from: AuditResult | None = None,
     before = redacted_from.config
     originals = {role: PurePath(name).name for role, name in input_files(redacted_from).items()}
     files = {role: PurePath(name).name for role, name in input_files(result).items()}
-    table = decisions_csv(decisions)
+    table = decisions_csv(decisions, before.config_id)
     sums = "".join(f"{before.data[role]['sha256']}  {name}\n" for role, name in originals.items()
                    if before.data.get(role, {}).get("sha256"))
     sums += f"{hashlib.sha256(table.encode('utf-8')).hexdigest()}  decisions.csv\n"
