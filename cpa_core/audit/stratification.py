@@ -1,10 +1,11 @@
 """The strata an audit calibrates in: declared groups crossed with bins of the attacker's certainty.
 
 The attacker's certainty on a document is its top-1 margin ``p(1) - p(2)`` (:func:`certainty`), read from its own
-output, never from a label. :func:`stratify` bins it over every attacked document (:mod:`cpa_core.conformal.strata`),
-within each declared group, merging bins until each holds enough calibration documents for a finite threshold at
-the highest certified confidence; the documents of one stratum are calibrated against each other (Mondrian), so a
-document the attacker is sure about is certified against the documents it is sure about.
+output, never from a label. :func:`stratify` bins it within each declared group, at the group's quantiles over all its
+attacked documents (:mod:`cpa_core.conformal.strata`), merging bins until each is expected to hold enough calibration
+documents for a finite threshold at the highest certified confidence, by counts that never depend on which documents
+calibrate; the documents of one stratum are calibrated against each other (Mondrian), so a document the attacker is
+sure about is certified against the documents it is sure about, whether it calibrates or not.
 """
 
 from __future__ import annotations
@@ -91,8 +92,9 @@ def stratify(margin: np.ndarray, groups: np.ndarray | None, members: np.ndarray,
     """Each document's stratum label and the strata; ``None`` and no strata when no group is cut into certainty bins
     (the groups, if any, are then the strata).
 
-    Within each group (the whole release without groups), the certainty bins of :func:`certainty_bins`; a label is
-    the group, the bin (``certainty 2 of 3``) or both.
+    Within each group (the whole release without groups), the certainty bins of :func:`certainty_bins` over the group's
+    documents (its own quantiles, its own share of calibration documents: a group's bins hold equal shares of it, and a
+    stratum never mixes groups); a label is the group, the bin (``certainty 2 of 3``, a rank within the group) or both.
     """
     n = margin.shape[0]
     keys = [None] if groups is None else sorted({str(g) for g in groups})

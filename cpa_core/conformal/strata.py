@@ -2,17 +2,29 @@
 
 A set's size is governed by the ``1 - alpha`` quantile of the truth's score over documents, i.e. by the documents
 the attacker cannot place; calibrating within bins of the attacker's certainty ``c(x)`` (e.g. its top-1 margin)
-certifies the documents it is sure about against each other. The bins are a symmetric function of the whole bag of
-documents: edges are quantiles of ``c`` over *all* documents, labelled or not, and adjacent bins are merged until
-each holds ``min_members`` calibration documents (which documents calibrate is fixed before any score is read).
-Calibration within a bin (Mondrian) then keeps the guarantee within each bin.
+certifies the documents it is sure about against each other. The bins are a function of the bag of values of ``c``
+over *all* documents, labelled or not, and of *how many* of them calibrate, never of *which*: edges are quantiles
+of ``c`` over every document, and adjacent bins are merged until each holds enough documents that its expected
+calibration documents (its documents times the share that calibrates) reach ``min_members`` but for
+:data:`SPREAD` standard deviations (:func:`holds_enough`). So a document that does not calibrate (of unknown subject,
+or held out) and the calibration documents are placed by the same rule, and swapping which of them calibrates
+changes no bin: calibration within a bin (Mondrian) then keeps the guarantee within each bin for both (the proof is
+in ``docs/guarantee.md``, "Certainty strata"). A bin may still hold fewer calibration documents than
+``min_members``; its threshold is then infinite and says so, never a smaller bin chosen by who calibrates.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+SPREAD = 3.0
+"""How many standard deviations below its expected count a bin's calibration documents may fall and still number
+``min_members`` (:func:`holds_enough`): were the calibrating documents a random share ``p`` of a bin's ``d``
+documents, their count is binomial, mean ``d p`` and variance ``d p (1 - p)``; three standard deviations leave a bin
+short about once in 700 (normal approximation)."""
 
 
 def quantile_cuts(statistic: np.ndarray, parts: int) -> np.ndarray:
@@ -54,17 +66,28 @@ class CertaintyBins:
         return len(self.edges)
 
 
+def holds_enough(documents: int, share: float, min_members: int) -> bool:
+    """Whether a bin of ``documents`` documents, of which a share ``share`` calibrates on average, is expected to hold
+    ``min_members`` calibration documents (at least one) but for :data:`SPREAD` standard deviations:
+    ``d p - SPREAD sqrt(d p (1 - p)) >= min_members``. When every document calibrates (``p = 1``) that is
+    ``d >= min_members``, the bin's exact count. A function of counts alone, never of which documents calibrate."""
+    expected = documents * share
+    return expected - SPREAD * math.sqrt(expected * (1.0 - share)) >= max(min_members, 1)
+
+
 def certainty_bins(statistic: np.ndarray, members: np.ndarray, n_bins: int, min_members: int) -> CertaintyBins:
     """At most ``n_bins`` bins of ``statistic`` with quantile edges over every document, merged (the bin with the
-    fewest calibration documents into its smaller neighbour, repeatedly) until each bin holds at least
-    ``min_members`` of them; a single bin when the calibration documents are too few for two.
+    fewest documents into its smaller neighbour, repeatedly) until each :func:`holds_enough` documents for
+    ``min_members`` calibration documents, the share that calibrates being ``members.sum() / N``; a single bin when
+    they are too few for two. The bins depend on ``members`` through its count only: which documents calibrate
+    changes no bin (only the counts ``members`` reports, which may fall short of ``min_members``).
 
     Parameters
     ----------
     statistic : ndarray of shape (N,), the label-free certainty of every document (finite)
     members : ndarray of shape (N,), bool: the documents that calibrate
     n_bins : the most bins (1: no stratification)
-    min_members : the fewest calibration documents a bin may hold
+    min_members : the calibration documents a bin must be expected to hold
     """
     values = np.asarray(statistic, dtype=float)
     members = np.asarray(members, dtype=bool)
@@ -78,18 +101,20 @@ def certainty_bins(statistic: np.ndarray, members: np.ndarray, n_bins: int, min_
     codes = np.searchsorted(inner, values, side="left")
     bins = [np.flatnonzero(codes == b) for b in range(inner.size + 1)]
     bins = [rows for rows in bins if rows.size]
-    counts = [int(members[rows].sum()) for rows in bins]
-    while len(bins) > 1 and min(counts) < max(min_members, 1):
-        b = int(np.argmin(counts))  # the first bin with the fewest members
+    share = float(members.sum()) / n
+    sizes = [int(rows.size) for rows in bins]
+    while len(bins) > 1 and not holds_enough(min(sizes), share, min_members):
+        b = int(np.argmin(sizes))  # the first bin with the fewest documents
         if b == 0:
             other = 1
         elif b == len(bins) - 1:
             other = b - 1
         else:
-            other = b - 1 if counts[b - 1] <= counts[b + 1] else b + 1
+            other = b - 1 if sizes[b - 1] <= sizes[b + 1] else b + 1
         low, high = min(b, other), max(b, other)
         bins[low:high + 1] = [np.concatenate([bins[low], bins[high]])]
-        counts[low:high + 1] = [counts[low] + counts[high]]
+        sizes[low:high + 1] = [sizes[low] + sizes[high]]
+    counts = [int(members[rows].sum()) for rows in bins]
     out = np.empty(n, dtype=np.int64)
     edges = []
     for code, rows in enumerate(bins):

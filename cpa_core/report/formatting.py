@@ -131,8 +131,9 @@ def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: 
     if config.certainty_bins > 1:
         per_group += (f" Within {'each group' if config.group_column else 'the release'}, documents are calibrated "
                       f"against documents on which the attacker is about as sure (up to {config.certainty_bins} "
-                      "strata of its top-1 margin, each with enough labelled documents), so the guarantee holds "
-                      "within each stratum.")
+                      "strata of its top-1 margin, cut at its quantiles over all the documents and merged until each "
+                      "is expected to hold enough labelled documents, whichever those are), so the guarantee holds "
+                      "within each stratum, for labelled and unlabelled documents alike.")
     miss = ("calibration documents whose identity is missing from the pool count as infinitely nonconforming "
             "(conservative)" if config.miss_policy == "infinite" else
             "calibration documents whose identity is missing from the pool are left out, so the guarantee is "

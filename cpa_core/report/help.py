@@ -74,8 +74,11 @@ HELP: dict[str, str] = {
                        f"{UPPER_BOUND} of its first-guess rate (labelled documents), weighted with the mean linkage "
                        "probability of the unlabelled ones. The verdict compares it with the acceptable linkage rate.",
     "strata": "Certainty strata: documents are calibrated against documents on which the attacker is about as sure "
-              "(bins of its top-1 margin, with enough labelled documents each), so a document the attacker is sure "
-              "about is certified against documents it is sure about. The guarantee holds within each stratum.",
+              "(bins of its top-1 margin within each group, cut at the margin's quantiles over all the group's "
+              "documents, labelled or not, and merged until each is expected to hold enough labelled documents, "
+              "whichever those are), so a document the attacker is sure about is certified against documents it is "
+              "sure about. The guarantee holds within each stratum, for labelled and unlabelled documents alike; a "
+              "stratum that holds too few labelled documents for a level gets an infinite threshold there, and says so.",
     "uninformative": "The attacker ranks every candidate of the document equally (nothing in it matches a profile "
                      "more than another): no information, so its set is the whole pool, never an empty set (an "
                      "empty set is the highest risk). Check such documents by hand (an image, code, another "
