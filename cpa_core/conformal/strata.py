@@ -30,8 +30,9 @@ short about once in 700 (normal approximation)."""
 def quantile_cuts(statistic: np.ndarray, parts: int) -> np.ndarray:
     """The inner cut points that split ``statistic`` into ``parts`` equal shares: for ``j = 1 .. parts - 1`` the
     ``ceil(N j / parts)``-th smallest of its ``N`` values (its inverted-CDF quantile at ``j / parts``), distinct and
-    ascending. The rank is computed in integers: ``N * (j / parts)`` in floating point exceeds an integer ``N j / parts``
-    for some ``N`` (e.g. ``N = 50``, ``parts = 50``) and its ceiling would take the next order statistic.
+    ascending. The rank is computed in integers: ``N * (j / parts)`` in floating point exceeds an integer
+    ``N j / parts`` for some ``N`` (e.g. ``N = 50``, ``parts = 50``), and its ceiling would take the next order
+    statistic.
 
     Parameters
     ----------
