@@ -43,7 +43,7 @@ AUDIT_PARAMS = (
     Param("group_column", "text", None, "Group column", "Calibrate separately per value of this column (Mondrian).",
           optional=True, option="--group-column"),
     Param("certainty_bins", "int", 4, "Certainty strata", "Calibrate separately within up to this many strata of the "
-          "attacker's own certainty (its top-1 margin), each with enough labelled documents; 1: one stratum.",
+          "attacker's own certainty (its top-1 margin), each expected to hold enough labelled documents; 1: one stratum.",
           min=1, max=20, option="--certainty-bins"),
     Param("top_k", "int", None, "Top-K shortlist", "Truncate each candidate pool to its top K.", min=1, optional=True,
           option="--top-k"),

@@ -39,7 +39,7 @@ from cpa_core.io.knowledge import KnowledgeLevel
 FORMAT = 1
 META = "meta"  # the JSON member: format, configuration, inputs and each split's ids, texts and labels
 SPLITS = {"test": "test_split", "calibration": "calibration_split"}  # test first: calibration rows may be its rows
-ARRAYS = ("candidates", "weights", "pool_sizes", "tail_mass", "cut_ties")  # CandidateTable's numeric fields
+ARRAYS = ("candidates", "weights", "pool_sizes", "tail_mass", "cut_ties", "cut_below")  # CandidateTable's numeric fields
 SUFFIX = ".npz"  # a snapshot's name: a unique stem and this suffix
 PARTIAL = (".snapshot-", ".part")  # a snapshot being written is named with this prefix and suffix until it is whole
 
@@ -80,7 +80,9 @@ def _same_rows(part: ScoredSplit, whole: ScoredSplit) -> np.ndarray | None:
             (ours.tail_mass is None) == (theirs.tail_mass is None) and \
             (ours.tail_mass is None or np.array_equal(ours.tail_mass, theirs.tail_mass)) and \
             (ours.cut_ties is None) == (theirs.cut_ties is None) and \
-            (ours.cut_ties is None or np.array_equal(ours.cut_ties, theirs.cut_ties))
+            (ours.cut_ties is None or np.array_equal(ours.cut_ties, theirs.cut_ties)) and \
+            (ours.cut_below is None) == (theirs.cut_below is None) and \
+            (ours.cut_below is None or np.array_equal(ours.cut_below, theirs.cut_below))
     if not same and not part.with_candidates:
         raise ValueError("a split without its candidates is stored only as rows of the audited split")
     return index if same else None
@@ -214,7 +216,7 @@ def _table(name: str, stored: dict, arrays: dict) -> CandidateTable:
                            None if stored["queries"] is None else tuple(stored["queries"]), stored["weight_kind"],
                            arrays.get(f"{name}.tail_mass"),
                            None if stored.get("clues") is None else tuple(tuple(c) for c in stored["clues"]),
-                           arrays.get(f"{name}.cut_ties"))
+                           arrays.get(f"{name}.cut_ties"), arrays.get(f"{name}.cut_below"))
 
 
 def _split(name: str, stored: dict, arrays: dict, config: AuditConfig, splits: dict) -> ScoredSplit:

@@ -168,3 +168,16 @@ def test_a_reopened_audit_is_the_same_audit(make, tmp_path):
     assert np.array_equal(reopened.calibration_split.truth_scores, result.calibration_split.truth_scores)
     assert reopened.calibration_split.table.doc_ids.tolist() == result.calibration_split.table.doc_ids.tolist()
     assert reopened.calibration_split.with_candidates == (result.config.protocol == "split")
+
+
+def test_the_candidates_a_shortlist_cut_below_are_stored(tmp_path):
+    """A reopened audit reads its shortlists as the audit did: how many candidates each cut below its last kept one
+    (a kept tie above cut candidates of weight 0 is then no wholly tied pool)."""
+    from dataclasses import replace
+
+    result = small_audit(3)
+    below = np.arange(len(result.test_split.table), dtype=np.int64) % 3
+    result = replace(result, test_split=replace(result.test_split,
+                                                table=replace(result.test_split.table, cut_below=below)))
+    path, sha256 = write_snapshot(result, tmp_path / "snapshots")
+    assert np.array_equal(read_snapshot(path, sha256).test_split.table.cut_below, below)
