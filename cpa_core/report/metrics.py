@@ -176,6 +176,30 @@ def rate_with_interval(successes: int, n: int) -> tuple[float | None, float | No
     return successes / n, interval[0], interval[1]
 
 
+def remainder_linkage(labelled: np.ndarray, first_right: np.ndarray, linkage: np.ndarray | None, rest: np.ndarray,
+                      level: float = 0.95) -> dict:
+    """What is left after the flagged documents (``rest``), as the verdict reads it: its documents, its labelled ones
+    and their first-guess rate with its exact two-sided ``level`` interval, and ``remainder_bound``: the interval's top
+    (a one-sided ``(1 + level) / 2`` upper bound) weighted with the mean linkage probability of the unlabelled rest.
+
+    ``labelled``, ``first_right`` (the subject is the attacker's unique first guess), ``linkage`` and ``rest`` are
+    per document (``linkage`` may be ``None``: no unlabelled document then contributes)."""
+    rest_labelled = rest & labelled
+    successes, n = int((first_right & rest_labelled).sum()), int(rest_labelled.sum())
+    interval = clopper_pearson(successes, n, level)
+    rate, low, high = (None, None, None) if interval is None else (successes / n, *interval)
+    unlabelled_rest = rest & ~labelled
+    n_l, n_u = int(rest_labelled.sum()), int(unlabelled_rest.sum())
+    if n_l + n_u == 0:
+        bound = None
+    elif linkage is None or n_u == 0:
+        bound = high
+    else:  # the unlabelled remainder contributes its mean linkage probability
+        bound = ((high or 0.0) * n_l + float(linkage[unlabelled_rest].sum())) / (n_l + n_u)
+    return {"remainder_documents": int(rest.sum()), "remainder_labelled": n_l, "remainder_first_guess": rate,
+            "remainder_first_guess_low": low, "remainder_first_guess_high": high, "remainder_bound": bound}
+
+
 def attack_metrics(cert: Certificate, mask: np.ndarray, policy: ReleasePolicy) -> dict:
     """The attack's success and what is left after the flagged documents, for the documents of ``mask``."""
     split = cert.split
@@ -188,17 +212,7 @@ def attack_metrics(cert: Certificate, mask: np.ndarray, policy: ReleasePolicy) -
     by_set = policy.flags_by_set(cert.set_sizes[mask])  # the rules on the selected documents only
     by_linkage = policy.flags_by_linkage(linkage, by_set.shape[0])
     rest = ~(by_set | by_linkage)
-    rest_labelled = rest & split.labelled[mask]
-    rest_first = (split.truth_ranks[mask] == 1) & rest_labelled
-    rate, low, high = rate_with_interval(int(rest_first.sum()), int(rest_labelled.sum()))
-    unlabelled_rest = rest & ~split.labelled[mask]
-    n_l, n_u = int(rest_labelled.sum()), int(unlabelled_rest.sum())
-    if n_l + n_u == 0:
-        bound = None
-    elif linkage is None or n_u == 0:
-        bound = high
-    else:  # the unlabelled remainder contributes its mean linkage probability
-        bound = ((high or 0.0) * n_l + float(linkage[unlabelled_rest].sum())) / (n_l + n_u)
+    remainder = remainder_linkage(split.labelled[mask], split.truth_ranks[mask] == 1, linkage, rest)
     first_rate, first_low, first_high = rate_with_interval(int(first.sum()), int(labelled.sum()))
     k_rate, k_low, k_high = rate_with_interval(int(in_top.sum()), int(labelled.sum()))
     return {
@@ -208,9 +222,7 @@ def attack_metrics(cert: Certificate, mask: np.ndarray, policy: ReleasePolicy) -
         "n_flagged_by_linkage": int(by_linkage.sum()),
         "n_uninformative": int(split.uninformative[mask].sum()),
         "mean_linkage": float(linkage.mean()) if linkage is not None and linkage.size else None,
-        "remainder_documents": int(rest.sum()), "remainder_labelled": n_l,
-        "remainder_first_guess": rate, "remainder_first_guess_low": low, "remainder_first_guess_high": high,
-        "remainder_bound": bound,
+        **remainder,
     }
 
 

@@ -37,9 +37,17 @@ from cpa_core.conformal.calibration import NOTES_NAMED, strata_counted
 from cpa_core.report.diagnostics import FEW_IN_REGISTRY, MOSTLY, NEARLY_WHOLE
 from cpa_core.report.formatting import counted
 from cpa_core.report.help import UPPER_BOUND
-from cpa_core.report.metrics import AuditSummary, GroupMetrics, LevelSummary, LLMAnswers, summarize
+from cpa_core.report.metrics import (
+    AuditSummary,
+    GroupMetrics,
+    LevelSummary,
+    LLMAnswers,
+    remainder_linkage,
+    summarize,
+)
 
 if TYPE_CHECKING:
+    from cpa_core.audit.panel import PanelResult
     from cpa_core.audit.results import AuditResult
 
 STATUSES = ("release", "redact", "inconclusive", "unsafe")
@@ -393,3 +401,136 @@ def summary_document(result: AuditResult) -> dict:
     if result.inputs.get("redaction"):
         out["redaction"] = result.inputs["redaction"]
     return out
+
+
+PANEL_ERROR = 0.025
+"""The chance that any member of a panel links what the panel leaves above its reported bound: each member's bound is
+one-sided at ``1 - PANEL_ERROR / members`` (Bonferroni over the members, :func:`panel_bound_level`), so that the
+members' bounds hold together, and with one member it is the single audit's 97.5 % bound. The verdict releases only
+when every member's bound is within the acceptable rate, so it releases a remainder some member links above that
+rate with a chance of at most ``PANEL_ERROR / members`` (``docs/guarantee.md``)."""
+
+
+def panel_bound_level(members: int) -> float:
+    """The two-sided level of each member's Clopper-Pearson interval in a panel of ``members``: its top is the
+    one-sided ``1 - PANEL_ERROR / members`` bound (0.95 for one member: the single audit's)."""
+    return 1 - 2 * PANEL_ERROR / members
+
+
+@dataclass(frozen=True)
+class MemberVerdict:
+    """One member of an attacker panel: its own verdict (its flags and validity checks), the documents it flags, and
+    its first-guess rate on what the whole panel leaves, with the corrected bound the panel's verdict reads."""
+
+    attacker: str
+    own: Verdict
+    n_flagged: int
+    remainder_first_guess: float | None
+    remainder_first_guess_low: float | None
+    remainder_first_guess_high: float | None
+    remainder_bound: float | None
+
+    def to_dict(self) -> dict:
+        return {"attacker": self.attacker, "n_flagged": self.n_flagged,
+                "remainder_first_guess": self.remainder_first_guess,
+                "remainder_first_guess_low": self.remainder_first_guess_low,
+                "remainder_first_guess_high": self.remainder_first_guess_high,
+                "remainder_bound": self.remainder_bound, "verdict": self.own.to_dict()}
+
+
+@dataclass(frozen=True)
+class PanelVerdict:
+    """The release decision over an attacker panel at one confidence level: a document is flagged when any member
+    flags it, and the rest is released only when every member's corrected bound (``bound_level``, one-sided) is within
+    the acceptable rate and every member's checks pass. ``decided_by`` names the member that decided: the one whose
+    bound is highest (or, inconclusive, the first whose checks failed)."""
+
+    status: str
+    title: str
+    headline: str
+    members: tuple[MemberVerdict, ...]
+    decided_by: str
+    bound_level: float
+    config_id: str
+    confidence: float
+    rule: str
+    n_flagged: int
+    n_documents: int
+    acceptable_linkage: float
+    remainder_documents: int
+    remainder_bound: float | None
+    actions: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "title": self.title, "headline": self.headline,
+                "members": [member.to_dict() for member in self.members], "decided_by": self.decided_by,
+                "bound_level": self.bound_level, "correction": f"Bonferroni over {len(self.members)} attackers",
+                "config_id": self.config_id, "confidence": self.confidence, "rule": self.rule,
+                "n_flagged": self.n_flagged, "n_documents": self.n_documents,
+                "acceptable_linkage": self.acceptable_linkage, "remainder_documents": self.remainder_documents,
+                "remainder_bound": self.remainder_bound, "actions": list(self.actions)}
+
+
+def panel_verdict(panel: PanelResult, confidence) -> PanelVerdict:
+    """The release decision over ``panel`` at ``confidence`` under the members' declared release policy."""
+    config = panel.config
+    policy = config.policy
+    certificate = panel.certificate(confidence)
+    flagged = certificate.flags(policy)
+    rest = ~flagged
+    count = len(panel.members)
+    level = panel_bound_level(count)
+    members = []
+    for name, result, cert in zip(panel.names, panel.members, certificate.members):
+        own = release_verdict(summarize(result, [confidence]), confidence)
+        split = cert.split
+        remainder = remainder_linkage(split.labelled, split.labelled & (split.truth_ranks == 1), cert.linkage, rest,
+                                      level)
+        members.append(MemberVerdict(name, own, int(cert.flags(policy).sum()), remainder["remainder_first_guess"],
+                                     remainder["remainder_first_guess_low"], remainder["remainder_first_guess_high"],
+                                     remainder["remainder_bound"]))
+    rate, n, n_flagged = policy.linkage_rate, len(flagged), int(flagged.sum())
+    kept = n - n_flagged
+    bounds = [member.remainder_bound for member in members]
+    known = [i for i, bound in enumerate(bounds) if bound is not None]
+    highest = max(known, key=lambda i: bounds[i]) if known else 0
+    bound = bounds[highest] if known else None
+    failing = [member for member in members if member.own.failed]
+    bound_text = f"{100 * (1 - PANEL_ERROR / count):.4g} % upper bound, corrected for {count} attackers"
+    who = f"{count} attacker{'s' if count > 1 else ''} ({', '.join(panel.names)})"
+    by_member = "; ".join(f"{member.attacker} flags {member.n_flagged:,}" for member in members)
+    decided_by = members[highest].attacker
+    level_text = _level(float(certificate.members[0].confidence))
+    if bound is not None and bound > rate:
+        status = "unsafe"
+        headline = (f"Not releasable as it is: even after withholding or redacting the {n_flagged:,} documents any of "
+                    f"the {who} flags ({by_member}), the {kept:,} left would be linked at up to {_percent(bound)} by "
+                    f"{decided_by} ({bound_text}), {_percent(bound - rate)} above the acceptable linkage rate "
+                    f"{_percent(rate)}.")
+        actions = [f"Do not release this collection as it is: {decided_by} names the right person too often in what "
+                   "the panel would release.", "Reduce what links the rest (the driving terms of each attacker), "
+                   "release fewer documents, or release to a controlled environment; audit the changed release again."]
+    elif failing:
+        status = "inconclusive"
+        decided_by = failing[0].attacker
+        headline = (f"Inconclusive: {len(failing)} of the {who} failed a validity check ({decided_by} first: "
+                    f"{failing[0].own.failed[0].name}), so no release can rest on the panel. {n_flagged:,} of {n:,} "
+                    f"documents are flagged at {level_text} confidence ({policy.rule}) by at least one attacker.")
+        actions = ["Resolve the failed checks of each attacker (its own report) and audit again."]
+    elif n_flagged:
+        status = "redact"
+        headline = (f"{n_flagged:,} of {n:,} documents flagged at {level_text} confidence ({policy.rule}) by at least "
+                    f"one of the {who} ({by_member}): redact or withhold them before release; "
+                    + ("nothing is left to release." if bound is None else
+                       f"the rest is linked at up to {_percent(bound)} ({decided_by}, {bound_text}), within the "
+                       f"acceptable {_percent(rate)} for every attacker."))
+        actions = [f"Redact or withhold the {counted(n_flagged, 'flagged document')}, then audit the redacted release "
+                   "again with the whole panel."]
+    else:
+        status = "release"
+        headline = (f"No document flagged by any of the {who} at {level_text} confidence; the release is linked at up "
+                    f"to {_percent(bound) if bound is not None else 'an unknown rate'} ({decided_by}, {bound_text}).")
+        actions = [f"The {n:,} documents may be released under this panel's configuration."]
+    return PanelVerdict(status, TITLES[status], headline, tuple(members), decided_by, 1 - PANEL_ERROR / count,
+                        panel.config_id, float(certificate.members[0].confidence), policy.rule, n_flagged, n, rate,
+                        kept, bound, tuple(actions))

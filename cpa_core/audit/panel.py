@@ -1,0 +1,134 @@
+"""An attacker panel: one release audited by several attackers, each run and calibrated on its own.
+
+A certificate is valid for the attacker it calibrates; a release is attacked by whoever holds it. A panel audits the
+same documents with every member (each member's :class:`~cpa_core.audit.results.AuditResult`: its candidate table, its
+strata, its calibration, its linkage probability) and reads a document's risk as the worst over them
+(:class:`PanelCertificate`): flagged when any member flags it, its linkage probability the largest of the members',
+its smallest certified set with the member that gave it. Each member's certificate keeps its own guarantee; the
+combined set is no certificate of its own, only the worst of valid ones.
+
+The release decision over a panel (:func:`~cpa_core.report.verdict.panel_verdict`) tests every member's first-guess
+rate on what the panel leaves, with a correction for testing several members (``docs/guarantee.md``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.audit.results import AuditResult, Certificate
+from cpa_core.common.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PanelCertificate:
+    """The members' certificates of the same documents at one confidence level, and the worst over them.
+
+    ``names[i]`` is the attacker of ``members[i]``; every member certifies the same documents in the same order.
+    """
+
+    names: tuple[str, ...]
+    members: tuple[Certificate, ...]
+
+    def __len__(self) -> int:
+        return len(self.members[0].set_sizes)
+
+    @cached_property
+    def set_sizes(self) -> np.ndarray:
+        """Each document's smallest certified set over the members (``(n,)``)."""
+        return np.min(np.stack([cert.set_sizes for cert in self.members]), axis=0)
+
+    @cached_property
+    def smallest_by(self) -> np.ndarray:
+        """The member (its index) that gave each document its smallest set; the first of them on a tie."""
+        return np.argmin(np.stack([cert.set_sizes for cert in self.members]), axis=0)
+
+    @cached_property
+    def linkage(self) -> np.ndarray | None:
+        """Each document's largest linkage probability over the members (``None`` when a member has none)."""
+        if any(cert.linkage is None for cert in self.members):
+            return None
+        return np.max(np.stack([cert.linkage for cert in self.members]), axis=0)
+
+    @cached_property
+    def linkage_by(self) -> np.ndarray | None:
+        """The member (its index) that gave each document its largest linkage probability; the first on a tie."""
+        if self.linkage is None:
+            return None
+        return np.argmax(np.stack([cert.linkage for cert in self.members]), axis=0)
+
+    def member_flags(self, policy: ReleasePolicy) -> np.ndarray:
+        """Which member flags which document (``(n, members)`` bool)."""
+        return np.stack([cert.flags(policy) for cert in self.members], axis=1)
+
+    def flags(self, policy: ReleasePolicy) -> np.ndarray:
+        """The documents any member flags."""
+        return self.member_flags(policy).any(axis=1)
+
+
+@dataclass(frozen=True)
+class PanelResult:
+    """One release audited by several attackers (``members``, in declared order), each calibrated on its own.
+
+    Every member audits the same documents under the same declared configuration but for its attacker (the same
+    protocol, split, knowledge level, confidence levels and release policy); a panel of other audits is refused.
+    """
+
+    members: tuple[AuditResult, ...]
+
+    def __post_init__(self):
+        if len(self.members) < 1:
+            raise ConfigError("an attacker panel needs at least one member")
+        names = self.names
+        if len(set(names)) != len(names):
+            raise ConfigError(f"an attacker panel names each attacker once, found {', '.join(names)}")
+        first = self.members[0]
+        ids = first.test_split.table.doc_ids.tolist()
+        for member in self.members[1:]:
+            if member.test_split.table.doc_ids.tolist() != ids:
+                raise ConfigError(f"the panel's members audit different documents ({member.config.attacker.name} "
+                                  f"against {first.config.attacker.name}); expected one release")
+            if _shared(member) != _shared(first):
+                raise ConfigError(f"the panel's members differ in more than their attacker ({member.config.attacker.name} "
+                                  f"against {first.config.attacker.name}); expected one declared configuration")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(member.config.attacker.name for member in self.members)
+
+    @property
+    def config(self):
+        """The configuration the members share (the first member's, whose attacker is one of the panel)."""
+        return self.members[0].config
+
+    @property
+    def config_id(self) -> str:
+        """A short, stable hash of the panel: its members' configuration ids (in any order: the same panel declared
+        in another order is the same configuration); a panel of one is its member's configuration."""
+        if len(self.members) == 1:
+            return self.members[0].config.config_id
+        canonical = json.dumps(sorted(member.config.config_id for member in self.members))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+    def member(self, name: str) -> AuditResult:
+        for member in self.members:
+            if member.config.attacker.name == name:
+                return member
+        raise KeyError(name)
+
+    def certificate(self, confidence) -> PanelCertificate:
+        """Every member's certificate at ``confidence`` (any level: no re-attack)."""
+        return PanelCertificate(self.names, tuple(member.certificate(confidence) for member in self.members))
+
+
+def _shared(result: AuditResult) -> dict:
+    """What every member of a panel declares alike: the configuration but for its attacker."""
+    declared = result.config.to_dict()
+    declared.pop("attacker")
+    declared.pop("score", None)  # an attacker that scores itself declares its own score
+    return declared
