@@ -25,6 +25,9 @@ AUDIT_PARAMS = (
     Param("knowledge", "text", None, "Knowledge level", "A level declared under [knowledge].", optional=True,
           option="--knowledge"),
     Param("attacker", "text", "tfidf", "Attacker", "A registered attacker.", option="--attacker"),
+    Param("attackers", "fields", None, "Attacker panel", "Several registered attackers, each run and calibrated on "
+          "its own; a document's risk is the worst over them and the release is judged against every one (replaces "
+          "attacker).", optional=True),
     Param("query_mode", "choice", None, "Query mode", "direct: the released text is the query; direct_plus_clues: "
           "an LLM's clues are appended (default: the knowledge level's).", choices=QUERY_MODES, optional=True,
           option="--query-mode"),

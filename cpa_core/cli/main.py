@@ -133,9 +133,13 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
     audit = parser.add_argument_group("audit configuration (overrides [audit] of the configuration file)")
     for param in AUDIT_PARAMS:
         if param.name == "attacker":
-            audit.add_argument("--attacker", choices=[spec.name for spec in attacker_specs()],
+            audit.add_argument("--attacker", choices=[spec.name for spec in attacker_specs()], action="append",
                                help="; ".join(f"{spec.name}: {spec.label}" for spec in attacker_specs())
-                               + " (default tfidf; imported with --scores)")
+                               + " (default tfidf; imported with --scores). Repeat it for an attacker panel (cpa "
+                                 "audit): each attacker run and calibrated on its own, the release judged against "
+                                 "every one ([audit] attackers = [...])")
+        elif param.option is None:  # declared in the file only ([audit] attackers: the CLI repeats --attacker)
+            continue
         else:
             _add_option(audit, param)
     audit.add_argument("--fields", metavar="A,B,...", help="custom knowledge level: registry fields the attacker sees")
@@ -276,14 +280,17 @@ def _toml_value(text: str):
         return text
 
 
-def _attacker_params(args, attacker: str) -> dict:
-    """The chosen attacker's parameters set on the command line (its options, then --param NAME=VALUE)."""
+def _attacker_params(args, attacker: str, panel: tuple[str, ...] = ()) -> dict:
+    """The chosen attacker's parameters set on the command line (its options, then --param NAME=VALUE). In a panel
+    (``panel``: every member), an option belongs to the members that have it."""
     out = {}
     for option, owners in _attacker_options().items():
         value = getattr(args, _dest(owners[0][1]))
         if value is None:
             continue
         mine = [param for name, param in owners if name == attacker]
+        if not mine and any(name in panel for name, _ in owners):
+            continue  # another member's option
         if not mine:
             raise ConfigError(f"{option} applies to the {', '.join(name for name, _ in owners)} attacker(s), "
                               f"not to '{attacker}'; add --attacker")
@@ -307,9 +314,33 @@ def _decoded(option: str, load, source, **kwargs):
 
 
 def _load(args, documents_file: str | None = None):
+    """The declared inputs and the one attacker of a run (an attacker panel: see :func:`_attackers`)."""
+    project, documents, registry, scores = _load_data(args, documents_file)
+    names = _attackers(args, project, scores)
+    if len(names) > 1:
+        raise ConfigError(f"this command runs one attacker; found a panel of {len(names)} ({', '.join(names)}): "
+                          "give one --attacker (cpa audit runs a panel)")
+    config, chosen = _declare(args, project, documents, registry, scores, names[0])
+    return project, documents, registry, config, chosen
+
+
+def _attackers(args, project: ProjectConfig, scores) -> list[str]:
+    """The attackers declared: --attacker (repeatable), else [audit] attackers, else [audit] attacker, else tfidf
+    (imported with --scores); each once, in declared order."""
+    names = args.attacker or project.audit.get("attackers") or \
+        ["imported" if scores is not None else project.audit.get("attacker", "tfidf")]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"an attacker panel names each attacker once; found {', '.join(repeated)} more than once")
+    if len(names) > 1 and ("imported" in names or scores is not None):
+        raise ConfigError("the imported attacker certifies a table of scores on its own; it is no member of a panel")
+    return list(names)
+
+
+def _load_data(args, documents_file: str | None = None):
+    """The project file, the documents, the registry and the imported scores of a run."""
     project = load_config(args.config) if args.config else ProjectConfig()
     on_invalid = "drop" if args.drop_invalid else "error"
-    overrides = _checked_options(args, AUDIT_PARAMS)
     documents = _decoded("--documents-encoding", project.load_documents, documents_file or args.documents,
                          group_column=args.opt_group_column, on_invalid=on_invalid, encoding=args.documents_encoding)
     registry = _decoded("--registry-encoding", project.load_registry, args.registry, on_invalid=on_invalid,
@@ -322,13 +353,16 @@ def _load(args, documents_file: str | None = None):
         for note in report.notes:
             _say(f"{report.file}: {note}")
     scores = read_candidate_scores(args.scores, columns=project.columns.get("scores")) if args.scores else None
-    attacker = args.attacker or ("imported" if scores is not None else project.audit.get("attacker", "tfidf"))
-    fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
     project = replace(project, llm={**project.llm, **_checked_options(args, LLM_PARAMS)})
-    config, chosen = declare_audit(project, registry, knowledge=args.opt_knowledge, fields=fields, attacker=attacker,
-                                   scores=scores, overrides=overrides,
-                                   attacker_params=_attacker_params(args, attacker), documents=documents)
-    return project, documents, registry, config, chosen
+    return project, documents, registry, scores
+
+
+def _declare(args, project, documents, registry, scores, attacker: str, panel: tuple[str, ...] = ()):
+    """The configuration and the built attacker ``attacker`` (a member of ``panel``, if any)."""
+    fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None
+    return declare_audit(project, registry, knowledge=args.opt_knowledge, fields=fields, attacker=attacker,
+                         scores=scores, overrides=_checked_options(args, AUDIT_PARAMS),
+                         attacker_params=_attacker_params(args, attacker, panel), documents=documents)
 
 
 def _threshold(entry: LevelSummary) -> str:
@@ -372,7 +406,11 @@ def cmd_audit(args) -> int:
     writes = {**history_paths(args), "the cache folder": cache_root()}
     with OutputFolder(args.out, "audit", inputs=inputs, writes=writes) as folder:  # before any work: an unusable
         check_audit_history(args)  # folder is said, and so is an unusable audit history
-        _, documents, registry, config, attacker = _load(args)
+        project, documents, registry, scores = _load_data(args)
+        names = _attackers(args, project, scores)
+        if len(names) > 1:
+            return _audit_panel(args, folder, project, documents, registry, names)
+        config, attacker = _declare(args, project, documents, registry, scores, names[0])
         engine = None
         try:
             if args.scheduler:
@@ -391,6 +429,46 @@ def cmd_audit(args) -> int:
     _say_claimed(folder)
     _say_audit(args, result)
     record_cli_audit(args, result)
+    return 0
+
+
+def _audit_panel(args, folder: OutputFolder, project, documents, registry, names: list[str]) -> int:
+    """``cpa audit`` with several attackers: each declared, run and calibrated on its own (one progress line per
+    member), written to members/<attacker>/, and the panel's summary, worklist and verdict at the top."""
+    from cpa_core.audit.panel import PanelResult
+    from cpa_core.store.records import write_panel
+
+    members, explainers = [], {}
+    for name in names:  # every member declared before any attack: a bad declaration is said before the work
+        members.append(_declare(args, project, documents, registry, None, name, tuple(names)))
+    results = []
+    try:
+        for (config, attacker), name in zip(members, names):
+            _say(f"attacker {len(results) + 1} of {len(names)}: {name}")
+            result = _llm_report(run_audit(documents, registry, attacker, config, ProgressBar()), attacker)
+            explainers[name] = audit_explainer(attacker, registry, config)
+            results.append(result)
+    finally:
+        for _, attacker in members:
+            close_clients(attacker)
+    panel = PanelResult(tuple(results))
+    summary = write_panel(panel, folder.staging, explainers)
+    folder.complete(panel.config_id)
+    _say_claimed(folder)
+    verdict = summary["verdict"]
+    for member in verdict["members"]:
+        own = member["verdict"]
+        bound = member["remainder_bound"]
+        _say(f"{member['attacker']}: first guess right for "
+             + ("an unknown share" if own["first_guess_rate"] is None else f"{100 * own['first_guess_rate']:.1f} %")
+             + f" of the documents; flags {member['n_flagged']:,}; the panel's remainder linked at most "
+             + ("(nothing left)" if bound is None else f"{100 * bound:.1f} %")
+             + f" ({100 * verdict['bound_level']:.4g} % upper bound)")
+    _say(f"{verdict['n_flagged']} documents flagged by at least one of {len(names)} attackers; results in {args.out}")
+    _say(f"verdict ({verdict['status']}, decided by {verdict['decided_by']}): {verdict['headline']}")
+    if not args.no_history:
+        _say("note: an attacker panel is not recorded in the audit history; each member's audit is in "
+             f"{Path(args.out) / 'members'}")
     return 0
 
 
@@ -527,12 +605,18 @@ def _audit_manifest(audit_dir: Path) -> dict:
     from cpa_core.store.bundle import CONFIG_FILE
     from cpa_core.store.output_folder import complete_folder
 
-    complete_folder(audit_dir, "audit", verify=("manifest.json", CONFIG_FILE))
+    complete_folder(audit_dir, "audit", verify=("manifest.json",))
     where = audit_dir / "manifest.json"
     try:
         manifest = json.loads(where.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise ConfigError(f"{where}: not readable JSON ({error})") from None
+    if isinstance(manifest, dict) and manifest.get("kind") == "panel":
+        attackers = ", ".join(map(str, manifest.get("attackers") or []))
+        raise ConfigError(f"{audit_dir}: the audit of an attacker panel ({attackers}); cpa redact searches redactions "
+                          "against one attacker's audit: audit the release with one --attacker, redact that audit, "
+                          "then audit the redacted release again with the panel")
+    complete_folder(audit_dir, "audit", verify=(CONFIG_FILE,))
     inputs = manifest.get("inputs") if isinstance(manifest, dict) else None
     config = manifest.get("config") if isinstance(manifest, dict) else None
     roles = ("documents", "registry")

@@ -16,6 +16,7 @@ from cpa_core.report.evidence import N_CANDIDATES, document_inferred_clues, docu
 
 if TYPE_CHECKING:
     from cpa_core.attack.explainers import Explainer
+    from cpa_core.audit.panel import PanelCertificate
     from cpa_core.audit.results import Certificate
 from cpa_core.audit.policy import ReleasePolicy
 
@@ -104,3 +105,34 @@ def worklist_csv(frame: pd.DataFrame) -> str:
 
 def worklist_json(frame: pd.DataFrame) -> str:
     return json.dumps(frame.to_dict(orient="records"), indent=2, ensure_ascii=False, default=str)
+
+
+PANEL_WORKLIST_COLUMNS = ("doc_id", "group", "flagged_by", "linkage_probability", "linkage_by", "set_size",
+                          "set_size_by", "config_id", "confidence")
+
+
+def panel_worklist(cert: PanelCertificate, policy: ReleasePolicy, config_id: str) -> pd.DataFrame:
+    """The worklist of an attacker panel: every document any member flags, riskiest first (the largest linkage
+    probability over the members, then the smallest set, then doc id), with the members that flag it
+    (``flagged_by``: ``tfidf (set+linkage), learned (linkage)``), the member that gave the largest linkage probability
+    and the one that gave the smallest set. Each member's own worklist, with its evidence, is in its folder."""
+    reasons = np.stack([member.flag_reasons(policy) for member in cert.members], axis=1)
+    flagged = np.flatnonzero((reasons != "").any(axis=1))
+    linkage = cert.linkage
+    split = cert.members[0].split
+    key = (lambda row: (-round(0.0 if linkage is None else float(linkage[row]), 12), int(cert.set_sizes[row]),
+                        str(split.table.doc_ids[row])))
+    records = []
+    for row in sorted(flagged.tolist(), key=key):
+        records.append({
+            "doc_id": split.table.doc_ids[row],
+            "group": None if split.groups is None else split.groups[row],
+            "flagged_by": ", ".join(f"{name} ({reason})" for name, reason in zip(cert.names, reasons[row]) if reason),
+            "linkage_probability": None if linkage is None else round(float(linkage[row]), 6),
+            "linkage_by": None if linkage is None else cert.names[int(cert.linkage_by[row])],
+            "set_size": int(cert.set_sizes[row]),
+            "set_size_by": cert.names[int(cert.smallest_by[row])],
+            "config_id": config_id,
+            "confidence": float(cert.members[0].confidence),
+        })
+    return pd.DataFrame(records, columns=list(PANEL_WORKLIST_COLUMNS))

@@ -54,10 +54,11 @@ EARLIER_OUTPUTS = {"audit": ("manifest.json", "summary.json"), "redaction": ("de
 """Files that mark a folder written by an earlier version of the tool (before :data:`CONTENTS_FILE`) as an output of
 that kind: such a folder may be replaced by a run of the same kind."""
 OUTPUT_NAMES = {"audit": ("summary.json", "documents.jsonl", "calibration.jsonl", "test.jsonl", "worklist.csv",
-                            "worklist.json", "manifest.json", "audit.toml", "report.html", "attribute_sets.jsonl"),
+                            "worklist.json", "manifest.json", "audit.toml", "report.html", "attribute_sets.jsonl",
+                            "members"),
                 "redaction": ("decisions.csv", "redactions.json", "worklist.csv", "worklist.json", "audit.toml",
                               "*-redacted.*")}
-"""Names (``fnmatch`` patterns) a run of each kind writes. In a folder an earlier version wrote (no
+"""Names (``fnmatch`` patterns) a run of each kind writes (``members``: the folder of an attacker panel's members). In a folder an earlier version wrote (no
 :data:`CONTENTS_FILE`), these are the tool's and every other file is kept; a file the tool did not write under one
 of these names is refused, since a new run could write it."""
 _STAGING = ".staging-"
@@ -189,8 +190,8 @@ def _entries(folder: Path) -> list[str]:
 
 def _written_by_cpa(kind: str, name: str) -> bool:
     """Whether a file of that name is one a run of ``kind`` writes (:data:`OUTPUT_NAMES`)."""
-    name = name.rstrip("/")  # an empty folder under such a name is in the way too
-    return "/" not in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in OUTPUT_NAMES[kind])
+    top = name.split("/")[0]  # a file under a folder of such a name, or an empty one, is in the way too
+    return any(fnmatch.fnmatchcase(top, pattern) for pattern in OUTPUT_NAMES[kind])
 
 
 def curators_files(folder: str | Path, kind: str) -> list[str]:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from cpa_core.attack.explainers import Explainer
+    from cpa_core.audit.panel import PanelResult
     from cpa_core.audit.results import AuditResult, Certificate, ScoredSplit
 
 RECORD_CANDIDATES = 20
@@ -301,3 +302,50 @@ def audit_report(result: "AuditResult", work: "pd.DataFrame", audit_manifest: di
 
     return certificate_report(result, curve=confidence_curve(result), worklist=work, manifest=audit_manifest,
                               generated_at=datetime.fromisoformat(audit_manifest["created_at"]))
+
+
+PANEL_FOLDER = "members"
+"""An attacker panel's folder holds each member's whole audit in ``members/<attacker>/``."""
+
+
+def panel_summary(panel: "PanelResult") -> dict:
+    """``summary.json`` of an attacker panel: its verdict at the flagging level (the members side by side, the member
+    that decided), and every member's summary (:func:`~cpa_core.report.verdict.summary_document`)."""
+    from cpa_core.report.verdict import panel_verdict
+
+    config = panel.config
+    return {"panel": {"config_id": panel.config_id, "attackers": list(panel.names),
+                      "member_config_ids": {name: member.config.config_id
+                                            for name, member in zip(panel.names, panel.members)},
+                      "flag_confidence": confidence_label(config.policy_confidence), "rule": config.policy.rule},
+            "verdict": panel_verdict(panel, config.policy_confidence).to_dict(),
+            "members": {name: summary_document(member) for name, member in zip(panel.names, panel.members)}}
+
+
+def write_panel(panel: "PanelResult", out_dir: str | Path, explainers: Mapping[str, "Explainer | None"]) -> dict:
+    """Write an attacker panel's audit: each member's whole audit (:func:`write_audit`, report included) in
+    ``members/<attacker>/``, and the panel's ``summary.json`` (:func:`panel_summary`), its worklist (every document any
+    member flags, :func:`~cpa_core.report.worklist.panel_worklist`) and its ``manifest.json`` (the panel's id, each
+    member's configuration id and folder, the inputs, the versions). Returns the panel summary."""
+    from cpa_core.report.worklist import panel_worklist
+
+    out = Path(out_dir)
+    for name, member in zip(panel.names, panel.members):
+        folder = out / PANEL_FOLDER / name
+        folder.mkdir(parents=True, mode=0o700)
+        write_audit(member, folder, explainers.get(name), report=True)
+    summary = panel_summary(panel)
+    config = panel.config
+    work = panel_worklist(panel.certificate(config.policy_confidence), config.policy, panel.config_id)
+    write_private(out / "summary.json", json.dumps(summary, indent=2))
+    write_private(out / "worklist.csv", worklist_csv(work))
+    write_private(out / "worklist.json", worklist_json(work))
+    write_private(out / "manifest.json", json.dumps({
+        "config_id": panel.config_id, "kind": "panel",
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "attackers": list(panel.names),
+        "members": {name: {"config_id": member.config.config_id, "folder": f"{PANEL_FOLDER}/{name}"}
+                    for name, member in zip(panel.names, panel.members)},
+        "inputs": located_inputs(panel.members[0].inputs), "working_directory": os.getcwd(),
+        "versions": package_versions()}, indent=2, default=str))
+    return summary
