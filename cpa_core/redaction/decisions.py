@@ -291,7 +291,8 @@ def review_decisions(source: str | Path | bytes, texts: Mapping[str, str], confi
     redacting (see the module's docstring; ``generalizer``: the ``generalize`` strategy of the audit's registry and
     the curator's table, whose generalisations may write new words). Returns the table and what to warn about:
     rows that name no configuration (an older table without the column) are applied, and said. A row that names
-    another configuration, or an edit that writes words of its own, raises
+    another configuration, or an edit that writes words of its own (but for the curator's own rewording, applied and
+    said), raises
     :class:`~cpa_core.common.errors.DataError` (file, row, column, expected, found)."""
     name = name or (str(source) if not isinstance(source, (bytes, bytearray)) else "<upload>")
     table, ids = _read_checked(source, texts, name, encoding)
@@ -309,17 +310,25 @@ def review_decisions(source: str | Path | bytes, texts: Mapping[str, str], confi
             notes.append(f"{name}: {_rows_text(unnamed)} name{'s' if len(unnamed) == 1 else ''} no configuration "
                          f"(column '{CONFIG_COLUMN}' empty): applied as decisions of audit {config_id}")
     take = table[(table["action"] == EDIT) & table["accept"] & (table["original"] != table["replacement"])]
+    rewritten = []
     for index, offset, length, original, replacement in zip(take.index, take["offset"], take["length"],
                                                             take["original"], take["replacement"]):
         added, _ = edit_words(original, replacement)
         if added and not _generalises(generalizer, texts[table.at[index, "doc_id"]], int(offset), int(length),
                                       replacement):
+            if table.at[index, "source"] == CURATOR:  # the curator's own rewording ("a doctor" for a name)
+                rewritten.append(index + 1)
+                continue
             raise DataError(name, "the edit writes words its original does not have", row=index + 1,
                             column="replacement",
                             expected="a deletion, a placeholder such as [CITY] or [REDACTED], words of the original, "
                                      "or a generalisation the registry or a generalisation table (--generalization) "
                                      "gives for it",
                             found=f"{added} new word{'s' if added > 1 else ''}")
+    if rewritten:
+        notes.append(f"{name}: {_rows_text(rewritten)} of the curator write{'s' if len(rewritten) == 1 else ''} words "
+                     "the original does not have: applied as the curator wrote them; audit the redacted release "
+                     "again to judge them")
     return table, notes
 
 

@@ -239,7 +239,7 @@ def generalizer():
 def edit_row(doc_id: str, word: str, replacement: str, accept: bool = True, **extra) -> dict:
     offset = APPLIED[doc_id].index(word)
     return {"doc_id": doc_id, "action": "edit", "offset": offset, "length": len(word), "original": word,
-            "replacement": replacement, "term": word, "source": "curator", "accept": accept, "config_id": CONFIG,
+            "replacement": replacement, "term": word, "source": "suggested", "accept": accept, "config_id": CONFIG,
             **extra}
 
 
@@ -293,6 +293,18 @@ def test_an_edit_that_writes_words_of_its_own_is_refused_naming_the_row_never_th
                 review_decisions(path, APPLIED, CONFIG, generalizer=generalizer)
         else:
             assert not accepted(review_decisions(path, APPLIED, CONFIG, generalizer=generalizer)[0])[0]
+
+
+def test_the_curators_own_rewording_is_applied_and_said(tmp_path, generalizer):
+    """What the curator wrote in the dashboard's drill-down ("a nurse" for a name) is the curator's decision: applied
+    as written, and said, never refused (the redacted release is audited again)."""
+    rows = [edit_row("a", "Ann Smith", "A woman", source="curator"), edit_row("a", "bingo", "[REDACTED]")]
+    path = reviewed_file(tmp_path, rows)
+    table, notes = review_decisions(path, APPLIED, CONFIG, generalizer=generalizer)
+    assert apply_edits(APPLIED["a"], accepted(table)[0]["a"]).startswith("A woman, aged 34")
+    assert notes == [f"{path}: row 1 of the curator writes words the original does not have: applied as the curator "
+                     "wrote them; audit the redacted release again to judge them"]
+    assert "Ann" not in notes[0] and "woman" not in notes[0]
 
 
 def test_the_tools_own_generalisations_and_placeholders_are_accepted(tmp_path, generalizer):
