@@ -156,17 +156,19 @@ def check_audit_history(args) -> None:
              "them")
 
 
-def record_cli_audit(args, result) -> None:
-    """After an audit has written its folder: record it; a failure is a warning (the folder is complete)."""
+def record_cli_audit(args, result, out_dir=None) -> None:
+    """After an audit has written its folder (``out_dir``, default ``--out``): record it; a failure is a warning (the
+    folder is complete)."""
     if args.no_history:
         return
     file = _file(args) or history_path()
     try:
-        audit_id = record_audit(result, source="cli", out_dir=args.out, path=file)
+        audit_id = record_audit(result, source="cli", out_dir=out_dir or args.out, path=file)
     except CPAError as error:
         _say(f"warning: the audit was not recorded in the history: {error}")
         return
-    _say(f"recorded as audit {audit_id} in {file}")
+    attacker = result.inputs.get("panel", {}).get("attacker")
+    _say(f"recorded{f' {attacker} of the panel' if attacker else ''} as audit {audit_id} in {file}")
 
 
 def _print_json(value) -> None:

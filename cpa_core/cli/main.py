@@ -436,7 +436,7 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
     """``cpa audit`` with several attackers: each declared, run and calibrated on its own (one progress line per
     member), written to members/<attacker>/, and the panel's summary, worklist and verdict at the top."""
     from cpa_core.audit.panel import PanelResult
-    from cpa_core.store.records import write_panel
+    from cpa_core.store.records import PANEL_FOLDER, write_panel
 
     members, explainers = [], {}
     for name in names:  # every member declared before any attack: a bad declaration is said before the work
@@ -452,6 +452,9 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
         for _, attacker in members:
             close_clients(attacker)
     panel = PanelResult(tuple(results))
+    panel = PanelResult(tuple(member.with_inputs(panel={"config_id": panel.config_id, "attackers": list(names),
+                                                        "attacker": name})
+                              for member, name in zip(results, names)))
     summary = write_panel(panel, folder.staging, explainers)
     folder.complete(panel.config_id)
     _say_claimed(folder)
@@ -466,9 +469,8 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
              + f" ({100 * verdict['bound_level']:.4g} % upper bound)")
     _say(f"{verdict['n_flagged']} documents flagged by at least one of {len(names)} attackers; results in {args.out}")
     _say(f"verdict ({verdict['status']}, decided by {verdict['decided_by']}): {verdict['headline']}")
-    if not args.no_history:
-        _say("note: an attacker panel is not recorded in the audit history; each member's audit is in "
-             f"{Path(args.out) / 'members'}")
+    for name, member in zip(names, panel.members):  # each member's audit, which the History reopens, marked
+        record_cli_audit(args, member, Path(args.out) / PANEL_FOLDER / name)  # as of its panel
     return 0
 
 

@@ -395,11 +395,13 @@ def flag_counts(entry: LevelSummary) -> str:
 
 def summary_document(result: AuditResult) -> dict:
     """``summary.json``: every figure of the audit, and the release verdict at the level that flags; an audit of a
-    redacted release says what it was redacted from (``redaction``: the audit and configuration, the decisions)."""
+    redacted release says what it was redacted from (``redaction``: the audit and configuration, the decisions), a
+    member of an attacker panel which panel (``panel``: its id, its attackers, this member's)."""
     summary = summarize(result)
     out = {**summary.to_dict(), "verdict": release_verdict(summary, result.config.policy_confidence).to_dict()}
-    if result.inputs.get("redaction"):
-        out["redaction"] = result.inputs["redaction"]
+    for part in ("redaction", "panel"):  # what it was redacted from; the attacker panel it is a member of
+        if result.inputs.get(part):
+            out[part] = result.inputs[part]
     return out
 
 

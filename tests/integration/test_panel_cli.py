@@ -69,3 +69,25 @@ def test_what_a_panel_cannot_be_is_one_line(panel, sample_paths, tmp_path):
                           "this command runs one attacker")
     assert_one_line_error(run_cli_inprocess("redact", "--audit", panel[0], "--out", tmp_path / "r"),
                           "the audit of an attacker panel (tfidf, lexical_fusion)")
+
+
+def test_each_member_is_recorded_in_the_history_as_of_its_panel(sample_paths, tmp_path):
+    from cpa_core.store.history import list_audits, load_audit, load_result
+
+    history = tmp_path / "history.sqlite"
+    out = tmp_path / "audit"
+    done = ok(run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry",
+                                sample_paths["registry"], "--config", sample_paths["config"], "--knowledge", "K1",
+                                "--attacker", "tfidf", "--attacker", "lexical_fusion", "--out", out,
+                                "--history", history))
+    assert "recorded tfidf of the panel as audit 1" in done.stderr
+    assert "recorded lexical_fusion of the panel as audit 2" in done.stderr
+    listed = list_audits(history)
+    assert listed["attacker"].tolist() == ["tfidf", "lexical_fusion"]
+    panel_id = json.loads((out / "summary.json").read_text())["panel"]["config_id"]
+    for audit_id, name in ((1, "tfidf"), (2, "lexical_fusion")):
+        entry = load_audit(audit_id, history)
+        assert entry.summary["panel"] == {"config_id": panel_id, "attackers": ["tfidf", "lexical_fusion"],
+                                          "attacker": name}
+        assert entry.out_dir == str((out / "members" / name).resolve())
+        assert load_result(audit_id, history).config.attacker.name == name
