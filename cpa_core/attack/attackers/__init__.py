@@ -1,6 +1,7 @@
 """The built-in attackers, one module each; :mod:`cpa_core.attack.registry` offers them by name."""
 
-from cpa_core.attack.attackers import dense, forced_choice, imported, lexical_fusion, profile, tfidf
+from cpa_core.attack.attackers import dense, forced_choice, imported, learned, lexical_fusion, profile, tfidf
 
-BUILTIN = (tfidf.SPEC, dense.SPEC, forced_choice.SPEC, profile.SPEC, imported.SPEC, lexical_fusion.SPEC)
+BUILTIN = (tfidf.SPEC, dense.SPEC, forced_choice.SPEC, profile.SPEC, imported.SPEC, lexical_fusion.SPEC,
+           learned.SPEC)
 """The built-in attackers' specs, in the order the command line and the dashboard list them."""
