@@ -369,7 +369,7 @@ def test_attacker_forms_follow_the_registry():
     assert {"tfidf", "dense", "forced_choice", "profile", "imported"} <= {spec.name for spec in offered_specs()}
     assert {spec.name for spec in offered_specs() if needs_endpoint(spec, "direct")} == {"forced_choice", "profile"}
     assert {spec.name for spec in offered_specs() if needs_endpoint(spec, "direct_plus_clues")} == {
-        "tfidf", "dense", "lexical_fusion", "forced_choice", "profile"}
+        "tfidf", "dense", "lexical_fusion", "learned", "forced_choice", "profile"}
 
 
 def test_declared_configuration_follows_the_choices(sample_paths):
