@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_tfidf import StepMemory, run_script_worker  # noqa: E402
+from bench_tfidf import StepMemory, real_release_figures, run_script_worker  # noqa: E402
 from results_sections import machine, percent, run_line, script_entry, size, standalone, uptime  # noqa: E402
 
 ATTACKERS = ("tfidf", "lexical_fusion")
@@ -118,17 +118,8 @@ def bench_fusion(workdir: str | Path, quick: bool = False, log=print) -> dict:
     workdir = Path(workdir)
     started = datetime.datetime.now().isoformat(timespec="minutes")
     load_start = uptime()
-    real = {}
-    for release, label in RELEASES.items():
-        if quick and release not in QUICK_RELEASES:
-            continue
-        for name in ATTACKERS:
-            log(f"  {label}: {name} ...")
-            figures = run_script_worker(__file__, "real", release, name)
-            if figures.get("absent"):
-                log(f"  {label}: not in ../shared/datasets, left out")
-                break
-            real.setdefault(release, {})[name] = figures
+    real = real_release_figures(__file__, {release: label for release, label in RELEASES.items()
+                                            if not quick or release in QUICK_RELEASES}, ATTACKERS, log)
     sizes = (1_000, 2_000) if quick else (1_000, 5_000, 10_000)
     scale = []
     for n in sizes:

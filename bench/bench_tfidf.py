@@ -193,6 +193,21 @@ def run_script_worker(script: str, *args) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def real_release_figures(script: str, releases: dict[str, str], attackers, log=print) -> dict:
+    """Each attacker on each real release (``{release: label}``), every run in the ``real`` worker of ``script``:
+    ``{release: {attacker: figures}}``; a release absent from ../shared/datasets is left out, and said."""
+    real = {}
+    for release, label in releases.items():
+        for name in attackers:
+            log(f"  {label}: {name} ...")
+            figures = run_script_worker(script, "real", release, name)
+            if figures.get("absent"):
+                log(f"  {label}: not in ../shared/datasets, left out")
+                break
+            real.setdefault(release, {})[name] = figures
+    return real
+
+
 def bench_tfidf(workdir: str | Path, quick: bool = False, large: bool = False, log=print) -> dict:
     """(c): audit vs raw on n_people x n_documents, and a registry-size sweep of the attack.
 
