@@ -108,12 +108,8 @@ class PanelResult:
 
     @property
     def config_id(self) -> str:
-        """A short, stable hash of the panel: its members' configuration ids (in any order: the same panel declared
-        in another order is the same configuration); a panel of one is its member's configuration."""
-        if len(self.members) == 1:
-            return self.members[0].config.config_id
-        canonical = json.dumps(sorted(member.config.config_id for member in self.members))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+        """:func:`panel_config_id` of its members."""
+        return panel_config_id(self.members)
 
     def member(self, name: str) -> AuditResult:
         for member in self.members:
@@ -124,6 +120,15 @@ class PanelResult:
     def certificate(self, confidence) -> PanelCertificate:
         """Every member's certificate at ``confidence`` (any level: no re-attack)."""
         return PanelCertificate(self.names, tuple(member.certificate(confidence) for member in self.members))
+
+
+def panel_config_id(members) -> str:
+    """A short, stable hash of a panel: its members' configuration ids (in any order: the same panel declared in
+    another order is the same configuration); a panel of one is its member's configuration."""
+    if len(members) == 1:
+        return members[0].config.config_id
+    canonical = json.dumps(sorted(member.config.config_id for member in members))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def _shared(result: AuditResult) -> dict:

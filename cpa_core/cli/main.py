@@ -409,34 +409,45 @@ def cmd_audit(args) -> int:
         project, documents, registry, scores = _load_data(args)
         names = _attackers(args, project, scores)
         if len(names) > 1:
-            return _audit_panel(args, folder, project, documents, registry, names)
-        config, attacker = _declare(args, project, documents, registry, scores, names[0])
-        engine = None
-        try:
-            if args.scheduler:
-                from cpa_core.attack.engine import DaskEngine, shipped_attacker
-                shipped_attacker(attacker, {})  # an attacker that cannot run on a cluster is said before it starts
-                engine = DaskEngine(args.scheduler)
-            result = run_audit(documents, registry, attacker, config, ProgressBar(), engine=engine)
-            result = _llm_report(result, attacker)
-            write_audit(result, folder.staging, audit_explainer(attacker, registry, config), report=True)
-            _write_attribute_sets(result, attacker, folder.staging)
-        finally:
-            close_clients(attacker)
-            if engine is not None:
-                engine.close()
-        folder.complete(config.config_id)
+            panel, summary = _audit_panel(args, folder, project, documents, registry, names)
+        else:
+            result = _audit_one(args, folder, project, documents, registry, scores, names[0])
     _say_claimed(folder)
-    _say_audit(args, result)
-    record_cli_audit(args, result)
+    if len(names) > 1:
+        _say_panel(args, panel, summary)
+    else:
+        _say_audit(args, result)
+        record_cli_audit(args, result)
     return 0
 
 
-def _audit_panel(args, folder: OutputFolder, project, documents, registry, names: list[str]) -> int:
+def _audit_one(args, folder: OutputFolder, project, documents, registry, scores, name: str):
+    """``cpa audit`` with one attacker: attack (on a cluster with --scheduler), certify, write the folder whole."""
+    config, attacker = _declare(args, project, documents, registry, scores, name)
+    engine = None
+    try:
+        if args.scheduler:
+            from cpa_core.attack.engine import DaskEngine, shipped_attacker
+            shipped_attacker(attacker, {})  # an attacker that cannot run on a cluster is said before it starts
+            engine = DaskEngine(args.scheduler)
+        result = run_audit(documents, registry, attacker, config, ProgressBar(), engine=engine)
+        result = _llm_report(result, attacker)
+        write_audit(result, folder.staging, audit_explainer(attacker, registry, config), report=True)
+        _write_attribute_sets(result, attacker, folder.staging)
+    finally:
+        close_clients(attacker)
+        if engine is not None:
+            engine.close()
+    folder.complete(config.config_id)
+    return result
+
+
+def _audit_panel(args, folder: OutputFolder, project, documents, registry, names: list[str]):
     """``cpa audit`` with several attackers: each declared, run and calibrated on its own (one progress line per
-    member), written to members/<attacker>/, and the panel's summary, worklist and verdict at the top."""
-    from cpa_core.audit.panel import PanelResult
-    from cpa_core.store.records import PANEL_FOLDER, write_panel
+    member), written to members/<attacker>/, and the panel's summary, worklist and verdict at the top. Returns the
+    panel and its summary."""
+    from cpa_core.audit.panel import PanelResult, panel_config_id
+    from cpa_core.store.records import write_panel
 
     members, explainers = [], {}
     for name in names:  # every member declared before any attack: a bad declaration is said before the work
@@ -451,13 +462,18 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
     finally:
         for _, attacker in members:
             close_clients(attacker)
-    panel = PanelResult(tuple(results))
-    panel = PanelResult(tuple(member.with_inputs(panel={"config_id": panel.config_id, "attackers": list(names),
-                                                        "attacker": name})
+    marked = {"config_id": panel_config_id(results), "attackers": list(names)}  # each member, as of its panel
+    panel = PanelResult(tuple(member.with_inputs(panel={**marked, "attacker": name})
                               for member, name in zip(results, names)))
     summary = write_panel(panel, folder.staging, explainers)
     folder.complete(panel.config_id)
-    _say_claimed(folder)
+    return panel, summary
+
+
+def _say_panel(args, panel, summary: dict) -> None:
+    """What a panel's audit computed, each member side by side; each member recorded in the history."""
+    from cpa_core.store.records import PANEL_FOLDER
+
     verdict = summary["verdict"]
     for member in verdict["members"]:
         own = member["verdict"]
@@ -467,11 +483,11 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
              + f" of the documents; flags {member['n_flagged']:,}; the panel's remainder linked at most "
              + ("(nothing left)" if bound is None else f"{100 * bound:.1f} %")
              + f" ({100 * verdict['bound_level']:.4g} % upper bound)")
-    _say(f"{verdict['n_flagged']} documents flagged by at least one of {len(names)} attackers; results in {args.out}")
+    _say(f"{verdict['n_flagged']} documents flagged by at least one of {len(panel.names)} attackers; results in "
+         f"{args.out}")
     _say(f"verdict ({verdict['status']}, decided by {verdict['decided_by']}): {verdict['headline']}")
-    for name, member in zip(names, panel.members):  # each member's audit, which the History reopens, marked
+    for name, member in zip(panel.names, panel.members):  # each member's audit, which the History reopens, marked
         record_cli_audit(args, member, Path(args.out) / PANEL_FOLDER / name)  # as of its panel
-    return 0
 
 
 def _say_claimed(folder: OutputFolder) -> None:

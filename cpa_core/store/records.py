@@ -262,14 +262,15 @@ def write_private(path: Path, text: str | Iterable[str]) -> None:
 
 
 def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer | None" = None, *,
-                report: bool = False) -> dict[str, Path]:
+                report: bool = False, summary: dict | None = None) -> dict[str, Path]:
     """Write summary.json, the records (documents.jsonl; calibration.jsonl and test.jsonl under the split
     protocol), worklist.csv/json, manifest.json and audit.toml (the declared configuration: with the input
     files, ``cpa audit --config audit.toml`` runs this audit again). The evidence is computed once, for the
     worklist; the records of flagged documents carry it (with an explainer; see the module's docstring).
 
     ``report``: also write the certificate report, report.html (:func:`audit_report`), as private as the other
-    files; the manifest does not list it, and no other file changes for it.
+    files; the manifest does not list it, and no other file changes for it. ``summary``: the audit's
+    :func:`~cpa_core.report.verdict.summary_document` when the caller has it already (computed here otherwise).
 
     The files are written into ``out_dir`` as they come: a run that replaces an earlier output writes into an
     :class:`~cpa_core.store.output_folder.OutputFolder`'s staging folder, put in place once complete."""
@@ -279,7 +280,7 @@ def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer 
     splits = record_splits(result)
     paths = {name: out / name for name in ("summary.json", *(f"{s}.jsonl" for s in splits), "worklist.csv",
                                            "worklist.json", "manifest.json", CONFIG_FILE)}
-    write_private(paths["summary.json"], json.dumps(summary_document(result), indent=2))
+    write_private(paths["summary.json"], json.dumps(summary or summary_document(result), indent=2))
     work = worklist(result.certificate(config.policy_confidence), config.policy, config.config_id, explain=explain)
     for name in splits:
         write_private(paths[f"{name}.jsonl"], jsonl_lines(records(result, name, work=work if explain is not None else None)))
@@ -308,9 +309,10 @@ PANEL_FOLDER = "members"
 """An attacker panel's folder holds each member's whole audit in ``members/<attacker>/``."""
 
 
-def panel_summary(panel: "PanelResult") -> dict:
+def panel_summary(panel: "PanelResult", members: Mapping[str, dict]) -> dict:
     """``summary.json`` of an attacker panel: its verdict at the flagging level (the members side by side, the member
-    that decided), and every member's summary (:func:`~cpa_core.report.verdict.summary_document`)."""
+    that decided), and every member's summary (``members``: each one's
+    :func:`~cpa_core.report.verdict.summary_document`, by attacker)."""
     from cpa_core.report.verdict import panel_verdict
 
     config = panel.config
@@ -319,7 +321,7 @@ def panel_summary(panel: "PanelResult") -> dict:
                                             for name, member in zip(panel.names, panel.members)},
                       "flag_confidence": confidence_label(config.policy_confidence), "rule": config.policy.rule},
             "verdict": panel_verdict(panel, config.policy_confidence).to_dict(),
-            "members": {name: summary_document(member) for name, member in zip(panel.names, panel.members)}}
+            "members": dict(members)}
 
 
 def write_panel(panel: "PanelResult", out_dir: str | Path, explainers: Mapping[str, "Explainer | None"]) -> dict:
@@ -330,11 +332,10 @@ def write_panel(panel: "PanelResult", out_dir: str | Path, explainers: Mapping[s
     from cpa_core.report.worklist import panel_worklist
 
     out = Path(out_dir)
+    members = {name: summary_document(member) for name, member in zip(panel.names, panel.members)}
     for name, member in zip(panel.names, panel.members):
-        folder = out / PANEL_FOLDER / name
-        folder.mkdir(parents=True, mode=0o700)
-        write_audit(member, folder, explainers.get(name), report=True)
-    summary = panel_summary(panel)
+        write_audit(member, out / PANEL_FOLDER / name, explainers.get(name), report=True, summary=members[name])
+    summary = panel_summary(panel, members)
     config = panel.config
     work = panel_worklist(panel.certificate(config.policy_confidence), config.policy, panel.config_id)
     write_private(out / "summary.json", json.dumps(summary, indent=2))
