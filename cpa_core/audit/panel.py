@@ -15,14 +15,31 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.results import AuditResult, Certificate
 from cpa_core.common.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cpa_core.attack.base import Attacker
+    from cpa_core.audit.configuration import AuditConfig
+    from cpa_core.common.progress import Progress
+    from cpa_core.io.tables import Documents, Registry
+
+FULL_PANEL = ("tfidf", "lexical_fusion", "dense", "learned")
+"""The default panel of a release this machine audits with every kind of attacker: word TF-IDF retrieval, the fused
+lexical ranker (words, characters, BM25), dense retrieval over whole texts (where the sentence-embedding model is
+installed) and the learned re-identifier (a classifier trained on the registry)."""
+LEXICAL_PANEL = ("tfidf", "lexical_fusion")
+"""The default panel of a larger release: the lexical members, which scale to it on this machine."""
+FULL_PANEL_LIMIT = 10_000
+"""The most documents, and the most profiles, the full panel runs on by default (about 8 minutes on 2 cores)."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,38 @@ class PanelResult:
     def certificate(self, confidence) -> PanelCertificate:
         """Every member's certificate at ``confidence`` (any level: no re-attack)."""
         return PanelCertificate(self.names, tuple(member.certificate(confidence) for member in self.members))
+
+
+def default_panel(n_documents: int, n_profiles: int, dense_present: bool | None = None) -> tuple[str, ...]:
+    """The attackers a release is audited with when none is declared: :data:`FULL_PANEL` (dense retrieval only where
+    its model is installed, ``dense_present``: default, whether the packaged model is) for releases of at most
+    :data:`FULL_PANEL_LIMIT` documents and profiles, else :data:`LEXICAL_PANEL`."""
+    if n_documents > FULL_PANEL_LIMIT or n_profiles > FULL_PANEL_LIMIT:
+        return LEXICAL_PANEL
+    if dense_present is None:
+        from cpa_core.attack.model_store import packaged_model_zip
+        dense_present = packaged_model_zip() is not None
+    return tuple(name for name in FULL_PANEL if dense_present or name != "dense")
+
+
+def audit_panel(documents: Documents, registry: Registry, declared: Sequence[tuple[AuditConfig, Attacker]],
+                progress: Callable[[int, str], Progress | None] | None = None,
+                finish: Callable[[AuditResult, Attacker], AuditResult] | None = None) -> PanelResult:
+    """Audit the release with every declared member (its configuration and built attacker), one after the other:
+    each run and calibrated on its own (:func:`~cpa_core.audit.pipeline.run_audit`). ``progress(i, name)``: the
+    progress of member ``i``; ``finish(result, attacker)``: what to add to a member's result once it is run (e.g.
+    its LLM counters). Each member's inputs record the panel it belongs to (``panel``: the panel's configuration
+    id, its attackers, this member's)."""
+    from cpa_core.audit.pipeline import run_audit
+
+    results = []
+    for i, (config, attacker) in enumerate(declared):
+        result = run_audit(documents, registry, attacker, config, None if progress is None else progress(i, attacker.name))
+        results.append(result if finish is None else finish(result, attacker))
+    names = [result.config.attacker.name for result in results]
+    marked = {"config_id": panel_config_id(results), "attackers": names}
+    return PanelResult(tuple(result.with_inputs(panel={**marked, "attacker": name})
+                             for result, name in zip(results, names)))
 
 
 def panel_config_id(members) -> str:

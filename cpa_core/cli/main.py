@@ -446,25 +446,22 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
     """``cpa audit`` with several attackers: each declared, run and calibrated on its own (one progress line per
     member), written to members/<attacker>/, and the panel's summary, worklist and verdict at the top. Returns the
     panel and its summary."""
-    from cpa_core.audit.panel import PanelResult, panel_config_id
+    from cpa_core.audit.panel import audit_panel
     from cpa_core.store.records import write_panel
 
-    members, explainers = [], {}
-    for name in names:  # every member declared before any attack: a bad declaration is said before the work
-        members.append(_declare(args, project, documents, registry, None, name, tuple(names)))
-    results = []
+    # every member declared before any attack: a bad declaration is said before the work
+    members = [_declare(args, project, documents, registry, None, name, tuple(names)) for name in names]
+
+    def progress(i: int, name: str):
+        _say(f"attacker {i + 1} of {len(names)}: {name}")
+        return ProgressBar()
     try:
-        for (config, attacker), name in zip(members, names):
-            _say(f"attacker {len(results) + 1} of {len(names)}: {name}")
-            result = _llm_report(run_audit(documents, registry, attacker, config, ProgressBar()), attacker)
-            explainers[name] = audit_explainer(attacker, registry, config)
-            results.append(result)
+        panel = audit_panel(documents, registry, members, progress, finish=_llm_report)
+        explainers = {name: audit_explainer(attacker, registry, config)
+                      for name, (config, attacker) in zip(names, members)}
     finally:
         for _, attacker in members:
             close_clients(attacker)
-    marked = {"config_id": panel_config_id(results), "attackers": list(names)}  # each member, as of its panel
-    panel = PanelResult(tuple(member.with_inputs(panel={**marked, "attacker": name})
-                              for member, name in zip(results, names)))
     summary = write_panel(panel, folder.staging, explainers)
     folder.complete(panel.config_id)
     return panel, summary
