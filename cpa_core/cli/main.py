@@ -135,9 +135,11 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
         if param.name == "attacker":
             audit.add_argument("--attacker", choices=[spec.name for spec in attacker_specs()], action="append",
                                help="; ".join(f"{spec.name}: {spec.label}" for spec in attacker_specs())
-                               + " (default tfidf; imported with --scores). Repeat it for an attacker panel (cpa "
-                                 "audit): each attacker run and calibrated on its own, the release judged against "
-                                 "every one ([audit] attackers = [...])")
+                               + ". Repeat it for an attacker panel (cpa audit): each attacker run and calibrated "
+                                 "on its own, the release judged against every one ([audit] attackers = [...]). "
+                                 "Default: imported with --scores; else cpa audit runs the default panel (tfidf, "
+                                 "lexical_fusion, dense where its model is installed, learned; tfidf and "
+                                 "lexical_fusion above 10,000 documents or profiles), other commands tfidf")
         elif param.option is None:  # declared in the file only ([audit] attackers: the CLI repeats --attacker)
             continue
         else:
@@ -324,11 +326,21 @@ def _load(args, documents_file: str | None = None):
     return project, documents, registry, config, chosen
 
 
-def _attackers(args, project: ProjectConfig, scores) -> list[str]:
-    """The attackers declared: --attacker (repeatable), else [audit] attackers, else [audit] attacker, else tfidf
-    (imported with --scores); each once, in declared order."""
-    names = args.attacker or project.audit.get("attackers") or \
-        ["imported" if scores is not None else project.audit.get("attacker", "tfidf")]
+def _attackers(args, project: ProjectConfig, scores, release: tuple[int, int] | None = None) -> list[str]:
+    """The attackers declared: --attacker (repeatable), else [audit] attackers, else [audit] attacker, else the
+    imported attacker with --scores; each once, in declared order. Nothing declared: the default panel for a
+    release of ``release`` = (documents, profiles) (:func:`~cpa_core.audit.panel.default_panel`), or TF-IDF for a
+    command that runs one attacker (``release`` not given)."""
+    from cpa_core.audit.panel import default_panel
+
+    names = args.attacker or project.audit.get("attackers")
+    if not names:
+        if scores is not None:
+            names = ["imported"]
+        elif "attacker" in project.audit:
+            names = [project.audit["attacker"]]
+        else:
+            names = ["tfidf"] if release is None else list(default_panel(*release))
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ConfigError(f"an attacker panel names each attacker once; found {', '.join(repeated)} more than once")
@@ -407,7 +419,7 @@ def cmd_audit(args) -> int:
     with OutputFolder(args.out, "audit", inputs=inputs, writes=writes) as folder:  # before any work: an unusable
         check_audit_history(args)  # folder is said, and so is an unusable audit history
         project, documents, registry, scores = _load_data(args)
-        names = _attackers(args, project, scores)
+        names = _attackers(args, project, scores, (len(documents), len(registry)))
         if len(names) > 1:
             panel, summary = _audit_panel(args, folder, project, documents, registry, names)
         else:
