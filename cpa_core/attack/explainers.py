@@ -127,6 +127,42 @@ class Explainer:
         return [heaviest_terms(found, n_terms) for found in self.evidence_batch(texts, candidate_rows, clues)]
 
 
+@dataclass(frozen=True)
+class PanelExplainer(Explainer):
+    """The evidence of an attacker panel: every member that explains its matches (``members[i]``, ``None`` for one
+    that does not), each about its own candidates and clues (``candidate_rows`` and ``clues`` of a text are each
+    member's, in the panel's order).
+
+    The members' weights are on scales of their own (a cosine's share, a drop of summed similarity), so each
+    member's weights of a text are divided by its heaviest term's there: every member's heaviest term weighs 1. A
+    term several members give (the same word) is one term, its spans merged (one span per range of the text), and
+    weighs what its heaviest member gives it."""
+
+    members: tuple[Explainer | None, ...] = ()
+
+    def evidence(self, text: str, candidate_rows: Sequence[Sequence[int]], clues: Sequence[Sequence[str]] = ()
+                 ) -> list[Span]:
+        return self.evidence_batch([text], [candidate_rows], [clues])[0]
+
+    def evidence_batch(self, texts, candidate_rows, clues) -> list[list[Span]]:
+        merged: list[dict[tuple[str, int, int], Span]] = [{} for _ in texts]
+        for i, explainer in enumerate(self.members):
+            if explainer is None:
+                continue
+            rows = [member_rows[i] for member_rows in candidate_rows]
+            member_clues = [text_clues[i] if len(text_clues) > i else () for text_clues in clues]
+            for found, spans in zip(merged, explainer.evidence_batch(texts, rows, member_clues)):
+                heaviest = max((span.weight for span in spans), default=0.0)
+                if heaviest <= 0:
+                    continue
+                for span in spans:
+                    key = (span.term, span.start, span.end)
+                    weight = span.weight / heaviest
+                    if key not in found or found[key].weight < weight:
+                        found[key] = Span(span.start, span.end, span.text, span.term, weight)
+        return [sorted(found.values(), key=lambda s: (s.start, s.end, s.term)) for found in merged]
+
+
 class _Regions:
     """Ranges of a text (sorted by start, possibly overlapping), asked many times whether a range meets one:
     a bisection on the starts and the furthest end of the ranges that start before."""

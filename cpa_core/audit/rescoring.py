@@ -13,12 +13,18 @@ learned, e.g. its temperature) and scored with the audit's score. Its risk is re
 A risk is *lower* than another when neither the set shrinks nor the probability rises, and one of the set, the
 probability or the certainty moves the safe way. Every figure is indicative: an edited release is a new release
 mechanism, and only a new calibration certifies it.
+
+Over an attacker panel (:class:`PanelStoredRisk`), an edited text is attacked by every member and read under that
+member's stored calibration; its risk (:class:`PanelRisk`) is every member's side by side. It is acceptable when
+every member's is, lower than another when no member's rises and one member's is lower, and its figures are the
+worst over the members (the smallest set, the largest linkage probability).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -69,13 +75,57 @@ class Risk:
 
 
 @dataclass(frozen=True)
+class PanelRisk:
+    """A document's risk under each member of an attacker panel (``members[i]`` under the attacker ``names[i]``):
+    acceptable when every member's is; its set size, linkage probability and certainty are the worst over them."""
+
+    names: tuple[str, ...]
+    members: tuple[Risk, ...]
+
+    @cached_property
+    def set_size(self) -> int:
+        return min(risk.set_size for risk in self.members)
+
+    @cached_property
+    def linkage(self) -> float | None:
+        found = [risk.linkage for risk in self.members if risk.linkage is not None]
+        return max(found) if found else None
+
+    @cached_property
+    def certainty(self) -> float:
+        return max(risk.certainty for risk in self.members)
+
+    def member(self, name: str) -> Risk:
+        return self.members[self.names.index(name)]
+
+    def acceptable(self, policy: ReleasePolicy) -> bool:
+        """Acceptable to every member (:meth:`Risk.acceptable`)."""
+        return all(risk.acceptable(policy) for risk in self.members)
+
+    def no_higher_than(self, other: PanelRisk) -> bool:
+        """No member's risk higher than under ``other`` (:meth:`Risk.no_higher_than`)."""
+        return all(mine.no_higher_than(theirs) for mine, theirs in zip(self.members, other.members))
+
+    def lower_than(self, other: PanelRisk) -> bool:
+        """No member's risk higher than under ``other``, and one member's lower (:meth:`Risk.lower_than`)."""
+        return self.no_higher_than(other) and any(mine.lower_than(theirs)
+                                                  for mine, theirs in zip(self.members, other.members))
+
+    def to_dict(self) -> dict:
+        """The worst over the members, then each member's (by attacker)."""
+        return {"set_size": self.set_size, "linkage_probability": self.linkage, "certainty": self.certainty,
+                "attackers": {name: risk.to_dict() for name, risk in zip(self.names, self.members)}}
+
+
+@dataclass(frozen=True)
 class Rescored:
     """An edited text's risk and the registry rows of its top candidates (what its evidence is about), with the
-    clues its query carried (LLM attackers)."""
+    clues its query carried (LLM attackers). Over a panel (:class:`PanelStoredRisk`): the :class:`PanelRisk`, and
+    ``rows`` and ``clues`` each member's, in the panel's order."""
 
-    risk: Risk
-    rows: tuple[int, ...]
-    clues: tuple[str, ...] = ()
+    risk: Risk | PanelRisk
+    rows: tuple
+    clues: tuple = ()
 
 
 class StoredRisk:
@@ -165,3 +215,60 @@ class StoredRisk:
             same = labels.astype(str) == label
             self._lowest[key] = float(cert.q_hat[same].min()) if same.any() else float(cert.q_hat[row])
         return self._lowest[key]
+
+
+class PanelStoredRisk:
+    """Risks of edited texts of a release under every member of an attacker panel (``members``: each member's audit
+    and attacker, one release) at one confidence level: each text attacked by every member and read under that
+    member's stored calibration (:class:`StoredRisk`).
+
+    A document is named by ``(part, row)``: its row in the audited documents (part 0) or, under the split protocol,
+    in the calibration documents (part 1); every member certifies the same documents in the same order.
+    """
+
+    def __init__(self, members: Sequence[tuple[AuditResult, Attacker]], registry: Registry, confidence=None):
+        if not members:
+            raise ValueError("a panel's stored risk needs at least one member")
+        self.stored = tuple(StoredRisk(result, attacker, registry, confidence) for result, attacker in members)
+        self.names = tuple(result.config.attacker.name for result, _ in members)
+        self.confidence = self.stored[0].confidence
+        self._parts = [self._certificates(stored) for stored in self.stored]
+
+    @staticmethod
+    def _certificates(stored: StoredRisk) -> list[Certificate]:
+        certificates = [stored.result.certificate(stored.confidence)]
+        if stored.result.config.protocol == "split":
+            certificates.append(stored.result.calibration_certificate(stored.confidence))
+        return certificates
+
+    @property
+    def linkage_floor(self) -> float:
+        """The largest of the members' :attr:`StoredRisk.linkage_floor`: the lowest linkage probability every
+        member's stored calibration can show."""
+        return max(stored.linkage_floor for stored in self.stored)
+
+    def certificates(self, member: int = 0) -> list[Certificate]:
+        """A member's certificates of the release's parts (the audited documents; the calibration ones under split)."""
+        return self._parts[member]
+
+    def documents(self) -> dict[str, tuple[int, int]]:
+        """Every document of the release by doc id, as ``(part, row)``."""
+        return {str(doc_id): (part, row) for part, cert in enumerate(self._parts[0])
+                for row, doc_id in enumerate(cert.split.table.doc_ids)}
+
+    def certified(self, name: tuple[int, int]) -> PanelRisk:
+        """The certified risk of the document as released under every member."""
+        part, row = name
+        return PanelRisk(self.names, tuple(stored.certified(certs[part], row)
+                                           for stored, certs in zip(self.stored, self._parts)))
+
+    def of(self, documents: Sequence[tuple[int, int]], texts: Sequence[str]) -> list[Rescored]:
+        """The risk of each text as the document named beside it under every member (one attack of every text by
+        each member)."""
+        if not documents:
+            return []
+        found = [stored.of([(certs[part], row) for part, row in documents], texts)
+                 for stored, certs in zip(self.stored, self._parts)]
+        return [Rescored(PanelRisk(self.names, tuple(member[i].risk for member in found)),
+                         tuple(member[i].rows for member in found), tuple(member[i].clues for member in found))
+                for i in range(len(documents))]

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from cpa_core.attack.explainers import Span, find_clue, fold
-from cpa_core.audit.rescoring import StoredRisk
+from cpa_core.audit.rescoring import PanelStoredRisk
 from cpa_core.common.errors import DataError
 from cpa_core.io.reading import FORMATS, read_table, short
 from cpa_core.redaction.replacements import GeneralizationTable, Replacer
@@ -49,6 +49,7 @@ from cpa_core.redaction.suggestions import (
     chooser,
     edit_kinds,
     replacement_for,
+    panel_members,
     suggest_redactions,
 )
 from cpa_core.report.worklist import neutralise_cell, restore_cell
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from cpa_core.attack.base import Attacker
     from cpa_core.audit.configuration import AuditConfig
     from cpa_core.audit.policy import ReleasePolicy
+    from cpa_core.audit.panel import PanelResult
     from cpa_core.audit.results import AuditResult
     from cpa_core.io.tables import Registry
 
@@ -457,7 +459,7 @@ def common_words(texts: Iterable[str], share: float | None = COMMON_SHARE) -> li
     return [w for w, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if n > limit]
 
 
-def proposed_decisions(result: AuditResult, attacker: Attacker, registry: Registry, texts: Mapping[str, str], *,
+def proposed_decisions(result: AuditResult | PanelResult, attacker: Attacker | Sequence[Attacker], registry: Registry, texts: Mapping[str, str], *,
                        policy: ReleasePolicy | None = None, confidence=None,
                        strategy: str | Replacement | Replacer = "placeholder", generalization=None,
                        deny: Iterable[str] = (), allow: Iterable[str] = (), common_share: float | None = COMMON_SHARE,
@@ -482,7 +484,7 @@ def proposed_decisions(result: AuditResult, attacker: Attacker, registry: Regist
             return any(e.offset < edit.offset + edit.length and edit.offset < e.offset + e.length
                        for e in suggested.get(doc_id, ()))
         free = {d: [e for e in edits if not overlaps(d, e)] for d, edits in found.items()}
-        stored = StoredRisk(result, attacker, registry, confidence)
+        stored = PanelStoredRisk(panel_members(result, attacker), registry, confidence)
         where = stored.documents()
         ids = [d for d in found if d in where and free[d]]
         released = [apply_edits(texts[d], suggested.get(d, [])) for d in ids]

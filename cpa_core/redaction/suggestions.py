@@ -1,15 +1,22 @@
 """Suggested redactions that never raise risk: for a flagged document, the fewest driving terms whose removal
-makes it acceptable to the release policy under the audit's stored calibration.
+makes it acceptable to the release policy under the audit's stored calibration, for every attacker of its panel.
 
-Greedy, in lockstep over many documents (one attack per round for all of them, :class:`~cpa_core.audit.rescoring.
-StoredRisk`): each round takes the evidence of each text as edited so far (see :mod:`cpa_core.attack.explainers`),
-maps it back to the released text, proposes removing every span of each of its :data:`PROPOSALS` heaviest terms,
-attacks every proposal, and keeps, per document, the proposal that lowers its risk most (its set grows, its linkage
-probability falls; :meth:`~cpa_core.audit.rescoring.Risk.lower_than`). A term whose removal would not lower the risk
-is never redacted (it is recorded as rejected), so every step, and the end, is at most as risky as the start. The
-search ends when the document is acceptable (``|C| >= k`` and its linkage probability within the acceptable rate),
-when no evidence is left, or after :data:`MAX_TERMS` terms; a document it cannot make acceptable is marked
-*withhold*, with the reason.
+Greedy, in lockstep over many documents (one attack per round and member for all of them,
+:class:`~cpa_core.audit.rescoring.PanelStoredRisk`; a single attacker's audit is a panel of one): each round takes
+the evidence every member gives of each text as edited so far (:class:`~cpa_core.attack.explainers.PanelExplainer`;
+see :mod:`cpa_core.attack.explainers`), maps it back to the released text, proposes removing every span of each of
+its :data:`PROPOSALS` heaviest terms, attacks every proposal with every member, and keeps, per document, the proposal
+that lowers its risk most. A step is taken only when no member's risk rises and one member's falls (its set grows,
+its linkage probability or its certainty falls; :meth:`~cpa_core.audit.rescoring.PanelRisk.lower_than`): a term
+whose removal would raise any member's risk, or lower none, is never redacted (it is recorded as rejected), so every
+step, and the end, is at most as risky as the start for every member. The search ends when the document is
+acceptable to every member (``|C| >= k`` and its linkage probability within the acceptable rate), when no evidence
+is left, or after :data:`MAX_TERMS` terms; a document it cannot make acceptable is marked *withhold*, with the
+reason. Nothing else stops it: in particular not a change of the attacker's first guess, which may move onto the
+true subject.
+
+The search consults only the panel's members: a redacted release is verified by a new audit with the panel and an
+attacker held out of the search (:func:`held_out_attacker`).
 
 Edits are offsets into the *released* text, so they can be applied to the file as written. What a span becomes
 (nothing, its category placeholder, or a generalisation such as a city's region) is decided by a
@@ -32,9 +39,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from cpa_core.attack.explainers import Explainer, Span, fold
+from cpa_core.attack.explainers import Explainer, PanelExplainer, Span, fold
+from cpa_core.audit.panel import PanelResult
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.audit.rescoring import Rescored, Risk, StoredRisk
+from cpa_core.audit.rescoring import PanelRisk, PanelStoredRisk, Rescored, Risk
 from cpa_core.common.errors import DataError
 from cpa_core.io.reading import FORMATS, read_table
 from cpa_core.redaction.replacements import KINDS, STRATEGIES, Choice, GeneralizationTable, Replacer
@@ -43,7 +51,7 @@ from cpa_core.report.worklist import risk_order
 
 if TYPE_CHECKING:
     from cpa_core.attack.base import Attacker
-    from cpa_core.audit.results import AuditResult, Certificate
+    from cpa_core.audit.results import AuditResult
     from cpa_core.io.tables import Documents, Registry
 
 REPLACEMENTS = dict(STRATEGIES)
@@ -95,7 +103,7 @@ class Step:
     """One redacted term of a suggestion and the document's risk once it (and every earlier one) is redacted."""
 
     term: str
-    risk: Risk
+    risk: Risk | PanelRisk
 
 
 @dataclass(frozen=True)
@@ -105,8 +113,8 @@ class Suggestion:
     evidence does; ``reason`` says why). ``rejected``: terms whose removal would not have lowered its risk."""
 
     doc_id: str
-    before: Risk
-    after: Risk
+    before: Risk | PanelRisk
+    after: Risk | PanelRisk
     edits: tuple[Edit, ...]
     flag_below: int
     action: str = REDACT
@@ -135,7 +143,7 @@ class Suggestion:
         """How many edits of each kind (see :data:`~cpa_core.redaction.replacements.KINDS`)."""
         return edit_kinds([self])
 
-    def risk_after(self, term: str) -> Risk | None:
+    def risk_after(self, term: str) -> Risk | PanelRisk | None:
         """The risk once ``term`` (and every term redacted before it) is redacted."""
         return next((step.risk for step in self.steps if step.term == term), None)
 
@@ -160,7 +168,7 @@ def edit_kinds(suggestions: Iterable[Suggestion]) -> dict[str, int]:
 
 RescoreBatch = Callable[[Sequence[object], Sequence[str]], list[Rescored]]
 """Documents (whatever names them for the re-scorer) and an edited text of each -> each text's risk and evidence
-rows under the stored calibration (:meth:`~cpa_core.audit.rescoring.StoredRisk.of` is one)."""
+rows under the stored calibration (:meth:`~cpa_core.audit.rescoring.PanelStoredRisk.of` is one)."""
 Replacement = Callable[[Span], str]
 """What a span of evidence becomes in the redacted text (a :class:`~cpa_core.redaction.replacements.Replacer` is one)."""
 
@@ -230,14 +238,10 @@ class _Search:
     steps: list[Step] = field(default_factory=list)
     redacted: set[str] = field(default_factory=set)
     rejected: list[str] = field(default_factory=list)
-    named: int | None = None  # the registry row the attacker named first for the released text
 
-    def safe(self, rescored: Rescored, policy: ReleasePolicy) -> bool:
-        """Acceptable to the policy, and the attacker no longer names whom it named first for the released text."""
-        return rescored.risk.acceptable(policy) and not self.names_the_same(rescored)
-
-    def names_the_same(self, rescored: Rescored) -> bool:
-        return self.named is not None and bool(rescored.rows) and rescored.rows[0] == self.named
+    def safe(self, policy: ReleasePolicy) -> bool:
+        """Acceptable to the policy (to every member of a panel) as edited so far."""
+        return self.current.risk.acceptable(policy)
 
     @property
     def edited(self) -> str:
@@ -273,16 +277,25 @@ def _proposals(search: _Search, spans: Sequence[Span], deny: frozenset[str], roo
     return offered
 
 
-def _withhold_reason(search: _Search, policy: ReleasePolicy) -> str:
-    risk = search.current.risk
+def _shortfall(risk: Risk, policy: ReleasePolicy) -> list[str]:
+    """What keeps one attacker's risk from being acceptable."""
     short = []
     if risk.set_size < policy.flag_below:
         short.append(f"|C| = {risk.set_size} < k = {policy.flag_below}")
     if risk.linkage is not None and risk.linkage > policy.linkage_rate:
         short.append(f"linkage probability {risk.linkage:.3g} > {policy.linkage_rate:.3g}")
-    if search.names_the_same(search.current):
-        short.append("the attacker still names whom it named first")
-    left = " and ".join(short) or "it is still flagged"
+    return short
+
+
+def _withhold_reason(search: _Search, policy: ReleasePolicy) -> str:
+    risk = search.current.risk
+    if isinstance(risk, PanelRisk) and len(risk.members) > 1:  # each member it is not acceptable to
+        short = [f"{name}: {' and '.join(_shortfall(member, policy)) or 'still flagged'}"
+                 for name, member in zip(risk.names, risk.members) if not member.acceptable(policy)]
+        left = "; ".join(short) or "it is still flagged"
+    else:
+        member = risk.members[0] if isinstance(risk, PanelRisk) else risk
+        left = " and ".join(_shortfall(member, policy)) or "it is still flagged"
     if not search.steps:
         return (f"no redaction of its evidence lowers its risk ({len(search.rejected)} terms tried); {left}"
                 if search.rejected else f"the attacker's evidence offers nothing to redact; {left}")
@@ -309,8 +322,7 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
     searches = []
     for i, ((name, doc_id, text), found) in enumerate(zip(documents, start)):
         risk = found.risk if before is None else before[i]
-        searches.append(_Search(name, str(doc_id), text, risk, Rescored(risk, found.rows, found.clues),
-                                named=found.rows[0] if found.rows else None))
+        searches.append(_Search(name, str(doc_id), text, risk, Rescored(risk, found.rows, found.clues)))
     finished: dict[int, Suggestion] = {}
 
     def finish(done: Iterable[_Search]) -> None:
@@ -318,8 +330,8 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
             finished[id(search)] = _suggestion(search, policy)
         if progress is not None:
             progress(list(finished.values()), len(searches))
-    active = [s for s in searches if not s.safe(s.current, policy)]
-    finish(s for s in searches if s.safe(s.current, policy))
+    active = [s for s in searches if not s.safe(policy)]
+    finish(s for s in searches if s.safe(policy))
     while active:
         evidence = explainer.evidence_batch([s.edited for s in active], [s.current.rows for s in active],
                                             [s.current.clues for s in active])
@@ -336,14 +348,11 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
         found = rescore([t[0].name for t in tries], [apply_edits(t[0].text, t[3]) for t in tries])
         best: dict[int, tuple] = {}
         for (search, term, weight, edits), rescored in zip(tries, found):
-            moved = search.names_the_same(search.current) and not search.names_the_same(rescored)
-            if not (rescored.risk.lower_than(search.current.risk)
-                    or (moved and rescored.risk.no_higher_than(search.current.risk))):
+            if not rescored.risk.lower_than(search.current.risk):
                 search.rejected.append(term)
                 continue
             risk = rescored.risk
-            key = (search.safe(rescored, policy), risk.acceptable(policy), not search.names_the_same(rescored),
-                   risk.set_size, -(risk.linkage or 0.0), -risk.certainty, weight)
+            key = (risk.acceptable(policy), risk.set_size, -(risk.linkage or 0.0), -risk.certainty, weight)
             if id(search) not in best or key > best[id(search)][0]:
                 best[id(search)] = (key, term, edits, rescored)
         still = []
@@ -354,7 +363,7 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
                 search.edits, search.current = edits, rescored
                 search.redacted.add(term)
                 search.steps.append(Step(term, rescored.risk))
-            if search.safe(search.current, policy) or len(search.redacted) >= max_terms \
+            if search.safe(policy) or len(search.redacted) >= max_terms \
                     or search.tried() >= MAX_TRIED:
                 continue
             still.append(search)
@@ -366,7 +375,7 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
 
 
 def _suggestion(search: _Search, policy: ReleasePolicy) -> Suggestion:
-    safe = search.safe(search.current, policy)
+    safe = search.safe(policy)
     return Suggestion(search.doc_id, search.before, search.current.risk, tuple(search.edits), policy.flag_below,
                       REDACT if safe else WITHHOLD, "" if safe else _withhold_reason(search, policy),
                       tuple(search.steps), tuple(search.rejected))
@@ -397,60 +406,84 @@ def suggest(doc_id: str, text: str, rescore: Callable[[str], Rescored | tuple[in
                              max_terms, deny, proposals=proposals)[0]
 
 
-def suggest_redactions(result: AuditResult, attacker: Attacker, registry: Registry, texts: dict[str, str],
-                       policy: ReleasePolicy | None = None, confidence=None,
+def panel_members(result: AuditResult | PanelResult, attacker: Attacker | Sequence[Attacker]
+                  ) -> list[tuple[AuditResult, Attacker]]:
+    """Each member's audit and attacker: a panel's members with their attackers (in the panel's order), or one
+    attacker's audit as a panel of one."""
+    if isinstance(result, PanelResult):
+        attackers = list(attacker) if isinstance(attacker, (list, tuple)) else [attacker]
+        if len(attackers) != len(result.members):
+            raise ValueError(f"a panel of {len(result.members)} attackers needs each member's attacker, found "
+                             f"{len(attackers)}")
+        return list(zip(result.members, attackers))
+    return [(result, attacker)]
+
+
+def panel_explainer(members: Sequence[tuple[AuditResult, Attacker]], registry: Registry) -> PanelExplainer | None:
+    """The evidence of every member that explains its matches (``None`` when none does)."""
+    explainers = tuple(audit_explainer(attacker, registry, result.config) for result, attacker in members)
+    if all(explainer is None for explainer in explainers):
+        return None
+    return PanelExplainer(members=explainers)
+
+
+def suggest_redactions(result: AuditResult | PanelResult, attacker: Attacker | Sequence[Attacker], registry: Registry,
+                       texts: dict[str, str], policy: ReleasePolicy | None = None, confidence=None,
                        strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS,
                        generalization: GeneralizationTable | None = None,
                        doc_ids: Iterable[str] | None = None, deny: Collection[str] = (),
                        progress: Callable[[list[Suggestion], int], None] | None = None) -> list[Suggestion]:
     """A suggestion for every document of the release the policy flags at ``confidence`` (default: the declared
-    ones; see :func:`release_flags`), riskiest first; ``texts`` maps doc ids to the released texts. A named
-    ``strategy`` is built once from the registry (and, for ``generalize``, the ``generalization`` table);
+    ones; see :func:`release_flags`), riskiest first; ``texts`` maps doc ids to the released texts. ``result`` is one
+    attacker's audit (``attacker`` its attacker) or an attacker panel's (``attacker``: each member's, in order):
+    every member's evidence is read and every member's risk is kept from rising (see the module's docstring). A
+    named ``strategy`` is built once from the registry (and, for ``generalize``, the ``generalization`` table);
     ``doc_ids`` keeps only those flagged documents; ``deny``: words never redacted. Documents are searched
     :data:`CHUNK` at a time, in lockstep; ``progress(finished suggestions, total)`` is called after each round."""
-    policy = policy or result.config.policy
-    explainer = audit_explainer(attacker, registry, result.config)
+    members = panel_members(result, attacker)
+    policy = policy or members[0][0].config.policy
+    explainer = panel_explainer(members, registry)
     if explainer is None:
         return []
-    flagged = release_flags(result, policy, confidence)
+    stored = PanelStoredRisk(members, registry, confidence)
+    flagged = release_flags(stored, policy)
     if doc_ids is not None:
         wanted = {str(d) for d in doc_ids}
-        flagged = [(cert, row) for cert, row in flagged if str(cert.split.table.doc_ids[row]) in wanted]
+        flagged = [name for name in flagged if _doc_id(stored, name) in wanted]
     if isinstance(strategy, str):
         strategy = replacement_for(strategy, registry, generalization)
     elif generalization is not None:
         raise TypeError("a generalisation table goes with a named strategy, not with a replacement of one's own")
-    stored = StoredRisk(result, attacker, registry, confidence)
     target = reachable(policy, stored.linkage_floor)
-
-    def rescore(names, edited):
-        return stored.of(names, edited)
     out: list[Suggestion] = []
-    order = {str(cert.split.table.doc_ids[row]): i for i, (cert, row) in enumerate(flagged)}
-    small = [(cert, row) for cert, row in flagged if int(cert.split.table.pool_sizes[row]) < policy.flag_below]
+    order = {_doc_id(stored, name): i for i, name in enumerate(flagged)}
+    pools = {name: int(stored.certificates()[name[0]].split.table.pool_sizes[name[1]]) for name in flagged}
+    small = [name for name in flagged if pools[name] < policy.flag_below]
     if small:  # no redaction gives a set more people than its pool holds
-        for cert, row in small:
-            risk = stored.certified(cert, row)
-            pool = int(cert.split.table.pool_sizes[row])
-            out.append(Suggestion(str(cert.split.table.doc_ids[row]), risk, risk, (), policy.flag_below, WITHHOLD,
-                                  f"its pool holds {pool:,} people, fewer than k = {policy.flag_below}: no redaction "
-                                  "gives it a set of k"))
-        gone = {(id(cert), row) for cert, row in small}
-        flagged = [(cert, row) for cert, row in flagged if (id(cert), row) not in gone]
+        for name in small:
+            risk = stored.certified(name)
+            out.append(Suggestion(_doc_id(stored, name), risk, risk, (), policy.flag_below, WITHHOLD,
+                                  f"its pool holds {pools[name]:,} people, fewer than k = {policy.flag_below}: no "
+                                  "redaction gives it a set of k"))
+        flagged = [name for name in flagged if pools[name] >= policy.flag_below]
         if progress is not None:
             progress(list(out), len(flagged) + len(out))
     total = len(flagged) + len(out)
     for first in range(0, len(flagged), CHUNK):
         chunk = flagged[first:first + CHUNK]
-        documents = [((cert, row), str(cert.split.table.doc_ids[row]), texts[str(cert.split.table.doc_ids[row])])
-                     for cert, row in chunk]
+        documents = [(name, _doc_id(stored, name), texts[_doc_id(stored, name)]) for name in chunk]
 
         def report(done: list[Suggestion], _total: int, earlier: int = len(out)) -> None:
             if progress is not None:
                 progress(out[:earlier] + done, total)
-        out.extend(search_redactions(documents, rescore, explainer, target, strategy, max_terms, deny,
+        out.extend(search_redactions(documents, stored.of, explainer, target, strategy, max_terms, deny,
                                      progress=report))
     return sorted(out, key=lambda s: order[s.doc_id])  # riskiest first
+
+
+def _doc_id(stored: PanelStoredRisk, name: tuple[int, int]) -> str:
+    part, row = name
+    return str(stored.certificates()[part].split.table.doc_ids[row])
 
 
 def reachable(policy: ReleasePolicy, floor: float) -> ReleasePolicy:
@@ -462,21 +495,20 @@ def reachable(policy: ReleasePolicy, floor: float) -> ReleasePolicy:
     return replace(policy, acceptable_linkage=floor)
 
 
-def release_flags(result: AuditResult, policy: ReleasePolicy | None = None,
-                  confidence=None) -> list[tuple[Certificate, int]]:
-    """Every document of the release the policy flags under the stored calibration (by its set or by its linkage
-    probability), as (certificate, row), riskiest first (:func:`~cpa_core.report.worklist.risk_order`): the audited
-    documents and, under the split protocol, the calibration documents too. Redaction changes the release
-    mechanism, and a new calibration certifies the redacted release only when its calibration documents went
-    through the same mechanism as its audited ones: so the rule "redact what the audit flags" is applied to every
-    document alike, whichever split it fell in."""
-    policy = policy or result.config.policy
-    confidence = result.config.policy_confidence if confidence is None else confidence
-    certificates = [result.certificate(confidence)]
-    if result.config.protocol == "split":
-        certificates.append(result.calibration_certificate(confidence))
-    flagged = [(cert, int(row)) for cert in certificates for row in np.flatnonzero(cert.flags(policy))]
-    return sorted(flagged, key=lambda item: risk_order(item[0], item[1]))
+def release_flags(stored: PanelStoredRisk, policy: ReleasePolicy | None = None) -> list[tuple[int, int]]:
+    """Every document of the release the policy flags under any member's stored calibration (by its set or by its
+    linkage probability), named ``(part, row)`` (:meth:`~cpa_core.audit.rescoring.PanelStoredRisk.documents`),
+    riskiest first (the riskiest member's :func:`~cpa_core.report.worklist.risk_order`): the audited documents and,
+    under the split protocol, the calibration documents too. Redaction changes the release mechanism, and a new
+    calibration certifies the redacted release only when its calibration documents went through the same mechanism
+    as its audited ones: so the rule "redact what the audit flags" is applied to every document alike, whichever
+    split it fell in."""
+    policy = policy or stored.stored[0].result.config.policy
+    members = [stored.certificates(i) for i in range(len(stored.names))]
+    flagged = sorted({(part, int(row)) for certificates in members for part, cert in enumerate(certificates)
+                      for row in np.flatnonzero(cert.flags(policy))})
+    return sorted(flagged, key=lambda name: min(risk_order(certificates[name[0]], name[1])
+                                                for certificates in members))
 
 
 SUGGESTION_COLUMNS = ("set_size_after_edits", "reaches_k", "suggested_edits")

@@ -62,9 +62,8 @@ def test_every_step_lowers_the_risk_and_the_decided_release_flags_fewer_document
         assert s.set_size_before == stored[s.doc_id]  # re-scoring the unedited text gives the certified set
         assert all(texts[s.doc_id][e.offset:e.offset + e.length] == e.original for e in s.edits)
         risks = [s.before] + [step.risk for step in s.steps]
-        # every step lowers the risk, or stops the attacker naming whom it named, and none raises it
-        assert all(b.no_higher_than(a) for a, b in zip(risks, risks[1:]))
-        assert sum(b.lower_than(a) for a, b in zip(risks, risks[1:])) >= len(s.steps) - 1
+        # every step lowers the risk (whom the attacker names first is no reason to take one)
+        assert all(b.lower_than(a) for a, b in zip(risks, risks[1:]))
         assert s.set_size_after >= s.set_size_before  # no suggestion shrinks a set
         assert (s.action == "withhold") == bool(s.reason)
     assert sum(s.action == "redact" for s in suggestions) > flagged / 4
@@ -73,7 +72,7 @@ def test_every_step_lowers_the_risk_and_the_decided_release_flags_fewer_document
     assert len(after.test_split) == len(texts) - len(withheld)
     for level in config.confidences:  # fewer flagged documents, by either rule, at every level
         before_cert, after_cert = result.certificate(level), after.certificate(level)
-        assert int(after_cert.flags(again.policy).sum()) < int(before_cert.flags(config.policy).sum()) / 2, level
+        assert int(after_cert.flags(again.policy).sum()) < int(before_cert.flags(config.policy).sum()) * 0.8, level
         assert int(again.policy.flags_by_set(after_cert.set_sizes).sum()) <= \
             int(config.policy.flags_by_set(before_cert.set_sizes).sum()), level
     assert after.first_guess_right.mean() < result.first_guess_right.mean() / 2
@@ -173,7 +172,11 @@ def test_under_the_split_protocol_calibration_documents_are_redacted_alike(sampl
     audited, calibration = result.certificate(level), result.calibration_certificate(level)
     expected = {str(c.split.table.doc_ids[r]) for c in (audited, calibration)
                 for r in np.flatnonzero(c.flags(config.policy))}
-    flagged = release_flags(result)
+    from cpa_core.audit.rescoring import PanelStoredRisk
+
+    panel = PanelStoredRisk([(result, attacker)], registry)
+    certificates = panel.certificates()
+    flagged = [(certificates[part], row) for part, row in release_flags(panel)]
     assert {str(c.split.table.doc_ids[r]) for c, r in flagged} == expected
     assert {c.split is result.test_split for c, _ in flagged} == {True, False}  # both splits have flags
     from cpa_core.report.worklist import risk_order
