@@ -4,14 +4,15 @@ explainer of a term match.
 Each block's product runs on every core with ``sparse_dot_topn``'s kernel (:class:`SimilarityBlocks`);
 ``kernel=False`` keeps scipy's single-threaded product, the reference the kernel's results are tested against.
 The TF-IDF attacker (:mod:`cpa_core.attack.attackers.tfidf`) ranks by it; any retrieval attacker that cannot
-explain its matches otherwise is explained by it (:meth:`cpa_core.attack.base.RetrievalAttacker.explainer`).
+explain its matches otherwise is explained by it (:meth:`cpa_core.attack.base.RetrievalAttacker.explainer`). Its term
+explanations (:class:`TermProducts`) serve every index whose score is a sum of per-term products, BM25's too.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -73,32 +74,25 @@ class SimilarityBlocks:
         self.product(start, stop).toarray(out=out)  # adds into ``out``
 
 
-class TfidfIndex:
-    """A TF-IDF index over profile texts: search and term explanations."""
+class TermProducts:
+    """Term explanations of an index whose score of a query for a profile is a sum over terms, the query's weight of
+    each term times the profile's (``transform(queries) @ profiles_.T``): TF-IDF cosine (:class:`TfidfIndex`), BM25
+    (:class:`~cpa_core.attack.attackers.lexical_fusion.Bm25Index`). A term's contribution to a match is then exactly
+    its product, and the contributions add up to the score.
 
-    def __init__(self, max_features: int = 50_000, ngram_max: int = 1, min_df: int | float = 1):
-        from sklearn.feature_extraction.text import TfidfVectorizer  # imported on use: keeps the CLI quick
+    Subclasses define ``transform`` and set ``vectorizer`` (scikit-learn's: its preprocessor and token pattern turn a
+    text's tokens into terms) and, when fitted, ``profiles_`` (``profiles x terms``, CSR) and ``terms_``.
+    """
 
-        self.vectorizer = TfidfVectorizer(max_features=max_features, ngram_range=(1, ngram_max), min_df=min_df,
-                                          sublinear_tf=True, strip_accents="unicode", dtype=np.float32)
-
-    def fit(self, profiles: Sequence[str]) -> "TfidfIndex":
-        try:
-            self.profiles_ = self.vectorizer.fit_transform(profiles).tocsr()
-        except ValueError as error:  # empty vocabulary, min_df above the number of profiles, ...
-            raise ConfigError(f"the TF-IDF attacker cannot index the profile texts: {error}") from None
-        self.terms_ = self.vectorizer.get_feature_names_out()
-        return self
+    vectorizer: Any
+    profiles_: Any
+    terms_: np.ndarray
 
     def transform(self, texts: Sequence[str]):
-        return self.vectorizer.transform(texts).tocsr()
-
-    def similarities(self, queries, kernel: bool = KERNEL, threads: int | None = None) -> SimilarityBlocks:
-        """The block function of :func:`~cpa_core.attack.candidates.rank_by_similarity` over these query rows."""
-        return SimilarityBlocks(queries.tocsr(), self.profiles_.T.tocsr(), kernel, threads)
+        raise NotImplementedError
 
     def term_weights(self, query: str, candidate_rows: Sequence[int]) -> dict[str, float]:
-        """Each term's contribution to the cosine of the query with the candidates (summed over them), for the
+        """Each term's contribution to the score of the query for the candidates (summed over them), for the
         terms they share; English stop words are left out (they still count in the attack)."""
         return self.term_weights_batch([query], [candidate_rows])[0]
 
@@ -124,7 +118,7 @@ class TfidfIndex:
         return out
 
     def summed_similarity(self, texts: Sequence[str], candidate_rows: Sequence[int]) -> np.ndarray:
-        """Each text's cosine with the candidates' profiles, summed over them (what the term weights add up to)."""
+        """Each text's score for the candidates' profiles, summed over them (what the term weights add up to)."""
         n_profiles = self.profiles_.shape[0]
         rows = [r for r in candidate_rows if 0 <= r < n_profiles]
         if not rows or not len(texts):
@@ -138,3 +132,28 @@ class TfidfIndex:
         normalize = functools.lru_cache(maxsize=1 << 16)(self.vectorizer.build_preprocessor())  # tokens repeat
         return TermExplainer(self.term_weights, normalize, self.vectorizer.token_pattern,
                              similarity=self.summed_similarity, batch_weights=self.term_weights_batch)
+
+
+class TfidfIndex(TermProducts):
+    """A TF-IDF index over profile texts: search and term explanations."""
+
+    def __init__(self, max_features: int = 50_000, ngram_max: int = 1, min_df: int | float = 1):
+        from sklearn.feature_extraction.text import TfidfVectorizer  # imported on use: keeps the CLI quick
+
+        self.vectorizer = TfidfVectorizer(max_features=max_features, ngram_range=(1, ngram_max), min_df=min_df,
+                                          sublinear_tf=True, strip_accents="unicode", dtype=np.float32)
+
+    def fit(self, profiles: Sequence[str]) -> "TfidfIndex":
+        try:
+            self.profiles_ = self.vectorizer.fit_transform(profiles).tocsr()
+        except ValueError as error:  # empty vocabulary, min_df above the number of profiles, ...
+            raise ConfigError(f"the TF-IDF attacker cannot index the profile texts: {error}") from None
+        self.terms_ = self.vectorizer.get_feature_names_out()
+        return self
+
+    def transform(self, texts: Sequence[str]):
+        return self.vectorizer.transform(texts).tocsr()
+
+    def similarities(self, queries, kernel: bool = KERNEL, threads: int | None = None) -> SimilarityBlocks:
+        """The block function of :func:`~cpa_core.attack.candidates.rank_by_similarity` over these query rows."""
+        return SimilarityBlocks(queries.tocsr(), self.profiles_.T.tocsr(), kernel, threads)

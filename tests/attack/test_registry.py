@@ -44,7 +44,7 @@ def test_the_tool_offers_the_built_in_attackers_in_order():
 
 
 def test_a_spec_flag_not_a_type_decides_what_runs_on_a_cluster():
-    assert {spec.name for spec in BUILTIN if spec.runs_on_cluster} == {"tfidf", "dense", "lexical_fusion"}
+    assert {spec.name for spec in BUILTIN if spec.runs_on_cluster} == {"tfidf", "dense", "lexical_fusion", "bm25"}
     fresh = shipped_attacker(TfidfAttacker(temperature=0.3), {})
     assert isinstance(fresh, TfidfAttacker) and fresh.temperature == 0.3
     with pytest.raises(ConfigError, match="the forced_choice attacker runs in this process only"):

@@ -369,7 +369,7 @@ def test_attacker_forms_follow_the_registry():
     assert {"tfidf", "dense", "forced_choice", "profile", "imported"} <= {spec.name for spec in offered_specs()}
     assert {spec.name for spec in offered_specs() if needs_endpoint(spec, "direct")} == {"forced_choice", "profile"}
     assert {spec.name for spec in offered_specs() if needs_endpoint(spec, "direct_plus_clues")} == {
-        "tfidf", "dense", "lexical_fusion", "learned", "forced_choice", "profile"}
+        "tfidf", "dense", "lexical_fusion", "learned", "bm25", "forced_choice", "profile"}
 
 
 def test_declared_configuration_follows_the_choices(sample_paths):
@@ -457,7 +457,7 @@ def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path,
 
     out = tmp_path / "cli"
     done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
-                             "--config", sample_paths["config"], "--out", out)
+                             "--config", sample_paths["config"], "--attacker", "tfidf", "--out", out)
     assert done.returncode == 0, done.describe()
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
 

@@ -59,7 +59,7 @@ from cpa_core.attack.base import ClueExtractor, RetrievalAttacker
 from cpa_core.attack.explainers import Explainer
 from cpa_core.attack.spec import AttackerSpec
 from cpa_core.attack.temperature import DEFAULT_TEMPERATURE
-from cpa_core.attack.tfidf_index import KERNEL, SimilarityBlocks, TfidfIndex, kernel_threads
+from cpa_core.attack.tfidf_index import KERNEL, SimilarityBlocks, TermProducts, TfidfIndex, kernel_threads
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.params import Param
 from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
@@ -186,7 +186,7 @@ class CharIndex:
         return SimilarityBlocks(queries.tocsr(), self.profiles_.T.tocsr(), kernel, threads)
 
 
-class Bm25Index:
+class Bm25Index(TermProducts):
     """Okapi BM25 of every profile for a query's distinct words.
 
     ``score(q, p) = sum over the distinct words t of q of idf(t) * tf(t, p) / (tf(t, p) + k1 * (1 - b + b * |p| /
@@ -196,43 +196,51 @@ class Bm25Index:
     ``bm25s``'s eager index, a sparse ``profiles x words`` matrix; a block of queries is then one sparse product of
     their distinct-word indicators with it. A word counts once however often the document repeats it (Robertson's
     query-term saturation with ``k3 = 0``): a released document is a long query, and its repeated common words must
-    not outweigh rarer evidence.
+    not outweigh rarer evidence. A score is a sum of per-word products, so the index explains a match word by word
+    (:class:`~cpa_core.attack.tfidf_index.TermProducts`: each shared word's BM25 contribution).
     """
 
     def __init__(self, k1: float = 1.5, b: float = 0.75):
         from sklearn.feature_extraction.text import CountVectorizer
 
         self.k1, self.b = k1, b
-        self.counter = CountVectorizer(strip_accents="unicode", dtype=np.float32)
+        self.vectorizer = CountVectorizer(strip_accents="unicode", dtype=np.float32)
 
     def fit(self, profiles: Sequence[str]) -> "Bm25Index":
         import bm25s
         from scipy import sparse
 
         try:
-            counts = self.counter.fit_transform(profiles).tocsr()
+            counts = self.vectorizer.fit_transform(profiles).tocsr()
         except ValueError as error:
-            raise ConfigError(f"the lexical fusion attacker cannot index the profile texts: {error}") from None
+            raise ConfigError(f"BM25 cannot index the profile texts: {error}") from None
         counts.sort_indices()
         tokens = [np.repeat(counts.indices[a:z], counts.data[a:z].astype(np.int64)).tolist()
                   for a, z in zip(counts.indptr[:-1], counts.indptr[1:])]
         model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-        model.index((tokens, dict(self.counter.vocabulary_)), create_empty_token=False, show_progress=False)
+        model.index((tokens, dict(self.vectorizer.vocabulary_)), create_empty_token=False, show_progress=False)
         scores = model.scores
         matrix = sparse.csc_matrix((scores["data"], scores["indices"], scores["indptr"]),
                                    shape=(counts.shape[0], counts.shape[1]))
         self.profiles_ = matrix.astype(np.float32).tocsr()
         self.profiles_.sort_indices()
+        self.terms_ = self.vectorizer.get_feature_names_out()
         return self
 
     def transform(self, texts: Sequence[str]):
         """Each text's distinct words (indicators over the vocabulary)."""
-        words = self.counter.transform(texts).tocsr()
+        words = self.vectorizer.transform(texts).tocsr()
         words.data[:] = 1.0
         return words
 
     def similarities(self, queries, kernel: bool = KERNEL, threads: int | None = None) -> SimilarityBlocks:
         return SimilarityBlocks(queries.tocsr(), self.profiles_.T.tocsr(), kernel, threads)
+
+
+def check_bm25_settings(k1: float, b: float) -> None:
+    """BM25's ``k1`` and ``b``, checked alike by every attacker that declares them."""
+    if not k1 >= 0 or not 0 <= b <= 1:
+        raise ConfigError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, found k1={k1}, b={b}")
 
 
 def standardised(block: np.ndarray) -> np.ndarray:
@@ -338,8 +346,7 @@ class LexicalFusionAttacker(RetrievalAttacker):
         if not 1 <= self.char_ngram_min <= self.char_ngram_max:
             raise ConfigError(f"character n-grams need 1 <= char_ngram_min <= char_ngram_max, found "
                               f"{self.char_ngram_min} and {self.char_ngram_max}")
-        if not self.k1 >= 0 or not 0 <= self.b <= 1:
-            raise ConfigError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, found k1={self.k1}, b={self.b}")
+        check_bm25_settings(self.k1, self.b)
         self.index_: FusionIndex | None = None  # the last attack's index, and what it indexed
         self._indexed: tuple | None = None
 
