@@ -57,8 +57,9 @@ OUTPUT_NAMES = {"audit": ("summary.json", "documents.jsonl", "calibration.jsonl"
                             "worklist.json", "manifest.json", "audit.toml", "report.html", "attribute_sets.jsonl",
                             "members"),
                 "redaction": ("decisions.csv", "redactions.json", "worklist.csv", "worklist.json", "audit.toml",
-                              "*-redacted.*")}
-"""Names (``fnmatch`` patterns) a run of each kind writes (``members``: the folder of an attacker panel's members). In a folder an earlier version wrote (no
+                              "*-redacted.*", "audit")}
+"""Names (``fnmatch`` patterns) a run of each kind writes (``members``: the folder of an attacker panel's members;
+``audit``: a redaction's audit of the redacted release). In a folder an earlier version wrote (no
 :data:`CONTENTS_FILE`), these are the tool's and every other file is kept; a file the tool did not write under one
 of these names is refused, since a new run could write it."""
 _STAGING = ".staging-"
