@@ -28,6 +28,8 @@ AUDIT_PARAMS = (
     Param("attackers", "fields", None, "Attacker panel", "Several registered attackers, each run and calibrated on "
           "its own; a document's risk is the worst over them and the release is judged against every one (replaces "
           "attacker).", optional=True),
+    Param("held_out", "text", None, "Held-out attacker", "The member of the attacker panel that the redaction search "
+          "never consulted (a redacted release's audit names it; it is judged like every member).", optional=True),
     Param("query_mode", "choice", None, "Query mode", "direct: the released text is the query; direct_plus_clues: "
           "an LLM's clues are appended (default: the knowledge level's).", choices=QUERY_MODES, optional=True,
           option="--query-mode"),

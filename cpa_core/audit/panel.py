@@ -38,6 +38,9 @@ lexical ranker (words, characters, BM25), dense retrieval over whole texts (wher
 installed) and the learned re-identifier (a classifier trained on the registry)."""
 LEXICAL_PANEL = ("tfidf", "lexical_fusion")
 """The default panel of a larger release: the lexical members, which scale to it on this machine."""
+HELD_OUT_ORDER = ("learned", "lexical_fusion", "bm25", "tfidf", "dense")
+"""The attackers a redaction is verified with when its search never consulted them, in order of preference: the
+first one that is not a member of the panel the search read (dense retrieval only where its model is installed)."""
 FULL_PANEL_LIMIT = 10_000
 """The most documents, and the most profiles, the full panel runs on by default (about 8 minutes on 2 cores)."""
 
@@ -128,6 +131,11 @@ class PanelResult:
         """:func:`panel_config_id` of its members."""
         return panel_config_id(self.members)
 
+    @property
+    def held_out(self) -> str | None:
+        """The member a redaction search never consulted (the audit of a redacted release), if any."""
+        return self.members[0].inputs.get("panel", {}).get("held_out")
+
     def member(self, name: str) -> AuditResult:
         for member in self.members:
             if member.config.attacker.name == name:
@@ -151,14 +159,25 @@ def default_panel(n_documents: int, n_profiles: int, dense_present: bool | None 
     return tuple(name for name in FULL_PANEL if dense_present or name != "dense")
 
 
+def held_out_attacker(panel: Sequence[str], dense_present: bool | None = None) -> str | None:
+    """The attacker that verifies a redaction searched against ``panel``: the first of :data:`HELD_OUT_ORDER` not in
+    the panel (``None`` when every one is)."""
+    if dense_present is None:
+        from cpa_core.attack.model_store import packaged_model_zip
+        dense_present = packaged_model_zip() is not None
+    return next((name for name in HELD_OUT_ORDER if name not in panel and (dense_present or name != "dense")), None)
+
+
 def audit_panel(documents: Documents, registry: Registry, declared: Sequence[tuple[AuditConfig, Attacker]],
                 progress: Callable[[int, str], Progress | None] | None = None,
-                finish: Callable[[AuditResult, Attacker], AuditResult] | None = None) -> PanelResult:
+                finish: Callable[[AuditResult, Attacker], AuditResult] | None = None,
+                held_out: str | None = None) -> PanelResult:
     """Audit the release with every declared member (its configuration and built attacker), one after the other:
     each run and calibrated on its own (:func:`~cpa_core.audit.pipeline.run_audit`). ``progress(i, name)``: the
     progress of member ``i``; ``finish(result, attacker)``: what to add to a member's result once it is run (e.g.
-    its LLM counters). Each member's inputs record the panel it belongs to (``panel``: the panel's configuration
-    id, its attackers, this member's)."""
+    its LLM counters); ``held_out``: the member a redaction search never consulted (the audit of a redacted
+    release). Each member's inputs record the panel it belongs to (``panel``: the panel's configuration id, its
+    attackers, this member's, and the held-out one, if any)."""
     from cpa_core.audit.pipeline import run_audit
 
     results = []
@@ -166,7 +185,10 @@ def audit_panel(documents: Documents, registry: Registry, declared: Sequence[tup
         result = run_audit(documents, registry, attacker, config, None if progress is None else progress(i, attacker.name))
         results.append(result if finish is None else finish(result, attacker))
     names = [result.config.attacker.name for result in results]
-    marked = {"config_id": panel_config_id(results), "attackers": names}
+    if held_out is not None and held_out not in names:
+        raise ConfigError(f"the held-out attacker {held_out} is no member of the panel ({', '.join(names)})")
+    marked = {"config_id": panel_config_id(results), "attackers": names,
+              **({"held_out": held_out} if held_out is not None else {})}
     return PanelResult(tuple(result.with_inputs(panel={**marked, "attacker": name})
                              for result, name in zip(results, names)))
 

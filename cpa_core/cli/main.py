@@ -245,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "[CITY], [OCCUPATION], [YEAR], [NUMBER], [DATE], [AGE], else [REDACTED] (placeholder, "
                              "the default); or a coarser value where the data allows, a city's region when the "
                              "registry has one, an age's band, a year's decade, else the placeholder (generalize)")
+    redact.add_argument("--held-out", metavar="ATTACKER", choices=[spec.name for spec in attacker_specs()],
+                        help="the attacker that verifies the redacted release, which the search never consults "
+                             "(default: the first of learned, lexical_fusion, bm25, tfidf, dense that is no member "
+                             "of the audit's panel)")
     redact.add_argument("--generalization", metavar="FILE",
                         help="with --strategy generalize: a table (CSV, JSONL or Parquet) of your own "
                              "generalisations, columns value,general and optionally field (a registry field); "
@@ -468,7 +472,8 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
         _say(f"attacker {i + 1} of {len(names)}: {name}")
         return ProgressBar()
     try:
-        panel = audit_panel(documents, registry, members, progress, finish=_llm_report)
+        panel = audit_panel(documents, registry, members, progress, finish=_llm_report,
+                            held_out=project.audit.get("held_out"))
         explainers = {name: audit_explainer(attacker, registry, config)
                       for name, (config, attacker) in zip(names, members)}
     finally:
@@ -639,11 +644,21 @@ def _audit_manifest(audit_dir: Path) -> dict:
     except (OSError, ValueError) as error:
         raise ConfigError(f"{where}: not readable JSON ({error})") from None
     if isinstance(manifest, dict) and manifest.get("kind") == "panel":
-        attackers = ", ".join(map(str, manifest.get("attackers") or []))
-        raise ConfigError(f"{audit_dir}: the audit of an attacker panel ({attackers}); cpa redact searches redactions "
-                          "against one attacker's audit: audit the release with one --attacker, redact that audit, "
-                          "then audit the redacted release again with the panel")
-    complete_folder(audit_dir, "audit", verify=(CONFIG_FILE,))
+        members = manifest.get("members")
+        if not isinstance(members, dict) or not members or not all(
+                isinstance(info, dict) and isinstance(info.get("config_id"), str) and isinstance(info.get("folder"), str)
+                for info in members.values()):
+            raise ConfigError(f"{where}: expected 'members' naming each attacker's configuration id and folder")
+        complete_folder(audit_dir, "audit", verify=tuple(f"{info['folder']}/{CONFIG_FILE}" for info in members.values()))
+        if not isinstance(manifest.get("config_id"), str) or not isinstance(manifest.get("inputs"), dict):
+            raise ConfigError(f"{where}: expected the panel's 'config_id' and 'inputs'")
+        first = audit_dir / next(iter(members.values()))["folder"] / "manifest.json"
+        try:
+            manifest = {**manifest, "config": json.loads(first.read_text(encoding="utf-8")).get("config", {})}
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"{first}: not readable JSON ({error})") from None
+    else:
+        complete_folder(audit_dir, "audit", verify=(CONFIG_FILE,))
     inputs = manifest.get("inputs") if isinstance(manifest, dict) else None
     config = manifest.get("config") if isinstance(manifest, dict) else None
     roles = ("documents", "registry")
@@ -682,7 +697,18 @@ def _input_file(manifest: dict, role: str, where: Path) -> Path:
     return path
 
 
+def _audit_members(audit_dir: Path, manifest: dict) -> list[tuple[Path, str]]:
+    """Each attacker of an audit folder: its configuration file and configuration id (an attacker panel's members in
+    the panel's order; one attacker's audit: its own)."""
+    from cpa_core.store.bundle import CONFIG_FILE
+
+    if manifest.get("kind") == "panel":
+        return [(audit_dir / info["folder"] / CONFIG_FILE, info["config_id"]) for info in manifest["members"].values()]
+    return [(audit_dir / CONFIG_FILE, manifest["config_id"])]
+
+
 def cmd_redact(args) -> int:
+    from cpa_core.audit.panel import audit_panel, held_out_attacker
     from cpa_core.redaction.decisions import (
         KEPT_LIMIT,
         EditCounts,
@@ -696,8 +722,8 @@ def cmd_redact(args) -> int:
     )
     from cpa_core.redaction.replacements import load_generalization
     from cpa_core.redaction.suggestions import decided_frame, redacted_release, replacement_for, suggested_worklist
-    from cpa_core.report.worklist import worklist, worklist_csv, worklist_json
-    from cpa_core.store.bundle import CONFIG_FILE, declared_toml
+    from cpa_core.report.worklist import panel_worklist, worklist, worklist_csv, worklist_json
+    from cpa_core.store.bundle import CONFIG_FILE, declared_panel_toml
 
     if args.generalization is not None and args.decisions is None and args.strategy != "generalize":
         raise ConfigError(f"--generalization {args.generalization} applies to --strategy generalize only; "
@@ -714,13 +740,16 @@ def cmd_redact(args) -> int:
     audit_dir = Path(args.audit)
     manifest = _audit_manifest(audit_dir)
     inputs = manifest["inputs"]
+    audit_id = manifest["config_id"]
     documents_file = _input_file(manifest, "documents", audit_dir / "manifest.json")
     registry_file = _input_file(manifest, "registry", audit_dir / "manifest.json")
     claimed = (audit_dir, documents_file, registry_file, args.decisions, args.generalization)
     with OutputFolder(args.out, "redaction", inputs=claimed, writes={"the cache folder": cache_root()}) as folder:
         out = folder.staging
-        project = load_config(audit_dir / CONFIG_FILE)
-        if "scores" in inputs or project.audit.get("attacker") == "imported":
+        sources = _audit_members(audit_dir, manifest)
+        projects = [load_config(config_file) for config_file, _ in sources]
+        project = projects[0]
+        if "scores" in inputs or any(p.audit.get("attacker") == "imported" for p in projects):
             raise ConfigError("an audit of imported scores cannot be redacted here: the scores of an edited text "
                               "come from the pipeline that made them")
         drop = "drop" if any(isinstance(info, dict) and info.get("dropped_rows")
@@ -733,48 +762,68 @@ def cmd_redact(args) -> int:
         reviewed, notes = None, []
         if args.decisions is not None:
             reviewed, notes = _decoded("--encoding", review_decisions, args.decisions, texts=texts,
-                                       config_id=manifest["config_id"], encoding=args.encoding or "utf-8",
+                                       config_id=audit_id, encoding=args.encoding or "utf-8",
                                        generalizer=replacement_for("generalize", registry, table))
         replacer = replacement_for(args.strategy, registry, None if reviewed is not None else table)
-        config, attacker = declare_audit(project, registry, documents=documents)
-        if reviewed is None and audit_explainer(attacker, registry, config) is None:
-            raise ConfigError(f"the '{config.attacker.name}' attacker does not say which words drive its matches, so no "
-                              "redaction can be suggested; edit the release yourself, or apply a decisions table with "
-                              "--decisions")
-        if config.config_id != manifest["config_id"]:
-            raise ConfigError(f"{audit_dir}: its configuration {manifest['config_id']} is not what {CONFIG_FILE} declares "
-                              f"now ({config.config_id})")
+        declared = [declare_audit(p, registry, documents=documents) for p in projects]
+        for (config_file, config_id), (config, _) in zip(sources, declared):
+            if config.config_id != config_id:
+                raise ConfigError(f"{audit_dir}: its configuration {config_id} is not what {config_file} declares now "
+                                  f"({config.config_id})")
+        names = [config.attacker.name for config, _ in declared]
+        attackers = [attacker for _, attacker in declared]
+        config = declared[0][0]
+        held_out = _held_out(args, names, held_out_attacker)
+        held = None if held_out is None else declare_audit(project, registry, attacker=held_out, documents=documents)
+        if reviewed is None and all(audit_explainer(a, registry, c) is None for c, a in declared):
+            raise ConfigError(f"no attacker of the audit ({', '.join(names)}) says which words drive its matches, so "
+                              "no redaction can be suggested; edit the release yourself, or apply a decisions table "
+                              "with --decisions")
         suggestions = []
         try:
+            panel = audit_panel(documents, registry, declared, _member_progress(names))
+            before = {name: member for name, member in zip(names, panel.members)}
+            if held is not None:
+                _say(f"the held-out attacker, {held_out}, on the release as it is (the search never consults it)")
+                before[held_out] = run_audit(documents, registry, held[1], held[0], ProgressBar())
             if reviewed is None:
-                result = run_audit(documents, registry, attacker, config, ProgressBar())
                 bar = ProgressBar()
                 decisions, suggestions = proposed_decisions(
-                    result, attacker, registry, texts, strategy=replacer, deny=_words(args.deny),
+                    panel, attackers, registry, texts, strategy=replacer, deny=_words(args.deny),
                     allow=_words(args.allow), common_share=args.common or None,
                     progress=lambda done, total: bar(len(done), total, "searching redactions"))
             else:
                 decisions = reviewed
         finally:
-            close_clients(attacker)
+            for attacker in attackers + ([] if held is None else [held[1]]):
+                close_clients(attacker)
         edits, withheld = accepted(decisions)
-        write_private(out / "decisions.csv", decisions_csv(decisions, config.config_id))
+        write_private(out / "decisions.csv", decisions_csv(decisions, audit_id, held_out))
         log = redaction_log(config, replacer, suggestions, generalization=table, decisions=decisions,
                             deny=_words(args.deny), allow=_words(args.allow), applied=args.decisions,
-                            common_share=None if reviewed is not None else (args.common or None), notes=notes)
-        write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
+                            common_share=None if reviewed is not None else (args.common or None), notes=notes,
+                            config_id=audit_id, held_out=held_out)
         if reviewed is None:
-            work = suggested_worklist(worklist(result.certificate(config.policy_confidence), config.policy,
-                                               config.config_id, explain=audit_explainer(attacker, registry, config)),
-                                      suggestions)
+            level = config.policy_confidence
+            work = (worklist(panel.members[0].certificate(level), config.policy, audit_id,
+                             explain=audit_explainer(attackers[0], registry, config)) if len(names) == 1
+                    else panel_worklist(panel.certificate(level), config.policy, audit_id))
+            work = suggested_worklist(work, suggestions)
             write_private(out / "worklist.csv", worklist_csv(work))
             write_private(out / "worklist.json", worklist_json(work))
         kept = len(texts) - len(withheld)
         release = redacted_release(documents_file, documents, edits, out, withheld)
-        after = replace(redacted_config(config, decided_frame(documents.frame, edits, withheld)),
-                        data={role: info for role, info in config.data.items() if role != "documents"})
-        write_private(out / CONFIG_FILE, declared_toml(after))
-        folder.complete(config.config_id)
+        frame = decided_frame(documents.frame, edits, withheld)
+        after = [replace(redacted_config(c, frame), data={role: info for role, info in c.data.items()
+                                                          if role != "documents"})
+                 for c in [c for c, _ in declared] + ([] if held is None else [held[0]])]
+        write_private(out / CONFIG_FILE, declared_panel_toml(after, held_out))
+        verified = None
+        if kept and held is not None:
+            verified = _verify_redaction(folder, release, out / CONFIG_FILE, registry, drop, before, held_out,
+                                         audit_id, log)
+        write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
+        folder.complete(audit_id)
     _say_claimed(folder)
     release, out = folder.final_path(release).resolve(), Path(args.out).resolve()
     for note in notes:
@@ -783,8 +832,9 @@ def cmd_redact(args) -> int:
     if reviewed is None:
         safe = sum(s.action == "redact" for s in suggestions)
         where = " (audited and calibration documents alike)" if config.protocol == "split" else ""
-        _say(f"{len(suggestions)} flagged documents{where}: {safe} made acceptable to the policy by their suggested "
-             f"edits (indicative, under the stored calibration), {len(suggestions) - safe} to withhold")
+        against = f" of every attacker of the panel ({', '.join(names)})" if len(names) > 1 else ""
+        _say(f"{len(suggestions)} flagged documents{where}: {safe} made acceptable to the policy{against} by their "
+             f"suggested edits (indicative, under the stored calibration), {len(suggestions) - safe} to withhold")
     kinds = {}
     for document in edits.values():
         for edit in document:
@@ -801,9 +851,97 @@ def cmd_redact(args) -> int:
     if kept == 0:
         _say("every document is withheld: the redacted release is empty and there is nothing to audit again")
         return 0
+    if verified is not None:
+        _say_verified(verified, out / REAUDIT_FOLDER)
     _say("audit it again: " + shlex.join(["cpa", "audit", "--documents", str(release), "--registry", str(registry_file),
                                           "--config", str(out / CONFIG_FILE), "--out", "OUT"]))
     return 0
+
+
+REAUDIT_FOLDER = "audit"
+"""The folder of a redaction's output that holds the audit of the redacted release (the panel and the held-out
+attacker)."""
+
+
+def _held_out(args, names: list[str], choose) -> str | None:
+    """The attacker that verifies the redaction: --held-out, else the first the tool holds out
+    (:func:`~cpa_core.audit.panel.held_out_attacker`); never a member of the panel the search reads."""
+    held_out = args.held_out or choose(names)
+    if held_out in names:
+        raise ConfigError(f"--held-out {held_out}: expected an attacker the redaction search never consults, found a "
+                          f"member of the audit's panel ({', '.join(names)})")
+    if held_out is None:
+        _say("warning: every attacker that could verify the redaction is a member of the audit's panel: the redacted "
+             "release is not audited by one the search never consulted")
+    return held_out
+
+
+def _member_progress(names: list[str]):
+    def progress(i: int, name: str):
+        if len(names) > 1:
+            _say(f"attacker {i + 1} of {len(names)}: {name}")
+        return ProgressBar()
+    return progress
+
+
+def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: str, before: dict, held_out: str,
+                      audit_id: str, log: dict):
+    """Audit the redacted release with the panel and the held-out attacker (each calibrated on its own, the verdict the
+    worst of them), into the redaction's :data:`REAUDIT_FOLDER`; each attacker's first-guess rate before and after
+    goes into ``log`` (``redactions.json``) and the audit's summary. Returns the panel, or ``None`` when the redacted
+    release cannot be audited (said, and the redaction kept)."""
+    from dataclasses import replace as replaced
+
+    from cpa_core.audit.panel import audit_panel
+    from cpa_core.report.metrics import first_guess_figures
+    from cpa_core.store.records import write_panel
+
+    project = load_config(config_file)
+    names = list(project.audit["attackers"])
+    try:
+        documents = replaced(project.load_documents(release, on_invalid=drop),
+                             file=str(folder.final_path(release).resolve()))
+        declared = [declare_audit(project, registry, attacker=name, documents=documents) for name in names]
+        _say(f"auditing the redacted release with {', '.join(n for n in names if n != held_out)} and {held_out}, "
+             "held out of the search")
+        try:
+            panel = audit_panel(documents, registry, declared, _member_progress(names), held_out=held_out)
+            explainers = {name: audit_explainer(attacker, registry, config)
+                          for name, (config, attacker) in zip(names, declared)}
+        finally:
+            for _, attacker in declared:
+                close_clients(attacker)
+    except CPAError as error:
+        _say(f"warning: the redacted release was not audited again ({error}); audit it with the command below")
+        log["verification"] = {"held_out": held_out, "error": str(error)}
+        return None
+    verification = {"held_out": held_out, "source_config_id": audit_id, "config_id": panel.config_id,
+                    "attackers": [{"attacker": name, "held_out": name == held_out,
+                                   "before": first_guess_figures(before[name]) if name in before else None,
+                                   "after": first_guess_figures(member)}
+                                  for name, member in zip(names, panel.members)]}
+    summary = write_panel(panel, folder.staging / REAUDIT_FOLDER, explainers, redaction=verification)
+    log["verification"] = {**verification, "verdict": summary["verdict"]}
+    return verification, summary
+
+
+def _say_verified(verified, folder: Path) -> None:
+    """The verdict of the redacted release and each attacker's first-guess rate before and after."""
+    verification, summary = verified
+    for entry in verification["attackers"]:
+        shown = [f"{label} {_rate(entry[label])}" for label in ("before", "after") if entry[label] is not None]
+        _say(f"{entry['attacker']}{' (held out of the search)' if entry['held_out'] else ''}: first guess right "
+             + ", ".join(shown))
+    verdict = summary["verdict"]
+    _say(f"the redacted release, audited again in {folder}: verdict ({verdict['status']}, decided by "
+         f"{verdict.get('decided_by')}): {verdict['headline']}")
+
+
+def _rate(figures: dict) -> str:
+    if figures["first_guess"] is None:
+        return "(no labelled document)"
+    return (f"{100 * figures['first_guess']:.1f} % (95 % interval {100 * figures['low']:.1f}-"
+            f"{100 * figures['high']:.1f} %, {figures['n']:,} documents)")
 
 
 def cmd_sample_data(args) -> int:

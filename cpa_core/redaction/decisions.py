@@ -72,6 +72,9 @@ _TRUE, _FALSE = {"true", "yes", "1", "y", "t"}, {"false", "no", "0", "n", "f"}
 CONFIG_COLUMN = "config_id"
 """The column of a written table (:func:`decisions_csv`) that names, on every row, the configuration id of the audit
 the decisions are about; :func:`review_decisions` refuses a row that names another."""
+HELD_OUT_COLUMN = "held_out_attacker"
+"""The column of a written table that names, on every row, the attacker the redaction search never consulted: the
+redacted release is audited again with the panel and it (read back, the column is ignored)."""
 PLACEHOLDER_FORM = re.compile(r"\[[A-Z0-9]+(?:_[A-Z0-9]+)*\]")
 """The form of every placeholder the tool writes (``[CITY]``, ``[AGE_BAND]``, ``[REDACTED]``): an upper-case label in
 square brackets, never a word of the released text."""
@@ -234,13 +237,16 @@ def accepted(table: pd.DataFrame) -> tuple[dict[str, list[Edit]], set[str]]:
     return edits, withheld
 
 
-def decisions_csv(table: pd.DataFrame, config_id: str) -> str:
+def decisions_csv(table: pd.DataFrame, config_id: str, held_out: str | None = None) -> str:
     """The table as CSV text for a spreadsheet: the :data:`COLUMNS`, then :data:`CONFIG_COLUMN` (``config_id``,
-    the audit's, on every row); text cells neutralised (see the module's docstring)."""
+    the audit's, on every row) and, with ``held_out``, :data:`HELD_OUT_COLUMN` (the attacker the search never
+    consulted, which verifies the redacted release); text cells neutralised (see the module's docstring)."""
     frame = typed(table)
     for column in TEXT_COLUMNS:
         frame[column] = frame[column].map(neutralise_cell)
     frame[CONFIG_COLUMN] = neutralise_cell(config_id)
+    if held_out is not None:
+        frame[HELD_OUT_COLUMN] = neutralise_cell(held_out)
     return frame.to_csv(index=False, lineterminator="\r\n")  # lines as a spreadsheet ends them: a cell holding
     # either line break is quoted
 
@@ -501,15 +507,18 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
                   policy: ReleasePolicy | None = None, confidence=None,
                   generalization: GeneralizationTable | None = None, *, decisions: pd.DataFrame | None = None,
                   deny: Sequence[str] = (), allow: Sequence[str] = (), applied: str | None = None,
-                  common_share: float | None = None, notes: Sequence[str] = ()) -> dict:
+                  common_share: float | None = None, notes: Sequence[str] = (), config_id: str | None = None,
+                  held_out: str | None = None) -> dict:
     """The machine-readable record of a redaction (``redactions.json``): the configuration, strategy and
     generalisation table (file and sha256) used, what the replacer derived from the registry (field names:
     hierarchies, the age band field, the category fields), the policy, the deny and allow lists, counts of edits by
     kind, per searched document its action, risk before and after (indicative) and its edits (offset, length,
     original, replacement, kind), the share of documents above which a word was never proposed
     (``common_share``), and the decisions (:func:`decisions_summary`; ``applied``: the reviewed file applied, if
-    any, and ``notes``: what was said about it)."""
+    any, and ``notes``: what was said about it). ``config_id``: the audit's (an attacker panel's; default
+    ``config``'s); ``held_out``: the attacker the search never consulted, named in the decisions table."""
     policy = policy or config.policy
+    config_id = config_id or config.config_id
     confidence = config.policy_confidence if confidence is None else confidence
     derived = None
     if isinstance(strategy, Replacer):
@@ -518,7 +527,7 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
         derived = None if name == "delete" else strategy.vocabulary.to_dict()
     else:
         name = strategy if isinstance(strategy, str) else "custom"
-    return {"config_id": config.config_id, "strategy": name,
+    return {"config_id": config_id, "strategy": name, "held_out": held_out,
             "generalization": None if generalization is None else generalization.to_dict(),
             "derived": derived,
             "rule": policy.rule, "confidence": float(confidence),
@@ -528,7 +537,8 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
             "n_documents": len(suggestions), "n_reach_k": sum(s.reaches_k for s in suggestions),
             "n_withhold": sum(s.action == WITHHOLD for s in suggestions),
             "edits_by_kind": edit_kinds(suggestions),
-            "decisions": None if decisions is None else decisions_summary(decisions, config.config_id, applied, notes),
+            "decisions": None if decisions is None else decisions_summary(decisions, config_id, applied, notes,
+                                                                           held_out),
             "documents": [s.to_dict() for s in suggestions]}
 
 
@@ -566,7 +576,7 @@ class EditCounts:
 
 
 def decisions_summary(table: pd.DataFrame, config_id: str, applied: str | None = None,
-                      notes: Sequence[str] = ()) -> dict:
+                      notes: Sequence[str] = (), held_out: str | None = None) -> dict:
     """What a decisions table decides: its sha256 (as :func:`decisions_csv` writes it for the audit of
     configuration ``config_id``), its rows accepted and rejected by source, the edits applied and the accepted ones
     that are no-ops (not applied) or keep words of their original (:class:`EditCounts`), the documents withheld,
@@ -577,7 +587,8 @@ def decisions_summary(table: pd.DataFrame, config_id: str, applied: str | None =
     for (source, take), n in table[table["action"] == EDIT].groupby(["source", "accept"]).size().items():
         counts.setdefault(source, {"accepted": 0, "rejected": 0})["accepted" if take else "rejected"] = int(n)
     checked = EditCounts.of(table)
-    return {"sha256": hashlib.sha256(decisions_csv(table, config_id).encode("utf-8")).hexdigest(), "file": applied,
+    return {"sha256": hashlib.sha256(decisions_csv(table, config_id, held_out).encode("utf-8")).hexdigest(),
+            "file": applied,
             "config_id": config_id, "rows": len(table), "edits": counts,
             "applied_edits": sum(len(document) for document in edits.values()),
             "no_op_edits": {"count": len(checked.no_ops), "rows": list(checked.no_ops)},

@@ -176,6 +176,15 @@ def rate_with_interval(successes: int, n: int) -> tuple[float | None, float | No
     return successes / n, interval[0], interval[1]
 
 
+def first_guess_figures(result) -> dict:
+    """An audit's first-guess rate over its labelled audited documents (the subject is the attacker's unique first
+    guess), with its exact 95 % interval and the number of documents it is over (``first_guess``, ``low``, ``high``,
+    ``n``)."""
+    labelled = result.test_split.labelled
+    rate, low, high = rate_with_interval(int(result.first_guess_right.sum()), int(labelled.sum()))
+    return {"first_guess": rate, "low": low, "high": high, "n": int(labelled.sum())}
+
+
 def remainder_linkage(labelled: np.ndarray, first_right: np.ndarray, linkage: np.ndarray | None, rest: np.ndarray,
                       level: float = 0.95) -> dict:
     """What is left after the flagged documents (``rest``), as the verdict reads it: its documents, its labelled ones

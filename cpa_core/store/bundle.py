@@ -15,8 +15,9 @@ import hashlib
 import io
 import json
 import shlex
+import tomllib
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -72,6 +73,26 @@ def declared_toml(config: AuditConfig) -> str:
     header = (f"# Configuration {config.config_id}: the declared threat model, protocol and release policy of one\n"
               "# audit, and the files it certifies (their SHA-256). `cpa audit --config audit.toml` on the same files\n"
               "# declares the same configuration; other files are refused.\n\n")
+    return header + tomli_w.dumps(document)
+
+
+def declared_panel_toml(configs: Sequence[AuditConfig], held_out: str | None = None) -> str:
+    """The configuration file declaring an attacker panel whose members are declared by ``configs`` (one per
+    attacker, alike but for it): :func:`declared_toml` of the first, with every member's attacker table and
+    ``[audit] attackers`` in the members' order (``held_out``: the member a redaction search never consulted)."""
+    if len(configs) == 1 and held_out is None:
+        return declared_toml(configs[0])
+    document = tomllib.loads(declared_toml(configs[0]))
+    for config in configs[1:]:
+        document["attacker"].update({name: _present(table) for name, table in config.attacker.tables.items()})
+    document["audit"].pop("attacker", None)
+    document["audit"]["attackers"] = [config.attacker.name for config in configs]
+    if held_out is not None:
+        document["audit"]["held_out"] = held_out
+    names = ", ".join(document["audit"]["attackers"])
+    header = (f"# An attacker panel ({names}): the declared threat model, protocol and release policy, each member\n"
+              "# run and calibrated on its own, and the files it certifies (their SHA-256). `cpa audit --config\n"
+              "# audit.toml` on the same files declares the same panel; other files are refused.\n\n")
     return header + tomli_w.dumps(document)
 
 
