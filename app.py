@@ -12,8 +12,10 @@ from pathlib import Path
 import streamlit as st
 
 from cpa_core.report.formatting import fmt_confidence, fmt_percent
+from cpa_core.report.html import decided_sentence
 from cpa_ui import nav
 from cpa_ui.analysis import kpis
+from cpa_ui.cache import panel_verdict_at
 from cpa_ui.components import audit_status, ensure_data
 from cpa_ui.memory import give_back
 from cpa_ui.state import state
@@ -34,6 +36,13 @@ INTRODUCTION = (
 )
 
 
+def attackers_text(attackers: tuple[str, ...]) -> str:
+    """The declared attacker, or the panel of attackers, in words (names shown as text)."""
+    if len(attackers) == 1:
+        return f"{plain(attackers[0])} attacker"
+    return f"a panel of {len(attackers)} attackers ({plain(', '.join(attackers))})"
+
+
 def home() -> None:
     st.title("Conformal Privacy Auditing")
     st.markdown(INTRODUCTION)
@@ -45,10 +54,10 @@ def home() -> None:
          f"{len(data.documents):,} documents and {len(data.registry):,} profiles loaded ({source})" if data
          else "load documents and a registry"),
         (state.threat is not None, nav.THREAT,
-         f"knowledge level {plain(state.threat.knowledge)}, {plain(state.threat.attacker)} attacker" if state.threat
-         else "declare the attacker and its knowledge"),
+         f"knowledge level {plain(state.threat.knowledge)}, " + attackers_text(state.threat.attackers)
+         if state.threat else "declare the attacker and its knowledge"),
         (run is not None, nav.CALIBRATE,
-         f"calibrated ({plain(run.label)}, configuration {run.result.config.config_id})" if run
+         f"calibrated ({plain(run.label)}, configuration {run.config_id})" if run
          else "run the attack and calibrate"),
     ]
     for done, page, text in steps:
@@ -56,7 +65,13 @@ def home() -> None:
         st.page_link(page, label=text, icon=icon)
     if state.data_error:
         st.error(f"The bundled sample data could not be loaded: {plain(state.data_error)}", icon=":material/error:")
-    if run is not None:
+    if run is not None and run.is_panel:
+        verdict = panel_verdict_at(run.key, state.confidence, state.policy, run.panel)
+        st.info(f"At {fmt_confidence(state.confidence)} confidence, {verdict.n_flagged:,} of {verdict.n_documents:,} "
+                f"documents are flagged by at least one of the {len(run.names)} attackers ({state.policy.rule}). "
+                f"Panel verdict: {verdict.title}. {plain(decided_sentence(verdict))}", icon=":material/flag:")
+        st.page_link(nav.EXPLORE, label="Explore the certificates", icon=":material/query_stats:")
+    elif run is not None:
         metrics = kpis(run.result, state.confidence, state.policy)
         release = run.result.config.protocol == "release"
         st.info(f"At {fmt_confidence(state.confidence)} confidence, {metrics.n_flagged:,} of "

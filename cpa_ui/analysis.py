@@ -12,11 +12,15 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from cpa_core.audit.panel import PanelCertificate, PanelResult
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.results import AuditResult, Certificate
 from cpa_core.io.tables import Documents, Registry
 from cpa_core.report.formatting import GROUP_COLUMNS, fmt_interval, without_empty
+from cpa_core.report.html import member_frame
 from cpa_core.report.metrics import AuditSummary, LevelSummary, summarize
+from cpa_core.report.verdict import PanelVerdict
+from cpa_core.report.worklist import panel_worklist
 
 CALIBRATION_COLUMNS = ["confidence", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
                        "open_world_bound", "median_set_size", "whole_pool_rate", "n_cal", "n_cal_needed"]
@@ -158,3 +162,57 @@ def documents_of_group(documents: Documents, group: str) -> Documents:
     frame = documents.frame[documents.frame["group"].astype(str) == str(group)].reset_index(drop=True)
     report = replace(documents.report, n_kept=len(frame), notes=(*documents.report.notes, f"only group '{group}'"))
     return replace(documents, frame=frame, file=f"{documents.file} [group {group}]", report=report)
+
+
+# --- an attacker panel ----------------------------------------------------------------------------------------
+
+def panel_with_policy(panel: PanelResult, confidence: float, policy: ReleasePolicy) -> PanelResult:
+    """The panel with every member declared to flag at ``confidence`` under ``policy``
+    (:meth:`~cpa_core.audit.results.AuditResult.with_policy`: no set changes)."""
+    return PanelResult(tuple(member.with_policy(confidence, policy) for member in panel.members))
+
+
+def members_table(verdict: PanelVerdict) -> pd.DataFrame:
+    """The attackers of a panel side by side (:func:`~cpa_core.report.html.member_frame`), the first-guess interval
+    as one column, the one that decided marked."""
+    frame = member_frame(verdict)
+    frame.insert(2, "first_guess_ci", [fmt_interval(*(None if pd.isna(v) else v for v in pair))
+                                       for pair in zip(frame["first_guess_low"], frame["first_guess_high"])])
+    return frame[["attacker", "decided", "first_guess_rate", "first_guess_ci", "n_flagged", "corrected_bound",
+                  "remainder_first_guess", "own_verdict"]]
+
+
+def panel_flagged_table(panel: PanelResult, confidence: float, policy: ReleasePolicy,
+                        config_id: str) -> pd.DataFrame:
+    """Every document any attacker of the panel flags, riskiest first, with the attackers that flag it and the ones
+    that gave its largest linkage probability and its smallest set (:func:`~cpa_core.report.worklist.panel_worklist`)."""
+    return without_empty(panel_worklist(panel.certificate(confidence), policy, config_id), ("group",))
+
+
+def document_members(cert: PanelCertificate, row: int, policy: ReleasePolicy) -> pd.DataFrame:
+    """One document under each attacker of a panel: its set size, linkage probability, the rules that flag it and
+    its subject's rank; which attacker gave its smallest set and its largest linkage probability (the worst over
+    the attackers, :class:`~cpa_core.audit.panel.PanelCertificate`)."""
+    reasons = [member.flag_reasons(policy)[row] for member in cert.members]
+    smallest = cert.names[int(cert.smallest_by[row])]
+    largest = None if cert.linkage_by is None else cert.names[int(cert.linkage_by[row])]
+    return pd.DataFrame({
+        "attacker": list(cert.names),
+        "set_size": [int(member.set_sizes[row]) for member in cert.members],
+        "linkage_probability": [None if member.linkage is None else float(member.linkage[row])
+                                for member in cert.members],
+        "flagged_by": [str(reason) for reason in reasons],
+        "true_rank": [int(member.split.truth_ranks[row]) if member.split.in_pool[row] else None
+                      for member in cert.members],
+        "smallest_set": [name == smallest for name in cert.names],
+        "largest_linkage": [name == largest for name in cert.names],
+    })
+
+
+def rescored_members(names: Sequence[str], certified: Sequence[int], edited: Sequence[int],
+                     flag_below: int) -> pd.DataFrame:
+    """An edited text under each attacker of a panel: the set certified for the released text, the edited text's
+    set counted under the stored calibration (indicative), and whether it reaches ``k``."""
+    return pd.DataFrame({"attacker": list(names), "set_size_before": list(certified),
+                         "indicative_after": list(edited),
+                         "reaches_k": ["yes" if size >= flag_below else "no" for size in edited]})

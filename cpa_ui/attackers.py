@@ -1,5 +1,5 @@
 """The threat-model page's attacker forms, derived from the core's attacker specs, and the translation of
-the curator's choices into the core's declared configuration.
+the curator's choices into the core's declared configuration: one per attacker of the panel (:class:`Declared`).
 
 A form is a registered :class:`~cpa_core.attack.spec.AttackerSpec`: its label, description and typed
 parameters. The LLM endpoint (``[llm]`` base_url and model) is asked for when the attacker sends text to an
@@ -8,12 +8,13 @@ LLM or its queries carry LLM clues; it has widget keys of its own, apart from th
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.registry import attacker_specs, get_spec
 from cpa_core.attack.spec import AttackerSpec
 from cpa_core.audit.configuration import AUDIT_DEFAULTS, AuditConfig
+from cpa_core.audit.panel import default_panel, panel_config_id
 from cpa_core.audit.project import declare_audit
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.params import Param
@@ -56,13 +57,64 @@ def widget_bounds(param: Param) -> dict:
     return {k: None if v is None else float(v) for k, v in bounds.items()}
 
 
-def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None = None
-            ) -> tuple[AuditConfig, Attacker]:
-    """The core's configuration and attacker for the curator's choices.
+@dataclass(frozen=True)
+class Member:
+    """One declared attacker of the panel: its configuration and its built attacker."""
+
+    config: AuditConfig
+    attacker: Attacker
+
+
+@dataclass(frozen=True)
+class Declared:
+    """The declared audit: one member per attacker of the panel (one member: a single attacker's audit)."""
+
+    members: tuple[Member, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(member.config.attacker.name for member in self.members)
+
+    @property
+    def config(self) -> AuditConfig:
+        """The first member's configuration (the members differ in their attacker only)."""
+        return self.members[0].config
+
+    @property
+    def attacker(self) -> Attacker:
+        return self.members[0].attacker
+
+    @property
+    def config_id(self) -> str:
+        """The panel's configuration id (:func:`~cpa_core.audit.panel.panel_config_id`: a panel of one is its
+        member's)."""
+        return panel_config_id(self.members)
+
+    @property
+    def is_panel(self) -> bool:
+        return len(self.members) > 1
+
+    def pairs(self) -> list[tuple[AuditConfig, Attacker]]:
+        """``(configuration, attacker)`` of each member, as :func:`~cpa_core.audit.panel.audit_panel` takes them."""
+        return [(member.config, member.attacker) for member in self.members]
+
+
+def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None = None) -> Declared:
+    """The core's configuration and attacker of every attacker of the panel the curator chose.
 
     Raises :class:`~cpa_core.common.errors.ConfigError` (shown on the page) when the choices are inconsistent.
     """
-    spec = get_spec(threat.attacker)
+    if not threat.attackers:
+        raise ConfigError("choose at least one attacker")
+    if len(threat.attackers) > 1 and any(get_spec(name).needs_scores for name in threat.attackers):
+        raise ConfigError("the imported attacker certifies a table of scores on its own; it is no member of a panel: "
+                          "choose it alone")
+    return Declared(tuple(Member(*_declare_one(data, threat, name, scores)) for name in threat.attackers))
+
+
+def _declare_one(data: DataSet, threat: ThreatChoice, name: str, scores: CandidateScores | None
+                 ) -> tuple[AuditConfig, Attacker]:
+    spec = get_spec(name)
     project = data.project
     audit = {
         "score": spec.required_score or threat.score, "confidence": list(threat.confidences),
@@ -70,7 +122,7 @@ def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None 
         "group_column": (data.group_column or "group") if threat.per_group else None,
         "query_mode": threat.query_mode,
     }
-    llm = {**project.llm, **{name: value for name, value in threat.llm if value}}
+    llm = {**project.llm, **{key: value for key, value in threat.llm if value}}
     # the release policy and the certainty strata are declared once in the file; the rest of [audit] is what the
     # page declares
     policy = {k: v for k, v in project.audit.items()
@@ -84,7 +136,7 @@ def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None 
     return declare_audit(project, data.registry, knowledge=None if custom else threat.knowledge,
                          fields=list(threat.custom_fields) if custom else None, attacker=spec.name,
                          scores=scores if spec.needs_scores else None, overrides=audit,
-                         attacker_params=dict(threat.attacker_params), documents=data.documents)
+                         attacker_params=threat.params_of(name), documents=data.documents)
 
 
 def usable_levels(data: DataSet) -> list[str]:
@@ -93,20 +145,30 @@ def usable_levels(data: DataSet) -> list[str]:
     return [name for name, level in data.project.levels.items() if set(level.fields) <= fields]
 
 
+def default_attackers(data: DataSet) -> tuple[str, ...]:
+    """The attackers the configuration file declares (``[audit] attackers``, else ``attacker``), else the default
+    panel for the loaded release's size (:func:`~cpa_core.audit.panel.default_panel`), as the command line chooses."""
+    declared = data.project.audit.get("attackers") or (
+        [data.project.audit["attacker"]] if data.project.audit.get("attacker") else None)
+    if declared:
+        return tuple(dict.fromkeys(declared))
+    return default_panel(len(data.documents), len(data.registry))
+
+
 def default_threat(data: DataSet) -> ThreatChoice:
     """The configuration file's defaults, adjusted to what the loaded data allows."""
     audit = {**AUDIT_DEFAULTS, **data.project.audit}
     usable = usable_levels(data)
     knowledge = audit.get("knowledge") if audit.get("knowledge") in usable else (usable[0] if usable else CUSTOM_LEVEL)
-    spec = get_spec(audit["attacker"])
+    attackers = default_attackers(data)
     n_docs = len(data.documents)
     protocol = audit["protocol"]
     n_cal, n_test = audit.get("n_cal"), audit.get("n_test")
     if (n_cal or 0) + (n_test or 0) > n_docs:
         n_cal = n_test = None
     return ThreatChoice(
-        attacker=spec.name,
-        attacker_params=tuple(form_defaults(spec, data).items()),
+        attackers=attackers,
+        attacker_params=tuple((name, tuple(form_defaults(get_spec(name), data).items())) for name in attackers),
         llm=tuple(endpoint_defaults(data).items()),
         knowledge=knowledge,
         custom_fields=tuple(data.registry.fields),

@@ -23,6 +23,8 @@ import streamlit as st
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.explainers import Explainer
 from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.panel import PanelResult, audit_panel
+from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.pipeline import estimate_llm_calls, run_audit
 from cpa_core.audit.project import ProjectConfig, load_config, parse_config
 from cpa_core.audit.results import AuditResult
@@ -32,7 +34,10 @@ from cpa_core.io.reading import encoding_notes, read_table
 from cpa_core.io.tables import Documents, Registry, load_documents, load_registry
 from cpa_core.report.formatting import counted
 from cpa_core.report.metrics import CURVE_CONFIDENCES, confidence_curve
+from cpa_core.report.verdict import PanelVerdict, panel_verdict
 from cpa_core.report.worklist import worklist
+from cpa_ui.analysis import panel_with_policy
+from cpa_ui.attackers import Declared
 from cpa_ui.state import AuditRun, DataSet
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -123,8 +128,59 @@ def audit(key: str, _documents: Documents, _registry: Registry, _attacker: Attac
     return result
 
 
-def run_label(config: AuditConfig) -> str:
-    return f"{config.knowledge.name} · {config.attacker.name} · {config.score}"
+@st.cache_resource(show_spinner=False, max_entries=1)
+def panel_audit(key: str, _documents: Documents, _registry: Registry,
+                _declared: tuple[tuple[AuditConfig, Attacker], ...]) -> PanelResult:
+    """Audit the release with every attacker of a panel (``key``: data fingerprint + the panel's configuration id),
+    one after the other, each run and calibrated on its own (:func:`~cpa_core.audit.panel.audit_panel`), with one
+    progress line per attacker. One entry, as :func:`audit`: the bars are drawn inside, a cache hit replays them in
+    their final state."""
+    count = len(_declared)
+    bars = []
+
+    def progress(i: int, name: str):
+        bar = st.progress(0.0, text=f"Attacker {i + 1} of {count}, {name}: preparing the attack…")
+        bars.append(bar)
+
+        def step(done: int, total: int, what: str) -> None:
+            bar.progress(min(done / max(total, 1), 1.0),
+                         text=f"Attacker {i + 1} of {count}, {name}: {what}: {done:,} of {total:,} documents")
+        return step
+
+    def finish(result: AuditResult, attacker: Attacker) -> AuditResult:
+        bars[-1].progress(1.0, text=f"Attacker {len(bars)} of {count}, {result.config.attacker.name}: calibrated on "
+                                    f"{counted(sum(result.calibration.n_.values()), 'document')}; "
+                                    f"{len(result.test_split):,} documents certified")
+        return result
+
+    return audit_panel(_documents, _registry, _declared, progress, finish=finish)
+
+
+def run_label(config: AuditConfig, attackers: tuple[str, ...] = ()) -> str:
+    """How an audit is named: its knowledge level, its attacker (or a panel's attackers) and its score."""
+    return f"{config.knowledge.name} · {' + '.join(attackers) or config.attacker.name} · {config.score}"
+
+
+def declared_run(data: DataSet, declared: Declared, scheduler: str | None = None) -> AuditRun:
+    """Run (or fetch) the declared audit on the data: a single attacker's (:func:`audit_run`, on a Dask scheduler when
+    given) or an attacker panel's (:func:`panel_audit`, in this process)."""
+    if not declared.is_panel:
+        return audit_run(data, declared.config, declared.attacker, scheduler=scheduler)
+    if scheduler:
+        raise ConfigError("an attacker panel runs in this process: clear the Dask scheduler, or declare one attacker "
+                          "to run it on the cluster")
+    key = f"{data.fingerprint}:{declared.config_id}"
+    start = time.perf_counter()
+    panel = panel_audit(key, data.documents, data.registry, tuple(declared.pairs()))
+    return AuditRun(panel.members[0], key, run_label(declared.config, panel.names), data.fingerprint,
+                    time.perf_counter() - start, declared.attacker, panel=panel,
+                    attackers=tuple(member.attacker for member in declared.members))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def panel_verdict_at(key: str, confidence: float, policy: ReleasePolicy, _panel: PanelResult) -> PanelVerdict:
+    """The verdict of a panel at ``confidence`` under ``policy`` (``key``: the run's key)."""
+    return panel_verdict(panel_with_policy(_panel, confidence, policy), confidence)
 
 
 def audit_run(data: DataSet, config: AuditConfig, attacker: Attacker, documents: Documents | None = None,

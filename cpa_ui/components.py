@@ -1,22 +1,25 @@
 """Streamlit pieces shared by the pages: guards, error messages, the confidence and policy controls,
-the KPI row and the audit status."""
+the KPI row, the audit status, and an attacker panel's verdict with its attackers side by side and the choice of the
+attacker whose certificate a page shows."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from cpa_core.attack.base import Attacker
 from cpa_core.attack.registry import get_spec
-from cpa_core.audit.configuration import AUDIT_DEFAULTS, AuditConfig
+from cpa_core.audit.configuration import AUDIT_DEFAULTS
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.common.errors import CPAError
 from cpa_core.common.params import Param
 from cpa_core.llm.client import redact_url
 from cpa_core.report.formatting import fmt_number, fmt_percent, percent_from_confidence
 from cpa_core.report.help import COLUMNS, HELP, PERCENT, column_label, help_texts
+from cpa_core.report.html import decided_sentence, panel_correction
 from cpa_core.report.metrics import COVERAGE_MEANING, LevelSummary
+from cpa_core.report.verdict import PanelVerdict
 from cpa_ui import nav
-from cpa_ui.attackers import declare, default_threat, needs_endpoint, widget_bounds
+from cpa_ui.analysis import members_table
+from cpa_ui.attackers import Declared, declare, default_threat, needs_endpoint, widget_bounds
 from cpa_ui.cache import load_sample
 from cpa_ui.memory import forget_results
 from cpa_ui.state import AuditRun, DataSet, forget_widgets, set_widget, state, widget_key, widget_value
@@ -97,8 +100,8 @@ def results_page(title: str) -> tuple[DataSet, AuditRun]:
     return data, run
 
 
-def declared(data: DataSet) -> tuple[AuditConfig, Attacker] | None:
-    """The declared configuration, or ``None`` after showing why it is invalid."""
+def declared(data: DataSet) -> Declared | None:
+    """The declared audit (each attacker of the panel), or ``None`` after showing why it is invalid."""
     try:
         return declare(data, state.threat or default_threat(data), state.scores)
     except CPAError as error:
@@ -112,13 +115,77 @@ def stale_notice(run: AuditRun) -> None:
     if data is None or state.threat is None:
         return
     try:
-        config, _ = declare(data, state.threat, state.scores)
+        config_id = declare(data, state.threat, state.scores).config_id
     except CPAError:
         return
-    if run.key != f"{data.fingerprint}:{config.config_id}":
-        st.warning(f"These results are for configuration {run.result.config.config_id} ({plain(run.label)}). The threat "
-                   f"model declared now ({config.config_id}) has not been calibrated yet.",
+    if run.key != f"{data.fingerprint}:{config_id}":
+        st.warning(f"These results are for configuration {run.config_id} ({plain(run.label)}). The threat "
+                   f"model declared now ({config_id}) has not been calibrated yet.",
                    icon=":material/history:")
+
+
+def member_choice(page: str, run: AuditRun, label: str = "Attacker shown below") -> AuditRun:
+    """The run of the panel's attacker the curator picks (the choice is shared by every page; ``page`` scopes the
+    widget); the run itself when it is not a panel."""
+    if not run.is_panel:
+        return run
+    names = list(run.names)
+    key = widget_key(f"{page}.member", state.member if state.member in names else names[0])
+    if widget_value(key) not in names:
+        set_widget(key, names[0])
+    state.member = st.selectbox(label, names, key=key, help="Each attacker of the panel was run and calibrated on its "
+                                "own: its certificate, strata and linkage probabilities are its own. The figures "
+                                "and charts below are this attacker's.")
+    return run.member(state.member)
+
+
+MEMBER_HELP = {
+    "attacker": "The attacker of the panel: each one run and calibrated on its own, on the same documents.",
+    "first_guess_rate": None,
+    "first_guess_ci": "Exact (Clopper–Pearson) 95 % interval of its first-guess rate.",
+    "n_flagged": "Documents this attacker flags by itself (the panel flags those of every attacker).",
+    "remainder_first_guess": "Its first-guess rate on the rest: what the panel leaves, the labelled documents no "
+                             "attacker flags.",
+    "corrected_bound": "Its upper bound on the rest (what the panel leaves), one-sided at this level: corrected for "
+                       "testing several attackers (Bonferroni: the bounds hold together). The panel releases only "
+                       "when every one is within the acceptable linkage rate.",
+    "own_verdict": "Its own verdict, as its single audit would state it (its flags, its checks).",
+    "decided": "The attacker that decided the panel's verdict: the highest corrected bound, or, inconclusive, the "
+               "first whose checks failed.",
+}
+
+
+def panel_verdict_row(verdict: PanelVerdict) -> None:
+    """A panel's verdict: its status and headline, which attacker decided it, and the attackers side by side (each
+    one's first-guess rate with its interval, the documents it flags, its corrected bound on what the panel leaves,
+    its own verdict)."""
+    show = st.success if verdict.status == "release" else st.warning
+    show(plain(f"Panel verdict: {verdict.title}. {verdict.headline}"),
+         icon=":material/gavel:" if verdict.status in ("release", "redact") else ":material/report:")
+    st.markdown(f"**{plain(decided_sentence(verdict))}**")
+    table = members_table(verdict)
+    st.dataframe(table, hide_index=True, width="stretch", column_config=members_columns(verdict))
+    st.caption(f"{verdict.n_flagged:,} of {verdict.n_documents:,} documents are flagged by at least one of the "
+               f"{len(verdict.members)} attackers ({plain(verdict.rule)}); {verdict.remainder_documents:,} are left. "
+               + plain(panel_correction(len(verdict.members))))
+
+
+def members_columns(verdict: PanelVerdict) -> dict:
+    """``column_config`` of :func:`~cpa_ui.analysis.members_table`."""
+    bound = f"rest linked at most ({100 * verdict.bound_level:.4g} % bound)"
+    return {
+        "attacker": st.column_config.TextColumn("attacker", help=MEMBER_HELP["attacker"]),
+        "first_guess_rate": st.column_config.NumberColumn("first guess right", format="percent",
+                                                          help=HELP["first_guess"]),
+        "first_guess_ci": st.column_config.TextColumn("95 % CI", help=MEMBER_HELP["first_guess_ci"]),
+        "n_flagged": st.column_config.NumberColumn("flagged", format="%d", help=MEMBER_HELP["n_flagged"]),
+        "remainder_first_guess": st.column_config.NumberColumn("first guess right on the rest",
+                                                               format="percent",
+                                                               help=MEMBER_HELP["remainder_first_guess"]),
+        "corrected_bound": st.column_config.NumberColumn(bound, format="percent", help=MEMBER_HELP["corrected_bound"]),
+        "own_verdict": st.column_config.TextColumn("own verdict", help=MEMBER_HELP["own_verdict"]),
+        "decided": st.column_config.CheckboxColumn("decided", help=MEMBER_HELP["decided"]),
+    }
 
 
 def confidence_control(page: str) -> float:
@@ -227,7 +294,7 @@ def audit_status() -> None:
         if run is None:
             st.caption("Not calibrated yet.")
         else:
-            st.caption(f"Calibrated: {plain(run.label)}, config {run.result.config.config_id}")
+            st.caption(f"Calibrated: {plain(run.label)}, config {run.config_id}")
         st.caption(plain(data_flow_note()))
 
 
@@ -254,7 +321,7 @@ def table_columns(frame, help_keys: dict[str, str] | None = None, protocol: str 
 def data_flow_note() -> str:
     """Where document text goes under the declared threat model: nowhere, or to the LLM endpoint."""
     threat = state.threat
-    if threat is None or not needs_endpoint(get_spec(threat.attacker), threat.query_mode):
+    if threat is None or not any(needs_endpoint(get_spec(name), threat.query_mode) for name in threat.attackers):
         return "Everything runs on this machine; no data leaves it."
     endpoint = dict(threat.llm).get("base_url") or "the configured LLM endpoint"
     return (f"The declared attacker sends document text to {redact_url(endpoint) if '://' in endpoint else endpoint}; "
@@ -301,3 +368,60 @@ def _param_widget(param: Param, key: str, fields, disabled: bool = False):
     value = st.number_input(label, step=float(param.step or 0.01), format="%.3f", key=key, help=text,
                             disabled=disabled, **bounds)
     return None if value is None else float(value)
+
+
+def panel_flagged_columns(frame) -> dict:
+    """``column_config`` of a panel's flagged documents (:func:`~cpa_ui.analysis.panel_flagged_table`): the worst over
+    the attackers, each with the attacker that gave it."""
+    config = table_columns(frame)
+    config.update({
+        "flagged_by": st.column_config.TextColumn("flagged by", help="The attackers that flag the document, each with "
+                                                  "the rule that flagged it (set, linkage or both)."),
+        "linkage_probability": st.column_config.NumberColumn("largest linkage probability", format="%.3f",
+                                                             help=HELP["linkage_probability"] + " The largest over "
+                                                             "the attackers."),
+        "linkage_by": st.column_config.TextColumn("largest by", help="The attacker that gave the largest linkage "
+                                                  "probability."),
+        "set_size": st.column_config.NumberColumn("smallest |C|", format="%d", help=HELP["set_size"] + " The "
+                                                  "smallest over the attackers: no certificate of its own, the "
+                                                  "smallest of valid ones."),
+        "set_size_by": st.column_config.TextColumn("smallest by", help="The attacker that gave the smallest set."),
+    })
+    return config
+
+
+def document_members_columns(frame) -> dict:
+    """``column_config`` of one document under each attacker of a panel (:func:`~cpa_ui.analysis.document_members`)."""
+    config = table_columns(frame)
+    config.update({
+        "flagged_by": st.column_config.TextColumn("flagged by", help="The rule by which this attacker flags the "
+                                                  "document (set, linkage or both; empty: it does not)."),
+        "true_rank": st.column_config.NumberColumn("true identity's rank", format="%d", help=HELP["true_rank"]),
+        "smallest_set": st.column_config.CheckboxColumn("smallest set", help="This attacker gave the document's "
+                                                        "smallest set over the panel."),
+        "largest_linkage": st.column_config.CheckboxColumn("largest linkage", help="This attacker gave the "
+                                                           "document's largest linkage probability over the panel."),
+    })
+    return config
+
+
+def redaction_columns() -> dict:
+    """``column_config`` of a redaction verified outside its search (:func:`~cpa_core.report.html.redaction_frame`)."""
+    rate = "{} first-guess rate on the release {} redaction"
+    return {
+        "attacker": st.column_config.TextColumn("attacker", help=MEMBER_HELP["attacker"]),
+        "held_out": st.column_config.CheckboxColumn("held out", help="The attacker the redaction search never "
+                                                    "consulted: it grades the redaction without having shaped it."),
+        "first_guess_before": st.column_config.NumberColumn("first guess right before", format="percent",
+                                                            help=rate.format("The attacker's", "before")),
+        "before_low": st.column_config.NumberColumn("before: low", format="percent", help="Its interval's bottom."),
+        "before_high": st.column_config.NumberColumn("before: high", format="percent", help="Its interval's top."),
+        "n_before": st.column_config.NumberColumn("documents before", format="%d",
+                                                  help="The labelled documents the rate counts."),
+        "first_guess_after": st.column_config.NumberColumn("first guess right after", format="percent",
+                                                           help=rate.format("The attacker's", "after")),
+        "after_low": st.column_config.NumberColumn("after: low", format="percent", help="Its interval's bottom."),
+        "after_high": st.column_config.NumberColumn("after: high", format="percent", help="Its interval's top."),
+        "n_after": st.column_config.NumberColumn("documents after", format="%d",
+                                                 help="The labelled documents the rate counts."),
+    }

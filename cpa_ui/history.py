@@ -1,5 +1,5 @@
-"""The dashboard's side of the audit history: record a calibration, reopen a recorded audit as the current
-run (no attack), and the History page's tables.
+"""The dashboard's side of the audit history: record a calibration (an attacker panel: each of its attackers), reopen
+a recorded audit or a recorded panel as the current run (no attack), and the History page's tables.
 
 Every figure comes from :mod:`cpa_core.store.history` and the rules for reopening from :mod:`cpa_core.store.reopen`;
 this module only rebuilds what the pages need around a reopened result and labels the tables.
@@ -8,28 +8,82 @@ this module only rebuilds what the pages need around a reopened result and label
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import streamlit as st
 
+from cpa_core.audit.panel import PanelResult
 from cpa_core.common.errors import CPAError, HistoryError
 from cpa_core.store import reopen as reopen_rules
-from cpa_core.store.history import HistoryEntry, load_result, record_audit
+from cpa_core.store.history import HistoryEntry, load_result, panel_entries, record_audit, recorded_panel_summary
 from cpa_core.store.reopen import declared_attacker
 from cpa_ui.cache import run_label
 from cpa_ui.state import AuditRun, DataSet
 from cpa_ui.text import plain
 
-HISTORY_COLUMNS = ("id", "created_at", "source", "redacted_from", "config_id", "knowledge", "attacker",
+HISTORY_COLUMNS = ("id", "created_at", "source", "redacted_from", "config_id", "knowledge", "attacker", "members",
                    "documents_sha256", "verdict", "first_guess_rate", "flag_confidence", "k", "n_flagged",
                    "median_set_size")
 """The History page's list of audits (labelled by :data:`~cpa_core.report.help.COLUMNS`)."""
+MEMBER_COLUMNS = ("id", "attacker", "config_id", "verdict", "first_guess_rate", "n_flagged", "median_set_size")
+"""An attacker panel's members, each recorded as an audit of its own."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of the History page: an audit, or the audits of one run of an attacker panel (``ids``, in the
+    panel's order)."""
+
+    ids: tuple[int, ...]
+    panel: str | None = None  # the panel's configuration id
+    attackers: tuple[str, ...] = ()  # the panel's attackers
+
+    @property
+    def id(self) -> int:
+        """How the entry is chosen: its first audit's id."""
+        return self.ids[0]
+
+    @property
+    def is_panel(self) -> bool:
+        return self.panel is not None
+
+
+def history_entries(audits: pd.DataFrame) -> list[Entry]:
+    """The entries of the audits :func:`~cpa_core.store.history.list_audits` lists, oldest first: an attacker panel's
+    members (:func:`~cpa_core.store.history.panel_entries`) as one entry."""
+    rows = audits.set_index("id", drop=False)
+    entries = []
+    for ids in panel_entries(audits):
+        first = rows.loc[ids[0]]
+        panel = first["panel"] if isinstance(first["panel"], str) else None
+        attackers = tuple(first["panel_attackers"]) if panel and isinstance(first["panel_attackers"], tuple) else ()
+        entries.append(Entry(ids, panel, attackers))
+    return entries
 
 
 def history_table(audits: pd.DataFrame) -> pd.DataFrame:
-    """The History page's list: the latest audit first, the columns of :data:`HISTORY_COLUMNS`."""
-    return audits.iloc[::-1][list(HISTORY_COLUMNS)].reset_index(drop=True)
+    """The History page's list: one row per entry, the latest first (an attacker panel: its first audit's figures of
+    the documents and the configuration, its attackers and their audits in ``members``; its verdict is the panel's,
+    shown when it is reopened), the columns of :data:`HISTORY_COLUMNS`."""
+    rows = audits.set_index("id", drop=False)
+    out = []
+    for entry in history_entries(audits)[::-1]:
+        row = rows.loc[entry.id].to_dict()
+        if entry.is_panel:
+            members = [rows.loc[i] for i in entry.ids]
+            row.update(config_id=entry.panel, attacker=f"panel: {', '.join(entry.attackers)}",
+                       members=", ".join(f"{m['attacker']} (audit {m['id']})" for m in members),
+                       verdict=None, first_guess_rate=None, n_flagged=None, median_set_size=None)
+        else:
+            row["members"] = None
+        out.append(row)
+    return pd.DataFrame(out, columns=list(HISTORY_COLUMNS))
+
+
+def panel_members_table(audits: pd.DataFrame, entry: Entry) -> pd.DataFrame:
+    """The audits of an attacker panel's entry, one row per attacker: each one's own figures."""
+    return audits.set_index("id", drop=False).loc[list(entry.ids), list(MEMBER_COLUMNS)].reset_index(drop=True)
 
 
 def unreadable_notes(audits: pd.DataFrame) -> list[str]:
@@ -40,19 +94,35 @@ def unreadable_notes(audits: pd.DataFrame) -> list[str]:
 
 def entry_label(entry: pd.Series) -> str:
     """How an audit is named in the page's choices (a row of ``list_audits``)."""
-    return f"audit {entry['id']} · {entry['created_at']} · {entry['knowledge']} · {entry['attacker']} · {entry['source']}"
+    member = f" (of panel {entry['panel']})" if isinstance(entry.get("panel"), str) else ""
+    return (f"audit {entry['id']} · {entry['created_at']} · {entry['knowledge']} · {entry['attacker']}{member} · "
+            f"{entry['source']}")
+
+
+def panel_label(audits: pd.DataFrame, entry: Entry) -> str:
+    """How an entry is named among the audits to reopen: a panel by its audits and attackers."""
+    first = audits.set_index("id", drop=False).loc[entry.id]
+    if not entry.is_panel:
+        return entry_label(first)
+    ids = ", ".join(map(str, entry.ids))
+    return (f"audits {ids} · {first['created_at']} · {first['knowledge']} · panel of {len(entry.ids)}: "
+            f"{' + '.join(audits.set_index('id').loc[list(entry.ids), 'attacker'])} · {first['source']}")
 
 
 def record_calibration(run: AuditRun) -> AuditRun:
-    """Record a dashboard calibration in the audit history: the run with its audit id (a failure is a warning, and
-    the run is kept without one)."""
+    """Record a dashboard calibration in the audit history (an attacker panel: each attacker, as an audit of its own
+    marked as of its panel): the run with its audit ids (a failure is a warning, and the run is kept without one)."""
     try:
-        audit_id = record_audit(run.result, source="dashboard")
+        ids = tuple(record_audit(result, source="dashboard") for result in run.results)
     except (CPAError, OSError) as error:
         st.warning(plain(f"This calibration was not recorded in the audit history: {error}"), icon=":material/history:")
         return run
-    st.toast(f"Recorded in the audit history as audit {audit_id}.", icon=":material/history:")
-    return replace(run, audit_id=audit_id)
+    if run.is_panel:
+        st.toast(f"Recorded in the audit history as audits {', '.join(map(str, ids))}, one per attacker.",
+                 icon=":material/history:")
+        return replace(run, audit_id=ids[0], member_ids=ids)
+    st.toast(f"Recorded in the audit history as audit {ids[0]}.", icon=":material/history:")
+    return replace(run, audit_id=ids[0])
 
 
 def data_mismatch(entry: HistoryEntry, data: DataSet | None) -> str | None:
@@ -77,3 +147,32 @@ def reopen(entry: HistoryEntry, data: DataSet | None) -> AuditRun:
     return AuditRun(result, f"{data.fingerprint}:{result.config.config_id}",
                     f"{run_label(result.config)} · audit {entry.id}", data.fingerprint, time.perf_counter() - start,
                     declared_attacker(result.config, data.registry), entry.id)
+
+
+def reopen_panel(entries: list[HistoryEntry], data: DataSet | None) -> AuditRun:
+    """The recorded audits of an attacker panel's members (in the panel's order) as the dashboard's current run, the
+    panel rebuilt from their snapshots without attacking; with the panel's redaction verified outside its search when
+    its folder still holds it. One member alone reopens as its own audit.
+
+    Raises :class:`~cpa_core.common.errors.HistoryError` as :func:`reopen` does, and when the members do not make one
+    panel (other documents, other settings than their attackers).
+    """
+    if len(entries) == 1:
+        return reopen(entries[0], data)
+    for entry in entries:
+        mismatch = data_mismatch(entry, data)
+        if mismatch is not None:
+            raise HistoryError(mismatch)
+    start = time.perf_counter()
+    try:
+        panel = PanelResult(tuple(load_result(entry.id) for entry in entries))
+    except CPAError as error:
+        raise HistoryError(f"audits {', '.join(str(e.id) for e in entries)} do not make one attacker panel: {error}") \
+            from None
+    folder = recorded_panel_summary(entries[0])
+    ids = tuple(entry.id for entry in entries)
+    return AuditRun(panel.members[0], f"{data.fingerprint}:{panel.config_id}",
+                    f"{run_label(panel.config, panel.names)} · audits {', '.join(map(str, ids))}", data.fingerprint,
+                    time.perf_counter() - start, declared_attacker(panel.config, data.registry), ids[0], panel=panel,
+                    attackers=tuple(declared_attacker(member.config, data.registry) for member in panel.members),
+                    member_ids=ids, redaction=None if folder is None else folder.get("redaction"))

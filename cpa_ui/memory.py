@@ -53,9 +53,13 @@ def forget_cached(run: AuditRun) -> None:
     """Drop what the caches hold for ``run``: its result, its explainer of matches and its figures by its key; the
     worklists and the suggested redactions, whose entries are not found by the key alone, all at once (any session's
     are computed again on their next use)."""
-    for cached in (cache.audit, cache.explainer, cache.curve, cache.sizes_by_level):
+    for cached in (cache.audit, cache.panel_audit, cache.explainer, cache.curve, cache.sizes_by_level):
         cached.clear(run.key)
+    for key in run.member_keys():  # an attacker panel's members, each shown as an audit of its own
+        for cached in (cache.explainer, cache.curve, cache.sizes_by_level):
+            cached.clear(key)
     cache.explained_worklist.clear()
+    cache.panel_verdict_at.clear()
     document_suggestion.clear()
 
 
@@ -102,7 +106,7 @@ def _replace_run(run: AuditRun | None) -> tuple:
     old, review = state.run, state.review
     state.run = run
     state.review = _review_for(review, run)
-    if old is not None and (run is None or old.result is not run.result):
+    if old is not None and (run is None or set(map(id, old.results)) != set(map(id, run.results))):
         forget_cached(old)
     return _let_go(old, *(() if review is None else (review.before, review.after)))
 
@@ -123,8 +127,8 @@ def _forget_all() -> tuple:
 
 def _let_go(*runs: AuditRun | None) -> tuple:
     """Weak references to the results of ``runs`` that the session no longer holds, each with :data:`WAIT_RUNS`."""
-    held = {id(run.result) for run in _session_runs()}
-    gone = {id(run.result): run.result for run in runs if run is not None and id(run.result) not in held}
+    held = {id(result) for run in _session_runs() for result in run.results}
+    gone = {id(result): result for run in runs if run is not None for result in run.results if id(result) not in held}
     return tuple((weakref.ref(result), WAIT_RUNS) for result in gone.values())
 
 

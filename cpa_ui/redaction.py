@@ -78,11 +78,12 @@ def reaudit_attacker(run: AuditRun, data: DataSet, threat, scores) -> Attacker:
     configuration (its LLM endpoint included), else the run's attacker rebuilt from its parameters."""
     if threat is not None:
         try:
-            config, attacker = declare(data, threat, scores)
+            members = declare(data, threat, scores).members
         except CPAError:
-            config = None
-        if config is not None and config.config_id == run.result.config.config_id:
-            return attacker
+            members = ()
+        for member in members:
+            if member.config.config_id == run.result.config.config_id:
+                return member.attacker
     return declared_attacker(run.result.config, data.registry)
 
 

@@ -13,7 +13,7 @@ runs (a click, a file's columns). No other module reads or writes ``st.session_s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, TypeVar
 
 import pandas as pd
@@ -21,6 +21,7 @@ import streamlit as st
 
 from cpa_core.attack.base import Attacker
 from cpa_core.audit.configuration import AUDIT_DEFAULTS, AuditConfig
+from cpa_core.audit.panel import PanelResult
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.project import ProjectConfig
 from cpa_core.audit.results import AuditResult
@@ -56,11 +57,14 @@ class DataSet:
 
 @dataclass(frozen=True)
 class ThreatChoice:
-    """What the curator declared on the threat-model page (turned into an ``AuditConfig`` by
-    :func:`cpa_ui.attackers.declare`)."""
+    """What the curator declared on the threat-model page (turned into each attacker's ``AuditConfig`` by
+    :func:`cpa_ui.attackers.declare`).
 
-    attacker: str = AUDIT_DEFAULTS["attacker"]
-    attacker_params: tuple[tuple[str, Any], ...] = ()
+    ``attackers``: the attacker panel, in declared order (one attacker: a single attacker's audit);
+    ``attacker_params``: each one's parameters, ``(name, ((parameter, value), ...))``."""
+
+    attackers: tuple[str, ...] = (AUDIT_DEFAULTS["attacker"],)
+    attacker_params: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     llm: tuple[tuple[str, Any], ...] = ()  # the LLM endpoint ([llm] base_url, model) when the attacker needs one
     knowledge: str = "K2"
     custom_fields: tuple[str, ...] = ()
@@ -76,21 +80,77 @@ class ThreatChoice:
     confidences: tuple[float, ...] = AUDIT_DEFAULTS["confidence"]
 
     @property
+    def attacker(self) -> str:
+        """The first attacker of the panel (the one a page that runs a single attacker offers first)."""
+        return self.attackers[0] if self.attackers else ""
+
+    def params_of(self, name: str) -> dict:
+        """The parameters declared for attacker ``name`` (empty when it is no member)."""
+        return dict(dict(self.attacker_params).get(name, ()))
+
+    @property
     def params(self) -> dict:
-        return dict(self.attacker_params)
+        """The first attacker's parameters."""
+        return self.params_of(self.attacker)
+
+    def alone(self, name: str, params: dict | None = None) -> ThreatChoice:
+        """The same threat with attacker ``name`` alone (its declared parameters, or ``params``)."""
+        chosen = self.params_of(name) if params is None else params
+        return replace(self, attackers=(name,), attacker_params=((name, tuple(chosen.items())),))
 
 
 @dataclass(frozen=True)
 class AuditRun:
-    """One calibrated audit: the core's result plus what the dashboard needs to label and reuse it."""
+    """One calibrated audit: the core's result plus what the dashboard needs to label and reuse it.
+
+    An attacker panel's audit holds its :class:`~cpa_core.audit.panel.PanelResult` (``panel``) and each member's
+    attacker (``attackers``); its ``result`` and ``attacker`` are its first member's, and :meth:`member` is the run of
+    one member (what a page that shows one attacker's certificate reads)."""
 
     result: AuditResult
-    key: str  # data fingerprint + configuration id
+    key: str  # data fingerprint + configuration id (a panel's: its panel_config_id)
     label: str
     data_fingerprint: str
     seconds: float
     attacker: Attacker = field(repr=False, compare=False)  # the declared attacker (explains matches)
-    audit_id: int | None = None  # its number in the audit history, once recorded
+    audit_id: int | None = None  # its number in the audit history, once recorded (a panel: its first member's)
+    panel: PanelResult | None = field(default=None, repr=False, compare=False)  # an attacker panel's members
+    attackers: tuple[Attacker, ...] = field(default=(), repr=False, compare=False)  # a panel: each member's attacker
+    member_ids: tuple[int, ...] = ()  # a panel: each member's number in the audit history, once recorded
+    redaction: dict | None = field(default=None, compare=False)  # a panel's redaction verified outside its search
+
+    @property
+    def is_panel(self) -> bool:
+        return self.panel is not None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The attackers of the audit: the panel's members, in declared order, or its one attacker."""
+        return self.panel.names if self.panel is not None else (self.result.config.attacker.name,)
+
+    @property
+    def results(self) -> tuple[AuditResult, ...]:
+        """Every result the run holds: each member's of a panel, else its one."""
+        return self.panel.members if self.panel is not None else (self.result,)
+
+    @property
+    def config_id(self) -> str:
+        """The configuration id of the audit: the panel's (:func:`~cpa_core.audit.panel.panel_config_id`) or the
+        result's."""
+        return self.panel.config_id if self.panel is not None else self.result.config.config_id
+
+    def member(self, name: str) -> AuditRun:
+        """The run of attacker ``name`` of a panel, as a single attacker's audit (its own cache key); the run itself
+        when it is not a panel."""
+        if self.panel is None:
+            return self
+        i = self.panel.names.index(name)
+        return AuditRun(self.panel.members[i], f"{self.key}|{name}", f"{self.label} · {name}", self.data_fingerprint,
+                        self.seconds, self.attackers[i], self.member_ids[i] if i < len(self.member_ids) else None)
+
+    def member_keys(self) -> tuple[str, ...]:
+        """The cache keys of the members' runs (:meth:`member`); none when it is not a panel."""
+        return tuple(f"{self.key}|{name}" for name in self.names) if self.panel is not None else ()
 
 
 @dataclass(frozen=True)
@@ -159,6 +219,7 @@ class AuditState:
     scores: _Slot[CandidateScores | None] = _Slot(lambda: None)  # the imported attacker's table
     run: _Slot[AuditRun | None] = _Slot(lambda: None)
     confidence: _Slot[float] = _Slot(lambda: 0.95)
+    member: _Slot[str | None] = _Slot(lambda: None)  # the panel's attacker the pages show one certificate of
     flag_below: _Slot[int] = _Slot(lambda: AUDIT_DEFAULTS["flag_below"])
     leakage_threshold: _Slot[float | None] = _Slot(lambda: None)
     acceptable_linkage: _Slot[float | None] = _Slot(lambda: None)  # None: 1/k

@@ -15,6 +15,7 @@ from cpa_core.report.help import HELP
 from cpa_ui import nav
 from cpa_ui.attackers import (
     ENDPOINT,
+    default_attackers,
     default_threat,
     endpoint_defaults,
     form_defaults,
@@ -45,17 +46,31 @@ st.title("Threat model")
 st.markdown("Declare what the attacker knows and how it works. The certificate is valid for exactly this "
             "configuration: change anything and the audit must be calibrated again.")
 
-# --- attacker -----------------------------------------------------------------------------------------------
-st.subheader("Attacker")
+# --- attackers -----------------------------------------------------------------------------------------------
+st.subheader("Attackers")
 specs = {spec.name: spec for spec in offered_specs()}
-attacker = st.radio("Attacker pipeline", list(specs), format_func={name: s.label for name, s in specs.items()}.get,
-                    horizontal=True,
-                    key=widget_key("threat.attacker", threat.attacker if threat.attacker in specs else "tfidf"))
-spec = specs[attacker]
-st.caption(spec.description[0].upper() + spec.description[1:] + ".")
-current = threat.params if threat.attacker == attacker else form_defaults(spec, data)
-params = param_widgets(spec.params, current, f"threat.param.{attacker}", data.registry.fields)
-if spec.needs_scores:
+labels = {name: s.label for name, s in specs.items()}
+attackers = st.multiselect(
+    "Attacker panel", list(specs), format_func=labels.get, key=widget_key(
+        "threat.attackers", [name for name in threat.attackers if name in specs] or ["tfidf"]),
+    help="Every attacker chosen is run and calibrated on its own on the same documents (its own certificate, strata "
+         "and linkage probability); a document's risk is the worst over them, and the release is judged against each "
+         "of them. One attacker: a single attacker's audit. The default is the panel the command line runs for a "
+         f"release of this size ({', '.join(default_attackers(data))}).")
+if len(attackers) > 1:
+    st.caption(f"A panel of {len(attackers)} attackers: a document is flagged when any of them flags it, and the "
+               "release is certified only when every one's first-guess rate on what is left is within the acceptable "
+               "rate, with bounds corrected for testing several attackers.")
+if not attackers:
+    st.error("Choose at least one attacker.", icon=":material/error:")
+members = {}
+for name in attackers:
+    spec = specs[name]
+    with st.expander(f"{spec.label}: parameters", expanded=len(attackers) == 1):
+        st.caption(spec.description[0].upper() + spec.description[1:] + ".")
+        current = threat.params_of(name) if name in threat.attackers else form_defaults(spec, data)
+        members[name] = param_widgets(spec.params, current, f"threat.param.{name}", data.registry.fields)
+if any(specs[name].needs_scores for name in attackers):
     scores_file = st.file_uploader("Candidate scores: doc_id, candidate_id, score (CSV, JSONL or Parquet)",
                                    type=["csv", "jsonl", "ndjson", "parquet", "pq"], key="upload.scores")
     if scores_file is not None:
@@ -102,25 +117,32 @@ if level is not None:
     with st.expander("The profile text the attacker builds for the first registry entry"):
         st.text(profile_texts(data.registry, level)[0])
 llm = dict(threat.llm) or endpoint_defaults(data)
-if needs_endpoint(spec, query_mode):
+sending = [specs[name] for name in attackers if needs_endpoint(specs[name], query_mode)]
+if sending:
     st.subheader("LLM endpoint")
     st.warning("This configuration sends document text to the LLM endpoint below.", icon=":material/cloud_upload:")
     llm = param_widgets(ENDPOINT, llm, "threat.llm", ())
     if not (llm.get("base_url") and llm.get("model")):
-        st.warning("No LLM endpoint is configured: enter the endpoint and the model to run this attacker"
-                   + ("" if spec.sends_text else ", or choose the direct query mode") + ".", icon=":material/block:")
+        st.warning("No LLM endpoint is configured: enter the endpoint and the model to run "
+                   + ("this attacker" if len(attackers) == 1 else ", ".join(spec.label for spec in sending))
+                   + ("" if any(spec.sends_text for spec in sending) else ", or choose the direct query mode") + ".",
+                   icon=":material/block:")
 
 # --- pool, score, protocol ------------------------------------------------------------------------------------
 st.subheader("Candidate pool and score")
 left, right = st.columns(2)
+scoring_itself = {name: specs[name].required_score for name in attackers if specs[name].required_score}
 score = left.selectbox("Nonconformity score", list(SCORES), key=widget_key("threat.score", threat.score),
                        format_func={name: f"{name}: {s.description}" for name, s in SCORES.items()}.get,
-                       disabled=bool(spec.required_score),
+                       disabled=bool(attackers) and len(scoring_itself) == len(attackers),
                        help="How nonconforming a candidate is for a document; every score gives valid sets, "
                             "they differ in set sizes. APS is the default.")
-if spec.required_score:
-    score = spec.required_score
+if attackers and len(scoring_itself) == len(attackers) == 1:
+    score = scoring_itself[attackers[0]]
     left.caption(f"This attacker scores candidates itself: the score is '{score}'.")
+elif scoring_itself:
+    left.caption("; ".join(f"{labels[name]} scores candidates itself: its score is '{own}'"
+                           for name, own in scoring_itself.items()) + ".")
 whole = right.checkbox("Rank the whole registry", key=widget_key("threat.whole_pool", threat.top_k is None),
                        help="Otherwise the attacker keeps a top-K shortlist; identities cut from it count as "
                             "candidate misses.")
@@ -162,7 +184,8 @@ confidences = st.multiselect("Confidence levels to certify and export", CONFIDEN
                              " The Explore page shows any other level without a new attack.")
 
 state.threat = ThreatChoice(
-    attacker=attacker, attacker_params=tuple(params.items()), llm=tuple(llm.items()), knowledge=knowledge, custom_fields=custom_fields,
+    attackers=tuple(attackers), attacker_params=tuple((name, tuple(params.items())) for name, params in members.items()),
+    llm=tuple(llm.items()), knowledge=knowledge, custom_fields=custom_fields,
     query_mode=query_mode, score=score, top_k=top_k, protocol=protocol, n_cal=n_cal, n_test=n_test, seed=seed,
     per_group=per_group,
     miss_policy=miss_policy, confidences=tuple(sorted(confidences)) or (0.95,))
@@ -171,13 +194,20 @@ state.threat = ThreatChoice(
 st.subheader("Declared configuration")
 declaration = declared(data)
 if declaration is not None:
-    config, _ = declaration
-    st.info(plain(configuration_summary(config, n_documents=n_documents, n_profiles=len(data.registry),
-                                        groups=data.groups if per_group else ())), icon=":material/gavel:")
-    st.caption(f"Configuration id {config.config_id}. {HELP['config_id']}")
-    if needs_endpoint(spec, config.knowledge.query_mode):
+    places = st.tabs([labels[name] for name in declaration.names]) if declaration.is_panel else [st.container()]
+    for place, member in zip(places, declaration.members):
+        place.info(plain(configuration_summary(member.config, n_documents=n_documents, n_profiles=len(data.registry),
+                                               groups=data.groups if per_group else ())), icon=":material/gavel:")
+    st.caption((f"Configuration id {declaration.config_id}"
+                + (f" (the panel of {len(declaration.members)} attackers: "
+                   + ", ".join(f"{m.config.attacker.name} {m.config.config_id}" for m in declaration.members) + ")"
+                   if declaration.is_panel else "")
+                + f". {HELP['config_id']}"))
+    sending = [member for member in declaration.members
+               if needs_endpoint(specs[member.config.attacker.name], member.config.knowledge.query_mode)]
+    if sending:
         try:
-            calls = llm_calls(data, config, declaration[1])
+            calls = sum(llm_calls(data, member.config, member.attacker) for member in sending)
         except CPAError as error:
             show_error(error, "The LLM calls could not be estimated: ")
         else:

@@ -12,8 +12,17 @@ from cpa_core.report.verdict import release_verdict
 from cpa_core.store.bundle import declared_toml
 from cpa_ui import nav
 from cpa_ui.analysis import calibration_table, group_table, strata_table, table_height
-from cpa_ui.cache import audit_run
-from cpa_ui.components import attack_row, declared, require_data, show_error, show_warnings, table_columns
+from cpa_ui.cache import declared_run, panel_verdict_at
+from cpa_ui.components import (
+    attack_row,
+    declared,
+    member_choice,
+    panel_verdict_row,
+    require_data,
+    show_error,
+    show_warnings,
+    table_columns,
+)
 from cpa_ui.history import record_calibration
 from cpa_ui.memory import adopt_run
 from cpa_ui.state import state
@@ -41,21 +50,29 @@ declaration = declared(data)
 if declaration is None:
     st.page_link(nav.THREAT, label="Fix the threat model", icon=":material/shield_person:")
     st.stop()
-config, attacker = declaration
-st.markdown(INTRODUCTION[config.protocol])
-key = f"{data.fingerprint}:{config.config_id}"
+config = declaration.config
+st.markdown(INTRODUCTION[config.protocol]
+            + (f" Each of the {len(declaration.members)} attackers of the panel is run and calibrated on its own, one "
+               "after the other, on the same documents." if declaration.is_panel else ""))
+key = f"{data.fingerprint}:{declaration.config_id}"
 run = state.run
 current = run is not None and run.key == key
-st.caption(f"Declared configuration {config.config_id}: knowledge {plain(config.knowledge.name)} "
-           f"({plain(', '.join(config.knowledge.fields))}), {plain(config.attacker.name)} attacker, score {config.score}, "
+attackers = (f"attackers {plain(', '.join(declaration.names))} (a panel: each run and calibrated on its own)"
+             if declaration.is_panel else f"{plain(config.attacker.name)} attacker")
+st.caption(f"Declared configuration {declaration.config_id}: knowledge {plain(config.knowledge.name)} "
+           f"({plain(', '.join(config.knowledge.fields))}), {attackers}, score {config.score}, "
            + ("release protocol (every document certified)" if config.protocol == "release" else
               f"split protocol: n_cal {config.n_cal}, n_test {config.n_test}, seed {config.seed}")
            + (", calibrated per group" if config.group_column else "") + ".")
 with st.expander("Every declared setting (audit.toml)", icon=":material/settings:"):
     st.caption("What this audit certifies, exactly: the same file with `cpa audit --config audit.toml` on the same "
                "files declares the same configuration (the files are pinned by their SHA-256). The confidence level "
-               "and the release policy chosen on later pages are added to it in the exports.")
-    st.code(declared_toml(config), language="toml")
+               "and the release policy chosen on later pages are added to it in the exports."
+               + (" One file per attacker of the panel: each declares that attacker's audit." if declaration.is_panel
+                  else ""))
+    places = st.tabs(list(declaration.names)) if declaration.is_panel else [st.container()]
+    for place, member in zip(places, declaration.members):
+        place.code(declared_toml(member.config), language="toml")
 
 with st.expander("Where the attack runs", icon=":material/hub:"):
     scheduler = st.text_input(
@@ -71,7 +88,7 @@ if st.button(label, type="primary" if not current else "secondary", icon=":mater
     placeholder = st.empty()
     try:
         with placeholder.container():
-            run = audit_run(data, config, attacker, scheduler=scheduler or None)
+            run = declared_run(data, declaration, scheduler=scheduler or None)
     except CPAError as error:
         show_error(error, "The audit could not run: ")
         st.stop()
@@ -85,12 +102,17 @@ if run is None:
     st.info("Not calibrated yet.", icon=":material/hourglass_empty:")
     st.stop()
 if not current:
-    st.warning(f"The results below are for an earlier configuration ({run.result.config.config_id}, {plain(run.label)}); "
+    st.warning(f"The results below are for an earlier configuration ({run.config_id}, {plain(run.label)}); "
                "run the calibration for the configuration declared now.", icon=":material/history:")
 if state.notice:
     st.success(state.notice, icon=":material/check_circle:")
     state.notice = None
 
+if run.is_panel:
+    st.subheader(f"The attacker panel at {fmt_confidence(state.confidence)} confidence")
+    panel_verdict_row(panel_verdict_at(run.key, state.confidence, state.policy, run.panel))
+    st.subheader("Each attacker's calibration")
+    run = member_choice("calibrate", run, "Attacker whose calibration is shown below")
 result = run.result
 protocol = result.config.protocol
 helps = help_texts(protocol)

@@ -11,9 +11,30 @@ from cpa_core.report.formatting import fmt_confidence, fmt_number
 from cpa_core.report.help import HELP
 from cpa_core.report.worklist import worklist
 from cpa_ui import nav
-from cpa_ui.analysis import DRILLDOWN_CHOICES, candidate_table, document_facts, flagged_table, kpis, row_of, text_of
-from cpa_ui.cache import explainer
-from cpa_ui.components import attack_row, policy_controls, results_page, show_warnings, table_columns
+from cpa_ui.analysis import (
+    DRILLDOWN_CHOICES,
+    candidate_table,
+    document_facts,
+    document_members,
+    flagged_table,
+    kpis,
+    panel_flagged_table,
+    rescored_members,
+    row_of,
+    text_of,
+)
+from cpa_ui.cache import explainer, panel_verdict_at
+from cpa_ui.components import (
+    attack_row,
+    document_members_columns,
+    member_choice,
+    panel_flagged_columns,
+    panel_verdict_row,
+    policy_controls,
+    results_page,
+    show_warnings,
+    table_columns,
+)
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.redaction import (
     STRATEGIES,
@@ -30,22 +51,34 @@ from cpa_ui.redaction import (
 from cpa_ui.state import reseeded_widget, set_widget, state, value_changed, widget_key, widget_value
 from cpa_ui.text import highlight_spans, plain
 
-data, run = results_page("Flagged documents")
-result = run.result
+data, panel_run = results_page("Flagged documents")
 confidence = state.confidence
 st.caption(f"Certified sets at {fmt_confidence(confidence)} confidence (change it on the Explore page), "
-           f"configuration {result.config.config_id} ({run.label}).")
+           f"configuration {panel_run.config_id} ({plain(panel_run.label)}).")
 policy = policy_controls("flagged")
-cert = result.certificate(confidence)
-flagged = worklist(cert, policy, result.config.config_id)
-show_warnings(kpis(result, confidence, policy).warnings)
-attack_row(kpis(result, confidence, policy), policy)
-st.caption(f"Flagged when {policy.rule}; the column 'flagged by' says which rule. Riskiest first: highest linkage "
-           "probability, then smallest set. The export on the Report page adds the terms that drive each match.")
-shown = flagged_table(flagged).drop(columns=["driving_terms", "evidence", "config_id", "confidence"])
+if panel_run.is_panel:
+    panel_verdict_row(panel_verdict_at(panel_run.key, confidence, policy, panel_run.panel))
+    flagged = panel_flagged_table(panel_run.panel, confidence, policy, panel_run.config_id)
+    st.caption(f"Flagged when any attacker flags it ({plain(policy.rule)} under that attacker); the column 'flagged "
+               "by' says which attackers and by which rule. Riskiest first: the largest linkage probability over the "
+               "attackers, then the smallest set, each with the attacker that gave it. Each attacker's own worklist, "
+               "with the terms that drive its matches, is on the Report page.")
+    shown = flagged.drop(columns=["config_id", "confidence"])
+    columns = panel_flagged_columns(shown)
+else:
+    flagged = worklist(panel_run.result.certificate(confidence), policy, panel_run.config_id)
+    show_warnings(kpis(panel_run.result, confidence, policy).warnings)
+    attack_row(kpis(panel_run.result, confidence, policy), policy)
+    st.caption(f"Flagged when {policy.rule}; the column 'flagged by' says which rule. Riskiest first: highest linkage "
+               "probability, then smallest set. The export on the Report page adds the terms that drive each match.")
+    shown = flagged_table(flagged).drop(columns=["driving_terms", "evidence", "config_id", "confidence"])
+    columns = table_columns(shown)
 picked = st.dataframe(shown, hide_index=True, width="stretch", height=320, key="flagged.table",
-                      column_config=table_columns(shown), on_select="rerun", selection_mode="single-row")
+                      column_config=columns, on_select="rerun", selection_mode="single-row")
 st.caption("Click a row to open it below.")
+run = member_choice("flagged", panel_run, "Attacker whose evidence and certified set the drill-down shows")
+result = run.result
+cert = result.certificate(confidence)
 
 st.subheader("Drill-down")
 if len(flagged):
@@ -73,6 +106,12 @@ doc_id = st.selectbox("Document", listed, key=key, format_func=labels.get,
                       f"The {DRILLDOWN_CHOICES:,} smallest sets; click any row of the table above to open another.")
 row = row_of(cert, doc_id)
 facts = document_facts(cert, row)
+if panel_run.is_panel:
+    st.markdown(f"**{plain(doc_id)} under each attacker** (the worst over them is the panel's)")
+    members = document_members(panel_run.panel.certificate(confidence), row, policy)
+    st.dataframe(members, hide_index=True, width="stretch", key="flagged.members",
+                 column_config=document_members_columns(members))
+    st.markdown(f"Below: **{plain(result.config.attacker.name)}**'s evidence and certified set.")
 level = result.config.knowledge
 columns = st.columns(6)
 columns[0].metric("Set size |C|", f"{facts['set_size']:,}", help=HELP["set_size"],
@@ -175,8 +214,37 @@ def edit_and_rescore(doc_id: str, certified: int, released: str, flagged: bool) 
         st.success("This document's text is in the review table (Redact page).", icon=":material/check_circle:")
 
 
+@st.fragment
+def edit_and_rescore_panel(doc_id: str, released: str) -> None:
+    """The text to edit, re-scored under every attacker of the panel against their stored calibrations: a fragment,
+    so a committed edit reruns only this part. No edit is suggested: a suggestion searched against one attacker may
+    raise another's risk."""
+    st.info("Edits are not suggested for an attacker panel here: the redaction of a panel runs from the command line "
+            "(`cpa redact <panel audit folder>`), where every attacker's risk is read. Edit the text below to see "
+            "what each attacker makes of it.", icon=":material/terminal:")
+    text_key = reseeded_widget(f"flagged.edited.{doc_id}", released, lambda: released)
+    edited = st.text_area("Edited text (Ctrl+Enter re-scores it under every attacker)", key=text_key, height=200)
+    names = panel_run.names
+    sizes = [rescore(panel_run.member(name), data, confidence, doc_id, edited,
+                     explain if name == result.config.attacker.name else None) for name in names]
+    certified = panel_run.panel.certificate(confidence)
+    at_row = row_of(certified.members[0], doc_id)
+    table = rescored_members(names, [int(member.set_sizes[at_row]) for member in certified.members],
+                             [found.set_size for found in sizes], policy.flag_below)
+    st.dataframe(table, hide_index=True, width="stretch", key="flagged.rescored", column_config=table_columns(table))
+    st.warning(f"Indicative: each attacker's set of the edited text under its stored calibration. An edited release "
+               "is a new release mechanism: only a new calibration of every attacker certifies it.",
+               icon=":material/science:")
+    evidence = sizes[names.index(result.config.attacker.name)].evidence
+    st.html(f"<div class='cpa-document' style='line-height:1.6; padding:0.8rem; border:1px dashed #bbb; "
+            f"border-radius:0.4rem'>{highlight_spans(edited, evidence)}</div>")
+    st.caption(f"Highlighted: what still drives {result.config.attacker.name}'s match of the edited text.")
+
+
 st.subheader("Edit and re-score")
-if explain is None:
+if panel_run.is_panel:
+    edit_and_rescore_panel(doc_id, text_of(data.documents, doc_id))
+elif explain is None:
     st.caption("This attacker does not say what drives its matches, so no redaction can be suggested; edit the "
                "release and calibrate it again.")
 else:

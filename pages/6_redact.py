@@ -51,6 +51,13 @@ def words(text: str) -> tuple[str, ...]:
 
 
 data, run = results_page("Redact and re-audit")
+if run.is_panel:  # a search against one attacker may raise another's risk: not done here for a panel
+    st.info(f"The current audit is an attacker panel ({plain(', '.join(run.names))}): the redaction of a panel runs "
+            "from the command line, where the search reads every attacker's risk and an attacker it never consulted "
+            "grades the redacted release. Run `cpa audit` with the same attackers, then `cpa redact <panel audit "
+            "folder>`. To redact against one attacker here, declare it alone on the Threat model page and calibrate.",
+            icon=":material/terminal:")
+    st.stop()
 review = state.review
 if review is not None and review.after is not None and review.after.key == run.key:
     # the current audit is a redacted release's: this page shows the redaction it came from

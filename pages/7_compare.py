@@ -15,11 +15,12 @@ from cpa_ui.cache import audit_run
 from cpa_ui.components import require_data, show_error, show_warnings, table_columns
 from cpa_ui.figures import fig_compare, fig_drift, fig_set_size_ecdf
 from cpa_ui.memory import adopt_comparison
-from cpa_ui.state import Comparison, state, widget_key
+from cpa_ui.state import Comparison, set_widget, state, widget_key, widget_value
 from cpa_ui.text import plain
 
 data = require_data()
-threat = state.threat or default_threat(data)
+declared_threat = state.threat or default_threat(data)
+threat = declared_threat  # a panel: one of its attackers for the comparisons that run one (chosen below)
 st.title("Compare")
 st.markdown("Certificates are only comparable on matched splits: every configuration below uses the same "
             "calibration and test documents (same split sizes and seed) and differs only in what you vary. All "
@@ -32,7 +33,8 @@ def run_all(choices: list[tuple[str, object, object]]) -> list:
     runs = []
     for i, (label, choice, documents) in enumerate(choices):
         overall.progress(i / len(choices), text=f"Configuration {i + 1} of {len(choices)}: {label}")
-        config, attacker = declare(data, choice, state.scores)
+        declared_one = declare(data, choice, state.scores)
+        config, attacker = declared_one.config, declared_one.attacker
         placeholder = st.empty()
         try:
             with placeholder.container():
@@ -43,8 +45,30 @@ def run_all(choices: list[tuple[str, object, object]]) -> list:
     return runs
 
 
+current = state.run
+if current is not None and current.is_panel:
+    st.subheader("The attacker panel's attackers side by side")
+    members = compare_table(list(current.names), list(current.results), state.confidence, state.policy)
+    st.caption(f"The current audit ({plain(current.label)}) is an attacker panel: its attackers were run and "
+               "calibrated on their own on the same documents, so they compare as matched configurations. At "
+               f"{fmt_confidence(state.confidence)} confidence, flagging {plain(state.policy.rule)}.")
+    shown_members = without_empty(members)
+    st.dataframe(shown_members, hide_index=True, width="stretch", key="compare.panel",
+                 column_config=table_columns(shown_members))
+    st.plotly_chart(fig_set_size_ecdf({name: result.certificate(state.confidence).set_sizes
+                                       for name, result in zip(current.names, current.results)}, state.flag_below),
+                    key="compare.panel_ecdf")
+
 levels = usable_levels(data)
 st.subheader("Configurations side by side")
+if len(threat.attackers) > 1:
+    attacker_key = widget_key("compare.attacker", threat.attacker)
+    if widget_value(attacker_key) not in threat.attackers:
+        set_widget(attacker_key, threat.attacker)
+    alone = st.selectbox("Attacker of the comparisons below", list(threat.attackers), key=attacker_key,
+                         help="The threat model declares an attacker panel; each configuration below runs one of "
+                              "its attackers, with its parameters from the threat-model page.")
+    threat = threat.alone(alone)
 chosen = st.multiselect("Knowledge levels to compare", levels, key=widget_key("compare.levels", levels),
                         help="Each level is attacked and calibrated on the same split.")
 if st.button("Run the comparison", type="primary", disabled=len(chosen) < 2, key="compare.run",
@@ -59,7 +83,8 @@ if st.button("Run the comparison", type="primary", disabled=len(chosen) < 2, key
 offered = {spec.name: spec for spec in offered_specs() if not spec.needs_scores or state.scores is not None}
 picked = st.multiselect(f"Attackers to compare (knowledge level {threat.knowledge})", list(offered),
                         format_func={name: spec.label for name, spec in offered.items()}.get,
-                        key=widget_key("compare.attackers", [threat.attacker] if threat.attacker in offered else []),
+                        key=widget_key("compare.attackers", [name for name in declared_threat.attackers
+                                                             if name in offered]),
                         help="Each attacker runs on the same split with its parameters from the threat-model page "
                              "(the one declared there) or from the configuration file (the others), e.g. TF-IDF "
                              "beside an LLM forced choice.")
@@ -71,13 +96,13 @@ modes = st.multiselect("Query modes", ["direct", "direct_plus_clues"], format_fu
 variants = [(name, mode) for name in picked for mode in (modes or [threat.query_mode])]
 if st.button("Run the attacker comparison", disabled=len(variants) < 2, key="compare.run_attackers",
              icon=":material/play_arrow:"):
-    def params_of(name: str) -> tuple:
-        if name == threat.attacker:
-            return threat.attacker_params
-        return tuple(form_defaults(offered[name], data).items())
+    def params_of(name: str) -> dict:
+        if name in declared_threat.attackers:
+            return declared_threat.params_of(name)
+        return form_defaults(offered[name], data)
     try:
         runs = run_all([(offered[name].label + (" + LLM clues" if mode == "direct_plus_clues" else ""),
-                         replace(threat, attacker=name, attacker_params=params_of(name), query_mode=mode), None)
+                         replace(threat.alone(name, params_of(name)), query_mode=mode), None)
                         for name, mode in variants])
     except CPAError as error:
         show_error(error, "The comparison could not run: ")

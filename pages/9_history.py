@@ -1,5 +1,5 @@
-"""Step 8: the audits of this machine (dashboard calibrations and command-line runs): reopen one without
-attacking again, compare any two."""
+"""Step 8: the audits of this machine (dashboard calibrations and command-line runs; an attacker panel as one entry
+with its attackers): reopen one without attacking again, compare any two."""
 
 from __future__ import annotations
 
@@ -11,7 +11,16 @@ from cpa_core.store.history import compare_audits, history_path, list_audits, lo
 from cpa_ui import nav
 from cpa_ui.components import show_error, table_columns
 from cpa_ui.figures import fig_set_size_ecdf
-from cpa_ui.history import data_mismatch, entry_label, history_table, reopen, unreadable_notes
+from cpa_ui.history import (
+    data_mismatch,
+    entry_label,
+    history_entries,
+    history_table,
+    panel_label,
+    panel_members_table,
+    reopen_panel,
+    unreadable_notes,
+)
 from cpa_ui.memory import adopt_run
 from cpa_ui.state import set_widget, state, widget_key, widget_value
 from cpa_ui.text import plain
@@ -34,21 +43,28 @@ if audits.empty:
 
 listed = history_table(audits)
 st.dataframe(listed, hide_index=True, width="stretch", height=240, key="history.table",
-             column_config=table_columns(listed))
+             column_config={**table_columns(listed), "members": st.column_config.TextColumn(
+                 "members", help="An attacker panel is one entry: each of its attackers was recorded as an audit of "
+                                 "its own (this column: the attackers and their audits).")})
 for note in unreadable_notes(audits):
     st.warning(plain(note), icon=":material/warning:")
-labels = {int(row["id"]): entry_label(row) for _, row in audits[audits["unreadable"].isna()].iterrows()}
+readable = audits[audits["unreadable"].isna()]
+labels = {int(row["id"]): entry_label(row) for _, row in readable.iterrows()}
 ids = list(labels)[::-1]  # the latest first
 if not ids:
     st.stop()
+entries = {entry.id: entry for entry in history_entries(audits) if all(i in labels for i in entry.ids)}
+entry_labels = {entry_id: panel_label(audits, entry) for entry_id, entry in entries.items()}
+entry_ids = list(entry_labels)[::-1]
 
 
-def choice(name: str, label: str, default: int, container=st) -> int:
-    """A choice among the recorded audits that survives a history changed by another process."""
+def choice(name: str, label: str, default: int, container=st, options: dict | None = None) -> int:
+    """A choice among the recorded audits (or ``options``) that survives a history changed by another process."""
+    options = labels if options is None else options
     key = widget_key(name, default)
-    if widget_value(key) not in labels:
+    if widget_value(key) not in options:
         set_widget(key, default)
-    return container.selectbox(label, ids, format_func=labels.get, key=key)
+    return container.selectbox(label, list(options)[::-1], format_func=options.get, key=key)
 
 
 def entry(audit_id: int):
@@ -61,20 +77,29 @@ def entry(audit_id: int):
 
 st.subheader("Reopen an audit")
 st.caption("The audit becomes the current one on every page, recomputed from its snapshot: nothing is attacked "
-           "again. It needs the documents and registry it certified to be loaded.")
-chosen = entry(choice("history.audit", "Audit to reopen", ids[0]))
-mismatch = data_mismatch(chosen, state.data)
+           "again. It needs the documents and registry it certified to be loaded. An attacker panel reopens whole: "
+           "its attackers side by side, each one's certificate from its own snapshot.")
+picked = entries[choice("history.audit", "Audit to reopen", entry_ids[0], options=entry_labels)]
+if picked.is_panel:
+    st.markdown(f"**An attacker panel** ({plain(picked.panel)}): {len(picked.ids)} attackers, each recorded as an "
+                "audit of its own; the panel's verdict is computed when it is reopened.")
+    members = panel_members_table(audits, picked)
+    st.dataframe(members, hide_index=True, width="stretch", key="history.members",
+                 column_config=table_columns(members))
+loaded = [entry(audit_id) for audit_id in picked.ids]
+mismatch = next((found for found in (data_mismatch(one, state.data) for one in loaded) if found is not None), None)
 if mismatch is not None:
     st.info(plain(mismatch), icon=":material/info:")
 if st.button("Reopen", key="history.reopen", type="primary", disabled=mismatch is not None,
              icon=":material/history:"):
     try:
-        adopt_run(reopen(chosen, state.data))  # the audit it replaces is let go
+        adopt_run(reopen_panel(loaded, state.data))  # the audit it replaces is let go
     except CPAError as error:
         show_error(error, "The audit could not be reopened: ")
     else:
         state.adopt_policy(state.run.result.config)
-        st.success(f"Audit {chosen.id} is the current audit ({plain(state.run.label)}), viewed at its flagging "
+        what = f"Audits {', '.join(map(str, picked.ids))} are" if picked.is_panel else f"Audit {picked.id} is"
+        st.success(f"{what} the current audit ({plain(state.run.label)}), viewed at its flagging "
                    f"level {fmt_confidence(state.confidence)} with its release policy ({state.policy.rule}).",
                    icon=":material/check_circle:")
         st.page_link(nav.EXPLORE, label="Explore its certificate", icon=":material/query_stats:")

@@ -7,6 +7,10 @@ block. The figures are static inline SVG drawn here, and the page carries no scr
 of the PDF, see :mod:`cpa_ui.pdf`). The dashboard passes a renderer of interactive charts instead
 (``charts``, :func:`cpa_ui.figures.report_charts`: plotly charts, plotly.js inlined once). Every value from the
 data (file names, ids, group labels, terms) is escaped. Document text never appears in the report.
+
+An attacker panel has a report of its own (:func:`panel_report`, written at the top of the panel's folder by
+:func:`cpa_core.store.records.write_panel`): the panel's verdict, the attackers side by side with a link to each one's
+own report, the one that decided and the correction for testing several attackers.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -39,7 +43,17 @@ from cpa_core.report.formatting import (
 )
 from cpa_core.report.help import COLUMNS, HELP, PERCENT, UPPER_BOUND, column_label, help_texts
 from cpa_core.report.metrics import COVERAGE_MEANING, summarize
-from cpa_core.report.verdict import Verdict, release_verdict
+from cpa_core.report.verdict import (
+    PANEL_ERROR,
+    PanelVerdict,
+    Verdict,
+    panel_bound_level,
+    panel_verdict,
+    release_verdict,
+)
+
+if TYPE_CHECKING:
+    from cpa_core.audit.panel import PanelResult
 
 REPORT_CALIBRATION_COLUMNS = ["confidence", "alpha", "coverage", "coverage_ci", "coverage_conditional",
                               "candidate_miss_rate", "open_world_bound", "threshold", "median_set_size",
@@ -366,14 +380,16 @@ def verdict_block(verdict: Verdict) -> str:
 </section>"""
 
 
-def signoff_block(verdict: Verdict, *, inputs: dict, protocol: str, miss_policy: str, generated: str,
-                  tool_version: str) -> str:
-    """The block a privacy officer fills in and signs, with what exactly is signed for."""
+def signoff_block(verdict: Verdict | PanelVerdict, *, inputs: dict, protocol: str, miss_policy: str, generated: str,
+                  tool_version: str, attackers: Iterable[str] = ()) -> str:
+    """The block a privacy officer fills in and signs, with what exactly is signed for (``attackers``: the members of
+    an attacker panel, whose verdict is signed)."""
     files = [(f"{name} file", f"{info.get('file')} ({info.get('rows', 0):,} rows)")
              for name, info in ((n, inputs[n]) for n in ("documents", "registry") if n in inputs)]
     hashes = "".join(f"<tr><th>{_e(name)} SHA-256</th><td class='hash'>{_e(inputs[name].get('sha256'))}</td></tr>"
                      for name in ("documents", "registry") if name in inputs)
-    facts = [("configuration id", verdict.config_id), ("verdict", verdict.title),
+    panel = [("attackers (each calibrated on its own)", ", ".join(attackers))] if attackers else []
+    facts = [("configuration id", verdict.config_id), *panel, ("verdict", verdict.title),
              ("confidence level", fmt_confidence(verdict.confidence)), ("release rule", f"flag {verdict.rule}"),
              ("protocol", protocol), ("miss policy", miss_policy), *files]
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
@@ -635,6 +651,245 @@ not included in this report.</p>
 {_pairs(checksums, 'hash')}
 {_pairs(version_rows)}
 <p>Manifest created {_e(manifest.get('created_at'))}. Per-document records (JSONL) re-derive every number above.</p>
+</section>
+</body></html>
+"""
+
+
+# --- an attacker panel ------------------------------------------------------------------------------------------
+
+MEMBER_COLUMNS = ("attacker", "first_guess_rate", "first_guess_low", "first_guess_high", "n_flagged",
+                  "remainder_first_guess", "corrected_bound", "own_verdict", "decided")
+"""The members of an attacker panel side by side (:func:`member_frame`)."""
+REDACTION_TITLE = "Redaction verified outside its search"
+PANEL_WORKLIST_LABELS = {"set_size": "smallest |C|", "set_size_by": "smallest set by",
+                         "linkage_probability": "largest linkage probability", "linkage_by": "largest linkage by",
+                         "flagged_by": "flagged by (rule)"}
+"""How the report's table of a panel's flagged documents names the worst over the attackers."""
+
+
+def member_frame(verdict: PanelVerdict) -> pd.DataFrame:
+    """The members of an attacker panel side by side as its verdict reads them, one row per attacker in declared
+    order: its own first-guess rate over the labelled documents with its exact 95 % interval, the documents it flags,
+    its first-guess rate on what the panel leaves (the documents no attacker flags) and that rate's corrected upper
+    bound (the one the panel's verdict reads), its own verdict, and whether it decided the panel's verdict."""
+    rows = [{"attacker": member.attacker, "first_guess_rate": member.own.first_guess_rate,
+             "first_guess_low": member.own.first_guess_low, "first_guess_high": member.own.first_guess_high,
+             "n_flagged": member.n_flagged, "remainder_first_guess": member.remainder_first_guess,
+             "corrected_bound": member.remainder_bound, "own_verdict": member.own.title,
+             "decided": member.attacker == deciding_member(verdict)} for member in verdict.members]
+    return pd.DataFrame(rows, columns=list(MEMBER_COLUMNS))
+
+
+def deciding_member(verdict: PanelVerdict) -> str | None:
+    """The attacker that decided the panel's verdict (``decided_by``), ``None`` when none did: every document is
+    flagged, so no attacker's bound on what is left was read."""
+    if verdict.status != "inconclusive" and verdict.remainder_bound is None:
+        return None
+    return verdict.decided_by
+
+
+def _level_text(level: float) -> str:
+    return f"{100 * level:.4g} %"
+
+
+def panel_correction(members: int) -> str:
+    """The correction for testing several attackers, in words (``docs/guarantee.md``, "An attacker panel"), at the
+    levels of a panel of ``members``."""
+    return (f"With {members} attacker{'s' if members > 1 else ''}, each attacker's bound is the one-sided "
+            f"{_level_text(1 - PANEL_ERROR / members)} Clopper–Pearson upper bound (1 − {PANEL_ERROR:g}/{members}: the "
+            f"top of the two-sided {_level_text(panel_bound_level(members))} interval) of its first-guess rate on the "
+            "labelled documents no attacker flags, weighted with its mean linkage probability on the unlabelled ones. "
+            f"By Bonferroni, the {members} bounds hold together: the chance that any attacker's true first-guess rate "
+            f"on what is released is above its bound is at most {members} × {PANEL_ERROR:g}/{members} = "
+            f"{PANEL_ERROR:g}, whatever the dependence between the attackers (they read the same documents, so their "
+            "errors are not independent; the union bound needs no independence). The panel releases only when every "
+            "attacker's bound is within the acceptable linkage rate and every attacker's validity checks pass; it is "
+            "not releasable as it is when any bound is above that rate, and the attacker with the highest bound is "
+            "named as the one that decided.")
+
+
+def decided_sentence(verdict: PanelVerdict) -> str:
+    """Which attacker decided the panel's verdict, and why that one."""
+    if verdict.status == "inconclusive":
+        return (f"Decided by {verdict.decided_by}: the first attacker whose validity checks failed (its own report "
+                "says which).")
+    if verdict.remainder_bound is None:
+        return ("No attacker's bound decides it: every document is flagged by at least one attacker, so nothing is "
+                "left to release.")
+    return (f"Decided by {verdict.decided_by}: its bound on what the panel leaves, "
+            f"{fmt_percent(verdict.remainder_bound)}, is the highest of the {len(verdict.members)} attackers'.")
+
+
+def redaction_rows(redaction: Mapping) -> list[dict]:
+    """Each attacker of a redaction verified outside its search (``summary.json``'s ``redaction``: ``held_out``,
+    ``source_config_id``, ``attackers``), with its first-guess rate before and after the redaction and their intervals
+    (``None`` where that side was not audited), the held-out attacker marked."""
+    rows = []
+    for item in redaction.get("attackers") or ():
+        before, after = item.get("before") or {}, item.get("after") or {}
+        rows.append({"attacker": item.get("attacker"), "held_out": bool(item.get("held_out")),
+                     "first_guess_before": before.get("first_guess"), "before_low": before.get("low"),
+                     "before_high": before.get("high"), "n_before": before.get("n"),
+                     "first_guess_after": after.get("first_guess"), "after_low": after.get("low"),
+                     "after_high": after.get("high"), "n_after": after.get("n")})
+    return rows
+
+
+def redaction_frame(redaction: Mapping) -> pd.DataFrame:
+    """:func:`redaction_rows` as a table."""
+    return pd.DataFrame(redaction_rows(redaction),
+                        columns=["attacker", "held_out", "first_guess_before", "before_low", "before_high", "n_before",
+                                 "first_guess_after", "after_low", "after_high", "n_after"])
+
+
+def rate_text(rate, low, high, n) -> str:
+    """A first-guess rate with its interval and the documents it counts, or that it was not measured."""
+    if rate is None:
+        return "not audited"
+    documents = "" if n is None else f", {int(n):,} documents"
+    return f"{fmt_percent(rate)} ({fmt_interval(low, high)}{documents})"
+
+
+def redaction_block(redaction: Mapping) -> str:
+    """The report's section on a redaction verified outside its search: each attacker's first-guess rate before and
+    after, with its interval, the one the search never consulted marked."""
+    rows = "".join(
+        f"<tr><td>{_e(row['attacker'])}</td>"
+        f"<td>{'held out: never consulted by the search' if row['held_out'] else 'consulted by the search'}</td>"
+        f"<td>{_e(rate_text(row['first_guess_before'], row['before_low'], row['before_high'], row['n_before']))}</td>"
+        f"<td>{_e(rate_text(row['first_guess_after'], row['after_low'], row['after_high'], row['n_after']))}</td></tr>"
+        for row in redaction_rows(redaction))
+    return f"""<section class="keep" id="redaction">
+<h2>{REDACTION_TITLE}</h2>
+<p>The redaction search read the evidence of the panel's attackers; the redacted release was then audited again by
+every one of them and by <b>{_e(redaction.get('held_out'))}</b>, an attacker the search never consulted (held out), so
+that the redaction is graded by an attacker it was not fitted to. Before: the audit of the release before redaction
+(configuration {_e(redaction.get('source_config_id'))}).</p>
+<table class="keep redaction"><thead><tr><th>attacker</th><th>role</th><th>first guess right before (interval)</th>
+<th>first guess right after (interval)</th></tr></thead><tbody>{rows}</tbody></table>
+</section>"""
+
+
+def _member_rows(verdict: PanelVerdict, links: Mapping[str, str]) -> str:
+    rows = []
+    for row in member_frame(verdict).to_dict(orient="records"):
+        name = row["attacker"]
+        report = f"<a href='{_e(links[name])}'>its report</a>" if name in links else ""
+        rows.append(f"<tr{' class=decided' if row['decided'] else ''}><td>{_e(name)}</td>"
+                    f"<td>{_e(_percent(row['first_guess_rate']))}</td>"
+                    f"<td>{_e(fmt_interval(row['first_guess_low'], row['first_guess_high']))}</td>"
+                    f"<td>{row['n_flagged']:,}</td><td>{_e(_percent(row['remainder_first_guess']))}</td>"
+                    f"<td>{_e('nothing left' if row['corrected_bound'] is None else _percent(row['corrected_bound']))}"
+                    f"</td><td>{_e(row['own_verdict'])}</td><td>{'decided' if row['decided'] else ''}</td>"
+                    f"<td>{report}</td></tr>")
+    return "".join(rows)
+
+
+def panel_report(panel: PanelResult, *, worklist: pd.DataFrame, manifest: Mapping,
+                 member_links: Mapping[str, str] | None = None, redaction: Mapping | None = None,
+                 generated_at: datetime | None = None) -> str:
+    """The certificate report of an attacker panel, as one HTML document with no script (on screen and the source of
+    the PDF alike), at the panel's flagging level under its release policy: the panel's verdict, the attackers side by
+    side (each one's figures, own verdict and a link to its own report, ``member_links``: attacker to address), the one
+    that decided, the correction for testing several attackers, a redaction verified outside its search
+    (``redaction``, as ``summary.json`` holds it) when there is one, the documents any attacker flags and the
+    checksums.
+
+    Parameters
+    ----------
+    worklist : :func:`cpa_core.report.worklist.panel_worklist` of ``panel`` at its flagging level, under its policy
+    manifest : the panel's manifest (its ``inputs``, ``versions`` and ``created_at``)
+    """
+    config = panel.config
+    confidence = config.policy_confidence
+    verdict = panel_verdict(panel, confidence)
+    inputs = dict(manifest.get("inputs") or panel.members[0].inputs)
+    versions = manifest.get("versions") or {}
+    generated = (generated_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    names = ", ".join(panel.names)
+    status_color = STATUS_COLORS[verdict.status]
+    actions = "".join(f"<li>{_e(action)}</li>" for action in verdict.actions)
+    knowledge = config.knowledge
+    threat_rows = [
+        ("panel's configuration id", panel.config_id),
+        ("knowledge level", f"{knowledge.name}: {knowledge.description}" if knowledge.description else knowledge.name),
+        ("registry fields the attackers see", ", ".join(knowledge.fields)),
+        ("query mode", knowledge.query_mode),
+        ("candidate pool", "whole registry" if config.top_k is None else f"top {config.top_k}"),
+        ("protocol", config.protocol),
+        ("per-group calibration", f"yes, on '{config.group_column}'" if config.group_column else "no"),
+        ("identities missing from the pool (calibration)", config.miss_policy),
+        ("confidence level of this report", fmt_confidence(confidence)),
+        ("release policy of this report", f"flag {config.policy.rule}"),
+        *((f"attacker {member.config.attacker.name} (configuration {member.config.config_id})",
+           json.dumps(member.config.attacker.to_dict(), sort_keys=True, default=str)) for member in panel.members),
+    ]
+    shown = worklist.drop(columns=[c for c in ("config_id", "confidence") if c in worklist.columns])
+    flagged_html = (_table(without_empty(shown, ("group",)).rename(columns=PANEL_WORKLIST_LABELS), max_rows=500)
+                    if len(shown) else "<p>No document is flagged by any attacker under this policy.</p>")
+    files = {name: inputs[name] for name in ("documents", "registry") if name in inputs}
+    checksums = [(f"{name} file", f"{info.get('file')} ({info.get('rows', 0):,} rows)") for name, info in files.items()]
+    checksums += [(f"{name} SHA-256", info.get("sha256")) for name, info in files.items()]
+    signoff = signoff_block(verdict, inputs=inputs, protocol=config.protocol, miss_policy=config.miss_policy,
+                            generated=generated, tool_version=versions.get("cpa-core", "unknown"),
+                            attackers=panel.names)
+    own_reports = "".join(
+        f"<li><b>{_e(member.attacker)}</b>: {_e(member.own.headline)}"
+        + (f" (<a href='{_e(member_links[member.attacker])}'>its report</a>)" if member.attacker in (member_links or {})
+           else "") + "</li>" for member in verdict.members)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>CPA certificate report, attacker panel {_e(panel.config_id)}</title>
+<style>{STYLE} tr.decided td {{ font-weight: 600; background: #fff8e1; }}</style>
+</head><body>
+<h1>Re-identification risk certificate: attacker panel</h1>
+<p class="subtitle">Conformal Privacy Auditing · {len(panel.members)} attackers ({_e(names)}) · configuration
+{_e(panel.config_id)} · generated {_e(generated)}</p>
+<section class="verdict" id="verdict" style="border-color: {status_color}">
+<div class="status" style="background: {status_color}">Verdict: {_e(verdict.title)}</div>
+<p class="headline">{_e(verdict.headline)}</p>
+<p id="decided-by"><b>{_e(decided_sentence(verdict))}</b></p>
+<h3>The attackers side by side</h3>
+<p>Each attacker was run and calibrated on its own on the same documents; a document is flagged when any of them
+flags it. At {_e(fmt_confidence(confidence))} confidence, {verdict.n_flagged:,} of {verdict.n_documents:,} documents are
+flagged by at least one attacker ({_e(config.policy.rule)}); {verdict.remainder_documents:,} are left. Acceptable
+linkage rate: {_e(fmt_percent(verdict.acceptable_linkage))}.</p>
+<div class="wide"><table class="keep members" id="members"><thead><tr><th>attacker</th><th>first guess right</th>
+<th>95 % CI</th><th>flagged</th><th>first guess right on what the panel leaves</th>
+<th>left linked at most ({_e(_level_text(verdict.bound_level))} bound, corrected for {len(verdict.members)})</th>
+<th>its own verdict</th><th>decided the panel</th><th>its report</th></tr></thead>
+<tbody>{_member_rows(verdict, member_links or {})}</tbody></table></div>
+<h3>What the curator should do</h3>
+<ol>{actions}</ol>
+</section>
+{signoff}
+
+<h2 id="correction">The correction for several attackers</h2>
+<p class="plain">{_e(panel_correction(len(panel.members)))}</p>
+<p>Each attacker's own certificate keeps its guarantee (its own report); a document's smallest set over the attackers
+is no certificate of its own, only the smallest of valid ones.</p>
+{redaction_block(redaction) if redaction else ''}
+
+<h2>Each attacker's own audit</h2>
+<ul>{own_reports}</ul>
+
+<h2>The declared threat configuration</h2>
+{_pairs(threat_rows)}
+
+<h2>Flagged documents (any attacker)</h2>
+<p>Every document at least one attacker flags, riskiest first (the largest linkage probability over the attackers,
+then the smallest set), with the attackers that flag it and by which rule, the attacker that gave its largest linkage
+probability and the one that gave its smallest set. Each attacker's own worklist, with the evidence, is in its own
+report. Document text is not included in this report.</p>
+{flagged_html}
+
+<section class="keep">
+<h2>Data checksums and versions</h2>
+{_pairs(checksums, 'hash')}
+{_pairs(list(versions.items()))}
+<p>Manifest created {_e(manifest.get('created_at'))}.</p>
 </section>
 </body></html>
 """

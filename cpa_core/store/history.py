@@ -54,7 +54,7 @@ from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.common.errors import HistoryError
 from cpa_core.conformal.calibration import confidence_label, exact_fraction
 from cpa_core.report.verdict import summary_document
-from cpa_core.store.records import package_versions
+from cpa_core.store.records import PANEL_FOLDER, package_versions
 from cpa_core.store.snapshot import (
     PARTIAL,
     SUFFIX,
@@ -106,7 +106,7 @@ SCHEMA = (
 )
 LIST_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "protocol", "documents_sha256",
                 "registry_sha256", "n_documents", "flag_confidence", "k", "first_guess_rate", "verdict", "n_flagged",
-                "median_set_size", "redacted_from", "out_dir", "unreadable")
+                "median_set_size", "redacted_from", "panel", "panel_attackers", "out_dir", "unreadable")
 SHORT_SHA = 12
 
 
@@ -535,7 +535,9 @@ def _figures(summary, checksums, flag_confidence) -> dict:
                 "k": (summary.get("policy") or {}).get("flag_below"), "first_guess_rate": level.get("first_guess_rate"),
                 "verdict": verdict.get("status") if isinstance(verdict, dict) else None,
                 "n_flagged": level.get("n_flagged"), "median_set_size": level.get("median_set_size"),
-                "redacted_from": (summary.get("redaction") or {}).get("from_audit")}
+                "redacted_from": (summary.get("redaction") or {}).get("from_audit"),
+                "panel": (summary.get("panel") or {}).get("config_id"),
+                "panel_attackers": tuple((summary.get("panel") or {}).get("attackers") or ()) or None}
     except (AttributeError, TypeError):  # a member of another type than the tool writes
         raise ValueError("its stored summary or checksums are not of the form the tool records") from None
 
@@ -561,6 +563,44 @@ def list_audits(path: str | Path | None = None) -> pd.DataFrame:
             row["unreadable"] = str(error)
         rows.append(row)
     return pd.DataFrame(rows, columns=list(LIST_COLUMNS))
+
+
+def panel_entries(audits: pd.DataFrame) -> list[tuple[int, ...]]:
+    """The audits of :func:`list_audits` as entries, in order: an audit alone, or the members of one run of an
+    attacker panel together (recorded one after the other in the panel's order, each marked as of its panel: its
+    ``panel`` id and ``panel_attackers``). A run whose other members were pruned is an entry of the members left."""
+    entries: list[list[int]] = []
+    open_panel: tuple | None = None  # the panel id and attackers of the last entry, while it may take more members
+    for row in audits.itertuples(index=False):
+        attackers = row.panel_attackers if isinstance(row.panel_attackers, tuple) else ()
+        if row.panel is None or not isinstance(row.panel, str) or row.attacker not in attackers:
+            entries.append([int(row.id)])
+            open_panel = None
+            continue
+        if open_panel is not None and open_panel[0] == row.panel and open_panel[1] == attackers:
+            done = open_panel[2]
+            if row.attacker not in done and attackers.index(row.attacker) > max(attackers.index(a) for a in done):
+                entries[-1].append(int(row.id))
+                done.add(row.attacker)
+                continue
+        entries.append([int(row.id)])
+        open_panel = (row.panel, attackers, {row.attacker})
+    return [tuple(entry) for entry in entries]
+
+
+def recorded_panel_summary(entry: HistoryEntry) -> dict | None:
+    """The ``summary.json`` of the attacker panel a recorded member was written with (the folder its own folder,
+    ``members/<attacker>/``, is in), when it is still there and still that panel's; else ``None``."""
+    panel = entry.summary.get("panel")
+    if not isinstance(panel, dict) or not entry.out_dir or Path(entry.out_dir).parent.name != PANEL_FOLDER:
+        return None
+    try:
+        found = json.loads((Path(entry.out_dir).parent.parent / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict) or (found.get("panel") or {}).get("config_id") != panel.get("config_id"):
+        return None
+    return found
 
 
 def _no_audit(file: Path, audit_id, connection: sqlite3.Connection | None) -> HistoryError:

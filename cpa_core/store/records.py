@@ -309,44 +309,65 @@ PANEL_FOLDER = "members"
 """An attacker panel's folder holds each member's whole audit in ``members/<attacker>/``."""
 
 
-def panel_summary(panel: "PanelResult", members: Mapping[str, dict]) -> dict:
+def panel_summary(panel: "PanelResult", members: Mapping[str, dict], *, redaction: dict | None = None) -> dict:
     """``summary.json`` of an attacker panel: its verdict at the flagging level (the members side by side, the member
     that decided), and every member's summary (``members``: each one's
-    :func:`~cpa_core.report.verdict.summary_document`, by attacker)."""
+    :func:`~cpa_core.report.verdict.summary_document`, by attacker). ``redaction``: the release's redaction verified
+    outside its search (``held_out``: the attacker the search never consulted; ``source_config_id``: the audit of the
+    release before redaction; ``attackers``: each one's first-guess rate before and after, with its interval), stored
+    as ``redaction``."""
     from cpa_core.report.verdict import panel_verdict
 
     config = panel.config
-    return {"panel": {"config_id": panel.config_id, "attackers": list(panel.names),
-                      "member_config_ids": {name: member.config.config_id
-                                            for name, member in zip(panel.names, panel.members)},
-                      "flag_confidence": confidence_label(config.policy_confidence), "rule": config.policy.rule},
-            "verdict": panel_verdict(panel, config.policy_confidence).to_dict(),
-            "members": dict(members)}
+    summary = {"panel": {"config_id": panel.config_id, "attackers": list(panel.names),
+                         "member_config_ids": {name: member.config.config_id
+                                               for name, member in zip(panel.names, panel.members)},
+                         "flag_confidence": confidence_label(config.policy_confidence), "rule": config.policy.rule},
+               "verdict": panel_verdict(panel, config.policy_confidence).to_dict(),
+               "members": dict(members)}
+    if redaction is not None:
+        summary["redaction"] = redaction
+    return summary
 
 
-def write_panel(panel: "PanelResult", out_dir: str | Path, explainers: Mapping[str, "Explainer | None"]) -> dict:
+def panel_manifest(panel: "PanelResult") -> dict:
+    """``manifest.json`` of an attacker panel: its id, each member's configuration id and folder, the inputs, the
+    working directory and the versions."""
+    return {"config_id": panel.config_id, "kind": "panel",
+            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "attackers": list(panel.names),
+            "members": {name: {"config_id": member.config.config_id, "folder": f"{PANEL_FOLDER}/{name}"}
+                        for name, member in zip(panel.names, panel.members)},
+            "inputs": located_inputs(panel.members[0].inputs), "working_directory": os.getcwd(),
+            "versions": package_versions()}
+
+
+def write_panel(panel: "PanelResult", out_dir: str | Path, explainers: Mapping[str, "Explainer | None"], *,
+                redaction: dict | None = None) -> dict:
     """Write an attacker panel's audit: each member's whole audit (:func:`write_audit`, report included) in
-    ``members/<attacker>/``, and the panel's ``summary.json`` (:func:`panel_summary`), its worklist (every document any
-    member flags, :func:`~cpa_core.report.worklist.panel_worklist`) and its ``manifest.json`` (the panel's id, each
-    member's configuration id and folder, the inputs, the versions). Returns the panel summary."""
+    ``members/<attacker>/``, and at the top the panel's ``summary.json`` (:func:`panel_summary`, with ``redaction``
+    when given), its worklist (every document any member flags, :func:`~cpa_core.report.worklist.panel_worklist`),
+    its ``manifest.json`` (:func:`panel_manifest`) and its certificate report, ``report.html``
+    (:func:`~cpa_core.report.html.panel_report`: the verdict, the members side by side with links to their own
+    reports, the correction for several members, the redaction). Returns the panel summary."""
+    from cpa_core.report.html import panel_report
     from cpa_core.report.worklist import panel_worklist
 
     out = Path(out_dir)
+    (out / PANEL_FOLDER).mkdir(parents=True, exist_ok=True, mode=0o700)  # its members' records hold document text
     members = {name: summary_document(member) for name, member in zip(panel.names, panel.members)}
     for name, member in zip(panel.names, panel.members):
         write_audit(member, out / PANEL_FOLDER / name, explainers.get(name), report=True, summary=members[name])
-    summary = panel_summary(panel, members)
+    summary = panel_summary(panel, members, redaction=redaction)
     config = panel.config
     work = panel_worklist(panel.certificate(config.policy_confidence), config.policy, panel.config_id)
+    panel_files = panel_manifest(panel)
     write_private(out / "summary.json", json.dumps(summary, indent=2))
     write_private(out / "worklist.csv", worklist_csv(work))
     write_private(out / "worklist.json", worklist_json(work))
-    write_private(out / "manifest.json", json.dumps({
-        "config_id": panel.config_id, "kind": "panel",
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "attackers": list(panel.names),
-        "members": {name: {"config_id": member.config.config_id, "folder": f"{PANEL_FOLDER}/{name}"}
-                    for name, member in zip(panel.names, panel.members)},
-        "inputs": located_inputs(panel.members[0].inputs), "working_directory": os.getcwd(),
-        "versions": package_versions()}, indent=2, default=str))
+    write_private(out / "manifest.json", json.dumps(panel_files, indent=2, default=str))
+    write_private(out / REPORT_FILE, panel_report(
+        panel, worklist=work, manifest=panel_files, redaction=redaction,
+        member_links={name: f"{PANEL_FOLDER}/{name}/{REPORT_FILE}" for name in panel.names},
+        generated_at=datetime.fromisoformat(panel_files["created_at"])))
     return summary
