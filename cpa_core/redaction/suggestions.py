@@ -12,8 +12,10 @@ whose removal would raise any member's risk, or lower none, is never redacted (i
 step, and the end, is at most as risky as the start for every member. The search ends when the document is
 acceptable to every member (``|C| >= k`` and its linkage probability within the acceptable rate), when no evidence
 is left, or after :data:`MAX_TERMS` terms; a document it cannot make acceptable is marked *withhold*, with the
-reason. Nothing else stops it: in particular not a change of the attacker's first guess, which may move onto the
-true subject.
+reason. Where no document can show a linkage probability within the acceptable rate under the stored calibration,
+the search aims at the lowest one it can show (:func:`reachable`), and a document the release policy flags is never
+left unchanged: it takes at least one step that lowers its risk, or is to be withheld. Nothing else stops the
+search: in particular not a change of the attacker's first guess, which may move onto the true subject.
 
 The search consults only the panel's members: a redacted release is verified by a new audit with the panel and an
 attacker held out of the search (:func:`held_out_attacker`).
@@ -239,9 +241,11 @@ class _Search:
     redacted: set[str] = field(default_factory=set)
     rejected: list[str] = field(default_factory=list)
 
+    flagged: bool = False  # flagged as released: never left unchanged
+
     def safe(self, policy: ReleasePolicy) -> bool:
-        """Acceptable to the policy (to every member of a panel) as edited so far."""
-        return self.current.risk.acceptable(policy)
+        """Acceptable to the policy (to every member of a panel) as edited so far, and changed if it was flagged."""
+        return self.current.risk.acceptable(policy) and (bool(self.steps) or not self.flagged)
 
     @property
     def edited(self) -> str:
@@ -307,9 +311,13 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
                       policy: ReleasePolicy, strategy: str | Replacement = "placeholder",
                       max_terms: int = MAX_TERMS, deny: Collection[str] = (),
                       before: Sequence[Risk] | None = None, proposals: int = PROPOSALS,
-                      progress: Callable[[list[Suggestion], int], None] | None = None) -> list[Suggestion]:
+                      progress: Callable[[list[Suggestion], int], None] | None = None,
+                      flagged_by: ReleasePolicy | None = None) -> list[Suggestion]:
     """The greedy search of the module's docstring over ``documents``: each ``(name, doc_id, released text)``,
-    ``name`` naming the document for ``rescore``; the suggestions in the order of ``documents``. ``before``: each
+    ``name`` naming the document for ``rescore``; the suggestions in the order of ``documents``. ``flagged_by``: the
+    release policy, when ``policy`` is the target a search can reach (:func:`reachable`): a document it flags as
+    released is never left unchanged, even when it is within the target (at least one step that lowers its risk, else
+    it is to be withheld). ``before``: each
     document's risk as released (default: its text re-scored); ``deny``: words never redacted; ``proposals``:
     the heaviest terms tried per round (1: the heaviest term whenever it lowers the risk); ``progress(finished
     suggestions, total)`` is called after each round (stopping it there keeps the finished ones)."""
@@ -322,12 +330,13 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
     searches = []
     for i, ((name, doc_id, text), found) in enumerate(zip(documents, start)):
         risk = found.risk if before is None else before[i]
-        searches.append(_Search(name, str(doc_id), text, risk, Rescored(risk, found.rows, found.clues)))
+        searches.append(_Search(name, str(doc_id), text, risk, Rescored(risk, found.rows, found.clues),
+                                flagged=flagged_by is not None and not risk.acceptable(flagged_by)))
     finished: dict[int, Suggestion] = {}
 
     def finish(done: Iterable[_Search]) -> None:
         for search in done:
-            finished[id(search)] = _suggestion(search, policy)
+            finished[id(search)] = _suggestion(search, policy, flagged_by)
         if progress is not None:
             progress(list(finished.values()), len(searches))
     active = [s for s in searches if not s.safe(policy)]
@@ -374,10 +383,10 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
     return [finished[id(search)] for search in searches]
 
 
-def _suggestion(search: _Search, policy: ReleasePolicy) -> Suggestion:
+def _suggestion(search: _Search, policy: ReleasePolicy, flagged_by: ReleasePolicy | None = None) -> Suggestion:
     safe = search.safe(policy)
     return Suggestion(search.doc_id, search.before, search.current.risk, tuple(search.edits), policy.flag_below,
-                      REDACT if safe else WITHHOLD, "" if safe else _withhold_reason(search, policy),
+                      REDACT if safe else WITHHOLD, "" if safe else _withhold_reason(search, flagged_by or policy),
                       tuple(search.steps), tuple(search.rejected))
 
 
@@ -477,7 +486,7 @@ def suggest_redactions(result: AuditResult | PanelResult, attacker: Attacker | S
             if progress is not None:
                 progress(out[:earlier] + done, total)
         out.extend(search_redactions(documents, stored.of, explainer, target, strategy, max_terms, deny,
-                                     progress=report))
+                                     progress=report, flagged_by=policy))
     return sorted(out, key=lambda s: order[s.doc_id])  # riskiest first
 
 

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from cpa_core.attack.explainers import TermExplainer
 from cpa_core.audit.rescoring import Rescored, Risk
-from cpa_core.redaction.suggestions import Edit, apply_edits, released_offsets, suggest
+from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.redaction.suggestions import Edit, apply_edits, released_offsets, search_redactions, suggest
 from toy_release import toy_release_fixture  # noqa: F401
 
 
@@ -56,6 +57,19 @@ def test_greedy_removes_the_heaviest_term_everywhere_until_the_set_reaches_k():
     assert (naming.action, naming.edits, naming.reason) == (done.action, done.edits, "")
     moving = suggest("d6", text, lambda edited: (2, [edited.count("[REDACTED]")]), explainer, flag_below=11)
     assert moving.edits == () and moving.action == "withhold" and set(moving.rejected) == set(weights)
+    # within the target a search can reach, but flagged by the release policy: never left unchanged
+    reach, release = ReleasePolicy(11, acceptable_linkage=0.3), ReleasePolicy(11, acceptable_linkage=0.1)
+    at_floor = lambda edited: Rescored(Risk(20, 0.2, len(edited) / len(text)), (0,))  # noqa: E731
+    changed = search_redactions([("d7", "d7", text)], lambda names, texts: [at_floor(t) for t in texts], explainer,
+                                reach, "delete", flagged_by=release)[0]
+    assert changed.action == "redact" and len(changed.steps) == 1 and changed.edits
+    still = lambda edited: Rescored(Risk(20, 0.2, 0.5), (0,))  # noqa: E731
+    unchanged = search_redactions([("d8", "d8", text)], lambda names, texts: [still(t) for t in texts], explainer,
+                                  reach, "placeholder", flagged_by=release)[0]
+    assert unchanged.action == "withhold" and unchanged.edits == ()
+    assert "linkage probability 0.2 > 0.1" in unchanged.reason
+    assert search_redactions([("d9", "d9", text)], lambda names, texts: [still(t) for t in texts], explainer,
+                             reach, "placeholder")[0].action == "redact"  # no release policy: within the target
     # nothing lowers its risk: no edit at all, and the reason says so
     frozen = suggest("d4", text, lambda edited: (1, [0]), explainer, flag_below=11)
     assert frozen.edits == () and frozen.action == "withhold" and "no redaction of its evidence" in frozen.reason
