@@ -10,8 +10,11 @@ from conftest import run_cli_inprocess
 
 
 def audit(sample_paths, out, *extra, config=None):
+    """A TF-IDF audit of the sample at K1, unless ``extra`` declares another attacker."""
+    attacker = () if "--attacker" in extra else ("--attacker", "tfidf")
     return run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
-                             "--config", config or sample_paths["config"], "--knowledge", "K1", "--out", out, *extra)
+                             "--config", config or sample_paths["config"], "--knowledge", "K1", *attacker,
+                             "--out", out, *extra)
 
 
 def one_line_error(result, *parts):

@@ -16,8 +16,9 @@ from cpa_core.store.history import list_audits
 
 
 def audit_args(paths, out, *extra) -> list:
+    """A TF-IDF audit of the toy release (the attacker declared: with none, ``cpa audit`` runs a panel)."""
     return ["audit", "--documents", paths["documents"], "--registry", paths["registry"], "--config", paths["config"],
-            "--out", out, *extra]
+            "--attacker", "tfidf", "--out", out, *extra]
 
 
 def toy_audit_args(paths, out, *extra) -> list:

@@ -106,8 +106,8 @@ def test_the_command_line_says_it_on_the_sample_data(sample_paths, tmp_path):
     the whole registry; the run says so once, naming every such stratum, on stderr and in summary.json."""
     out = tmp_path / "k3"
     done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
-                             "--config", sample_paths["config"], "--knowledge", "K3", "--confidence", "0.9",
-                             "--confidence", "0.99", "--out", out)
+                             "--config", sample_paths["config"], "--attacker", "tfidf", "--knowledge", "K3",
+                             "--confidence", "0.9", "--confidence", "0.99", "--out", out)
     assert done.returncode == 0, done.describe()
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     entry = summary["confidence"]["0.99"]
@@ -158,8 +158,8 @@ def test_the_command_line_says_a_short_shortlist_and_a_group_without_labels(samp
     import pandas as pd
 
     done = run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
-                             "--config", sample_paths["config"], "--top-k", 1, "--confidence", 0.9,
-                             "--out", tmp_path / "top1")
+                             "--config", sample_paths["config"], "--attacker", "tfidf", "--top-k", 1,
+                             "--confidence", 0.9, "--out", tmp_path / "top1")
     assert done.returncode == 0, done.describe()
     assert any("outside the candidate pool" in line and "larger top-K" in line for line in done.stderr_lines)
     assert any("release policy k = 11 is at least the candidate pool size (1" in line for line in done.stderr_lines)
@@ -168,7 +168,8 @@ def test_the_command_line_says_a_short_shortlist_and_a_group_without_labels(samp
     path = tmp_path / "documents.csv"
     documents.to_csv(path, index=False)
     done = run_cli_inprocess("audit", "--documents", path, "--registry", sample_paths["registry"],
-                             "--config", sample_paths["config"], "--confidence", 0.9, "--out", tmp_path / "groups")
+                             "--config", sample_paths["config"], "--attacker", "tfidf", "--confidence", 0.9,
+                             "--out", tmp_path / "groups")
     assert done.returncode == 0, done.describe()
     unknown = int((documents["group"] == "ner_masking").sum())
     assert any(f"group 'ner_masking' has {unknown:,} audited documents but no calibration document" in line
