@@ -61,8 +61,8 @@ def runs(sample_paths, cli_pool, tmp_path_factory):
     imported_scores(sample_paths, scores)
     missing = base / "does-not-exist.csv"
 
-    def audit(out, *extra):
-        return ["audit", *sample_args(sample_paths, out, *extra)]
+    def audit(out, *extra, attacker=("--attacker", "tfidf")):  # TF-IDF's audit (imported scores declare none)
+        return ["audit", *sample_args(sample_paths, out, *attacker, *extra)]
 
     def stress(test, out, *extra):
         return ["stress", test, *sample_args(sample_paths, out, *extra)]
@@ -73,7 +73,7 @@ def runs(sample_paths, cli_pool, tmp_path_factory):
         "again": (audit(base / "again", "--knowledge", "K3"), base / "again", {}),
         "k1": (audit(base / "k1", "--knowledge", "K1"), base / "k1", {}),
         "imported": (audit(base / "imported", "--scores", scores, "--scores-kind", "probability", "--confidence",
-                           "0.8", "--confidence", "0.9", "--flag-below", "11"), base / "imported", {}),
+                           "0.8", "--confidence", "0.9", "--flag-below", "11", attacker=()), base / "imported", {}),
         "topk": (stress("topk", None, "--ks", "5,50", "--confidence", "0.9"), None, {}),
         "drift": (stress("drift", base / "drift.csv", "--knowledge", "K3", "--test-knowledge", "K1",
                          "--confidence", "0.9"), base / "drift.csv", {}),
@@ -346,8 +346,10 @@ def bad_inputs(tmp_path_factory, sample_paths):
 
 
 def audit_args(sample_paths, out, documents=None, config=None, *extra):
+    """A TF-IDF audit (an audit of imported scores with --scores)."""
+    attacker = () if "--scores" in extra else ("--attacker", "tfidf")
     return ["audit", "--documents", documents or sample_paths["documents"], "--registry", sample_paths["registry"],
-            "--config", config or sample_paths["config"], *extra, "--out", out]
+            "--config", config or sample_paths["config"], *attacker, *extra, "--out", out]
 
 
 @pytest.mark.parametrize("case", ["wrong_columns", "latin1", "duplicate", "bad_toml", "unknown_level",
@@ -406,7 +408,8 @@ def test_formula_like_cells_are_neutralised_in_the_worklist_csv(tmp_path, cli_in
     docs = write_table(documents, tmp_path / "docs.csv")
     reg = write_table(registry, tmp_path / "registry.csv")
     out = tmp_path / "out"
-    result = cli_inprocess("audit", "--documents", docs, "--registry", reg, "--fields", "city,occupation,keywords",
+    result = cli_inprocess("audit", "--documents", docs, "--registry", reg, "--attacker", "tfidf",
+                           "--fields", "city,occupation,keywords",
                            "--protocol", "split", "--n-cal", "20", "--n-test", "28", "--confidence", "0.8", "--flag-below", "1000",
                            "--group-column", "group", "--out", out)
     ok(result)
@@ -438,7 +441,8 @@ def test_group_column_other_than_group(tmp_path, cli_inprocess, keep_group_colum
     docs = write_table(documents, tmp_path / "docs.csv")
     reg = write_table(registry, tmp_path / "registry.csv")
     out = tmp_path / "out"
-    result = ok(cli_inprocess("audit", "--documents", docs, "--registry", reg, "--group-column", "ward",
+    result = ok(cli_inprocess("audit", "--documents", docs, "--registry", reg, "--attacker", "tfidf",
+                              "--group-column", "ward",
                               "--protocol", "split", "--n-cal", "24", "--n-test", "24", "--confidence", "0.8", "--out", out))
     summary = read_json(out / "summary.json")
     assert set(summary["confidence"]["0.8"]["groups"]) == {"w1", "w2", "w3"}, result.describe()

@@ -88,7 +88,8 @@ def test_cli_audit_on_a_local_cluster_writes_the_same_results(sample_paths, tmp_
         out = tmp_path / name
         done = subprocess.run(CLI + ["audit", "--documents", str(sample_paths["documents"]), "--registry",
                                      str(sample_paths["registry"]), "--config", str(sample_paths["config"]),
-                                     "--out", str(out), "--no-history", *extra], capture_output=True, text=True)
+                                     "--attacker", "tfidf", "--out", str(out), "--no-history", *extra],
+                              capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]
         assert "Traceback" not in done.stderr
         outputs[name] = out

@@ -65,7 +65,8 @@ def test_generated_tables_through_the_command_line(tmp_path_factory, documents, 
     registry_path = base / "registry" / registry_name
     registry_path.parent.mkdir()
     registry_path.write_bytes(registry_data)
-    check(run_cli_inprocess("audit", "--documents", base / name, "--registry", registry_path, "--out", base / "out"))
+    check(run_cli_inprocess("audit", "--documents", base / name, "--registry", registry_path, "--attacker", "tfidf",
+                            "--out", base / "out"))
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -79,7 +80,8 @@ def test_hostile_values_in_the_sample_release(sample_paths, tmp_path_factory, pa
     path = base / "documents.csv"
     path.write_text(frame.to_csv(index=False), encoding="utf-8")
     result = run_cli_inprocess("audit", "--documents", path, "--registry", sample_paths["registry"], "--config",
-                               sample_paths["config"], "--knowledge", "K1", "--confidence", "0.9", "--out", base / "o")
+                               sample_paths["config"], "--attacker", "tfidf", "--knowledge", "K1",
+                               "--confidence", "0.9", "--out", base / "o")
     check(result)
     if result.returncode == 0:
         worklist = (base / "o" / "worklist.csv").read_text(encoding="utf-8")

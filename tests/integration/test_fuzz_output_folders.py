@@ -42,7 +42,7 @@ def small_release(tmp_path_factory):
     paths = generate_sample_data(base, seed=5, n_people=30, n_documents=60)
     audit = base / "first"
     done = run_cli_inprocess("audit", "--documents", paths["documents"], "--registry", paths["registry"],
-                             "--out", audit, "--no-history")
+                             "--attacker", "tfidf", "--out", audit, "--no-history")
     assert done.returncode == 0, done.describe()
     return paths, audit
 
@@ -102,7 +102,7 @@ def test_an_audit_into_a_folder_keeps_what_no_run_wrote_or_changes_nothing(small
     before, mine_before = _snapshot(out), {k: v for k, v in _snapshot(out).items()
                                             if k.split("/")[0] not in complete_folder(first, "audit")["files"]
                                             and k != CONTENTS_FILE}
-    args = ["audit", "--documents", paths["documents"], "--registry", paths["registry"],
+    args = ["audit", "--documents", paths["documents"], "--registry", paths["registry"], "--attacker", "tfidf",
             "--out", given_out] + (["--history", history_file] if history_file else ["--no-history"])
     result = run_cli_inprocess(*args)
     event(f"exit status {result.returncode}")

@@ -15,7 +15,8 @@ def test_a_thousand_one_document_groups_give_a_few_warning_lines_with_their_coun
     assert documents["group"].nunique() == 1000
     out = tmp_path / "out"
     done = ok(run_cli("audit", "--documents", write_table(documents, tmp_path / "documents.csv"),
-                      "--registry", write_table(registry, tmp_path / "registry.csv"), "--group-column", "group",
+                      "--registry", write_table(registry, tmp_path / "registry.csv"), "--attacker", "tfidf",
+                      "--group-column", "group",
                       "--certainty-bins", 1, "--confidence", 0.9, "--out", out))
     warnings = [line for line in done.stderr_lines if line.startswith("cpa: warning:")]
     assert 1 <= len(warnings) <= 5, done.describe()

@@ -21,7 +21,7 @@ def test_cli_audits_are_recorded_and_compared(toy_data, tmp_path, cli, cli_pool)
     paths = toy_data(n_people=12, docs_per_person=4)
     history = tmp_path / "history" / "h.sqlite"
     data = ["audit", "--documents", paths["documents"], "--registry", paths["registry"], "--config", paths["config"],
-            "--flag-below", "3"]
+            "--attacker", "tfidf", "--flag-below", "3"]
     runs = [cli_pool.submit(*data, "--history", history, "--knowledge", level, "--out", tmp_path / level)
             for level in ("K1", "K3")]
     skipped = cli_pool.submit(*data, "--history", history, "--no-history", "--out", tmp_path / "skipped")

@@ -79,7 +79,7 @@ def test_cpa_audit_writes_the_certificate_report(sample_paths, cli, tmp_path):
     frame.to_csv(documents, index=False)
     out = tmp_path / "audit"
     done = cli("audit", "--documents", documents, "--registry", sample_paths["registry"], "--config",
-               sample_paths["config"], "--out", out, "--no-history")
+               sample_paths["config"], "--attacker", "tfidf", "--out", out, "--no-history")
     assert done.returncode == 0, done.describe()
 
     assert {p.name for p in out.iterdir()} == AUDIT_FILES | {"report.html", "contents.json"}

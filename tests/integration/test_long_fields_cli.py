@@ -27,7 +27,8 @@ def test_a_300000_character_document_is_read_whole_and_audited(tmp_path):
     assert len(long) == 300_000
     docs_path, registry_path, documents = _release(tmp_path, long)
     out = tmp_path / "out"
-    done = ok(run_cli("audit", "--documents", docs_path, "--registry", registry_path, "--out", out))
+    done = ok(run_cli("audit", "--documents", docs_path, "--registry", registry_path, "--attacker", "tfidf",
+                      "--out", out))
     assert "uneventful" not in done.output  # never the text
     records = {record["doc_id"]: record for record in read_jsonl(out / "documents.jsonl")}
     assert set(records) == set(documents["doc_id"])
@@ -41,7 +42,7 @@ def test_a_field_above_the_stated_bound_is_refused_or_dropped(tmp_path):
 
     too_long = FILLER * (MAX_FIELD_CHARS // len(FILLER) + 1)
     docs_path, registry_path, documents = _release(tmp_path, too_long, ".jsonl")
-    common = ["audit", "--documents", docs_path, "--registry", registry_path]
+    common = ["audit", "--documents", docs_path, "--registry", registry_path, "--attacker", "tfidf"]
     refused = run_cli_inprocess(*common, "--out", tmp_path / "refused")
     line = assert_one_line_error(refused, str(docs_path), "row 1", "column 'text'", "field too long",
                                  f"expected at most {MAX_FIELD_CHARS:,} characters",

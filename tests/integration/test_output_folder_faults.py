@@ -24,7 +24,8 @@ from cpa_core.store.output_folder import CONTENTS_FILE, OutputFolder, complete_f
 
 def _audit_args(sample_paths, out, knowledge="K1", *extra):
     return ("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
-            "--config", sample_paths["config"], "--knowledge", knowledge, "--out", out, "--no-history", *extra)
+            "--config", sample_paths["config"], "--attacker", "tfidf", "--knowledge", knowledge, "--out", out,
+            "--no-history", *extra)
 
 
 def _start(args) -> subprocess.Popen:

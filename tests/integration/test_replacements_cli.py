@@ -27,7 +27,7 @@ def sample_audit(sample_paths, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("replacements") / "before"
     done = run_cli("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
-                   "--config", sample_paths["config"], "--no-history", "--out", out)
+                   "--config", sample_paths["config"], "--attacker", "tfidf", "--no-history", "--out", out)
     assert done.returncode == 0, done.describe()
     return out
 

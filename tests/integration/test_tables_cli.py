@@ -14,7 +14,8 @@ def test_the_command_line_reads_a_latin1_release_when_told(tmp_path):
     registry["city"] = registry["city"] + " Zürich"
     (tmp_path / "documents.csv").write_bytes(documents.to_csv(index=False).encode("latin-1"))
     (tmp_path / "registry.csv").write_bytes(registry.to_csv(index=False).encode("latin-1"))
-    common = ["audit", "--documents", tmp_path / "documents.csv", "--registry", tmp_path / "registry.csv"]
+    common = ["audit", "--documents", tmp_path / "documents.csv", "--registry", tmp_path / "registry.csv",
+              "--attacker", "tfidf"]
     result = run_cli_inprocess(*common, "--documents-encoding", "latin-1", "--registry-encoding", "latin1",
                                "--out", tmp_path / "out")
     assert result.returncode == 0, result.describe()

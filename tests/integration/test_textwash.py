@@ -39,7 +39,7 @@ def textwash_slice(tmp_path_factory):
     paths = {"documents": base / "documents.csv", "registry": base / "registry.csv", "out": base / "out"}
     pd.DataFrame(documents).to_csv(paths["documents"], index=False)
     pd.DataFrame(registry).to_csv(paths["registry"], index=False)
-    result = run_cli("audit", "--documents", paths["documents"], "--registry", paths["registry"],
+    result = run_cli("audit", "--documents", paths["documents"], "--registry", paths["registry"], "--attacker", "tfidf",
                      "--fields", "profile", "--protocol", "split", "--n-cal", "150", "--n-test", "150", "--confidence", "0.9",
                      "--confidence", "0.95", "--seed", "1", "--out", paths["out"])
     return paths, result, pd.DataFrame(documents)
