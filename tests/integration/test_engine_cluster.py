@@ -110,6 +110,8 @@ def test_the_dashboard_runs_the_attack_on_a_local_cluster_with_the_same_results(
 
     audit.clear()  # an audit of the same declared configuration, cached by another test, would be served as is
     at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.multiselect(key="w.threat.attackers").set_value(["tfidf"]).run()  # one attacker (the default is a panel)
     at.switch_page(nav.CALIBRATE).run()
     at.text_input(key="calibrate.scheduler").set_value("local").run()
     at.button(key="calibrate.run").click().run()
@@ -126,6 +128,8 @@ def test_the_dashboard_names_an_unreachable_scheduler(monkeypatch):
     from cpa_ui import nav
 
     at = new_app().run()
+    at.switch_page(nav.THREAT).run()
+    at.multiselect(key="w.threat.attackers").set_value(["tfidf"]).run()  # one attacker (the default is a panel)
     at.switch_page(nav.CALIBRATE).run()
     at.text_input(key="calibrate.scheduler").set_value("tcp://127.0.0.1:9").run()
     at.button(key="calibrate.run").click().run()
