@@ -178,8 +178,10 @@ def audit_panel(documents: Documents, registry: Registry, declared: Sequence[tup
     its LLM counters); ``held_out``: the member a redaction search never consulted (the audit of a redacted
     release). Each member's inputs record the panel it belongs to (``panel``: the panel's configuration id, its
     attackers, this member's, and the held-out one, if any)."""
-    from cpa_core.audit.pipeline import run_audit
+    from cpa_core.audit.pipeline import check_split, run_audit
 
+    for config, _ in declared:  # a split the release cannot give is said before any member's work
+        check_split(documents, config)
     results = []
     for i, (config, attacker) in enumerate(declared):
         result = run_audit(documents, registry, attacker, config, None if progress is None else progress(i, attacker.name))

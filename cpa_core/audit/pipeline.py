@@ -100,6 +100,12 @@ def _split(documents: Documents, config: AuditConfig):
     return groups, labelled[cal], labelled[test]
 
 
+def check_split(documents: Documents, config: AuditConfig) -> None:
+    """Refuse, before any attack, a split the release cannot give (e.g. more calibration and test documents than it
+    labels)."""
+    _split(documents, config)
+
+
 STEPS = {
     "release": {"attack": "preparing the attack on every document (the labelled ones calibrate each other)",
                 "calibrate": "calibrating on the labelled documents, each leaving its own score out"},

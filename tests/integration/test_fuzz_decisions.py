@@ -35,7 +35,8 @@ def reviewed(sample_paths, tmp_path_factory):
     them)."""
     base = tmp_path_factory.mktemp("fuzz-decisions")
     ok(run_cli_inprocess("audit", "--documents", sample_paths["documents"], "--registry", sample_paths["registry"],
-                         "--config", sample_paths["config"], "--no-history", "--out", base / "audit"))
+                         "--config", sample_paths["config"], "--attacker", "tfidf", "--no-history", "--out",
+                         base / "audit"))
     ok(run_cli_inprocess("redact", "--audit", base / "audit", "--out", base / "redacted"))
     with open(base / "redacted" / "decisions.csv", encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))

@@ -67,8 +67,10 @@ def test_what_a_panel_cannot_be_is_one_line(panel, sample_paths, tmp_path):
                                             sample_paths["registry"], "--config", sample_paths["config"],
                                             "--attacker", "tfidf", "--attacker", "lexical_fusion"),
                           "this command runs one attacker")
-    assert_one_line_error(run_cli_inprocess("redact", "--audit", panel[0], "--out", tmp_path / "r"),
-                          "the audit of an attacker panel (tfidf, lexical_fusion)")
+    assert_one_line_error(run_cli_inprocess("redact", "--audit", panel[0], "--out", tmp_path / "r", "--held-out",
+                                            "tfidf"),
+                          "--held-out tfidf: expected an attacker the redaction search never consults, found a member "
+                          "of the audit's panel (tfidf, lexical_fusion)")
 
 
 def test_each_member_is_recorded_in_the_history_as_of_its_panel(sample_paths, tmp_path):

@@ -41,7 +41,8 @@ def sample(sample_paths, tmp_path_factory):
     for name in ("registry", "config"):
         shutil.copy(sample_paths[name], work / "sample_data" / sample_paths[name].name)
     audit = run_cli("audit", "--documents", "sample_data/documents.csv", "--registry", "sample_data/registry.csv",
-                    "--config", "sample_data/audit.toml", "--no-history", "--out", "audit", cwd=work)
+                    "--config", "sample_data/audit.toml", "--attacker", "tfidf", "--no-history", "--out", "audit",
+                    cwd=work)
     ok(audit)
     redacted = run_cli("redact", "--audit", work / "audit", "--out", "redacted", "--allow", "Kraków", cwd=elsewhere)
     return {"base": base, "work": work, "elsewhere": elsewhere, "audit": work / "audit", "redact": redacted,
@@ -80,8 +81,9 @@ def test_an_audit_run_with_relative_paths_is_redacted_from_another_directory_and
     third.mkdir()
     command[command.index("--out") + 1] = "again"  # the command as printed, run from a third directory
     ok(run_cli(*command[1:], "--no-history", cwd=third))
-    assert json.loads((third / "again" / "summary.json").read_text())["confidence"]["0.9"]["n_test"] == \
-        len(released(sample["out"]))
+    again = json.loads((third / "again" / "summary.json").read_text())  # the panel and the held-out attacker
+    assert again["panel"]["attackers"] == ["tfidf", "learned"]
+    assert again["members"]["learned"]["confidence"]["0.9"]["n_test"] == len(released(sample["out"]))
 
 
 def _older(sample, name: str, drop: tuple[str, ...]):
@@ -197,7 +199,8 @@ def test_decisions_of_another_audit_of_the_release_are_refused_and_an_older_tabl
         sample, tmp_path):
     k3 = run_cli_inprocess("audit", "--documents", sample["work"] / "sample_data" / "documents.csv", "--registry",
                            sample["work"] / "sample_data" / "registry.csv", "--config",
-                           sample["work"] / "sample_data" / "audit.toml", "--knowledge", "K3", "--no-history",
+                           sample["work"] / "sample_data" / "audit.toml", "--knowledge", "K3", "--attacker", "tfidf",
+                           "--no-history",
                            "--out", tmp_path / "k3")
     ok(k3)
     k2_id = json.loads((sample["audit"] / "manifest.json").read_text())["config_id"]

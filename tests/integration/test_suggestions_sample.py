@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+import pytest
 
 
 
@@ -84,7 +85,7 @@ def test_cpa_redact_writes_decisions_and_a_release_that_audits_again_and_applies
 
     common = ["--registry", sample_paths["registry"], "--no-history"]
     first = run_cli("audit", "--documents", sample_paths["documents"], "--config", sample_paths["config"], *common,
-                    "--out", tmp_path / "before")
+                    "--attacker", "tfidf", "--attacker", "lexical_fusion", "--out", tmp_path / "before")
     assert first.returncode == 0, first.describe()
     redact = run_cli("redact", "--audit", tmp_path / "before", "--out", tmp_path / "redacted", "--strategy", "delete",
                      "--deny", "the,and")
@@ -113,11 +114,30 @@ def test_cpa_redact_writes_decisions_and_a_release_that_audits_again_and_applies
     printed = redact.stdout + redact.stderr  # counts and paths, never the words of the release
     assert not any(edit["original"] in printed for document in plan["documents"][:20] for edit in document["edits"]
                    if len(edit["original"]) > 6)
+    # searched against the panel (tfidf, lexical_fusion), verified by an attacker it never consulted: the decisions
+    # name it, the redacted release is audited again with the panel and it, each one's first guess before and after
+    assert set(decisions["held_out_attacker"]) == {"learned"} and plan["held_out"] == "learned"
+    verified = json.loads((tmp_path / "redacted" / "audit" / "summary.json").read_text())
+    assert verified["panel"]["attackers"] == ["tfidf", "lexical_fusion", "learned"]
+    assert verified["redaction"]["held_out"] == "learned"
+    figures = {entry["attacker"]: entry for entry in verified["redaction"]["attackers"]}
+    before_summary = json.loads((tmp_path / "before" / "summary.json").read_text())
+    for name in ("tfidf", "lexical_fusion"):
+        member = before_summary["members"][name]["confidence"]["0.9"]
+        assert figures[name]["before"]["first_guess"] == pytest.approx(member["first_guess_rate"])
+        assert 0 < figures[name]["after"]["n"] <= len(edited) and figures[name]["after"]["first_guess"] is not None
+    assert figures["learned"]["held_out"] and \
+        figures["learned"]["before"]["n"] == before_summary["members"]["tfidf"]["confidence"]["0.9"]["n_labelled"]
+    assert plan["verification"]["verdict"]["status"] == verified["verdict"]["status"]
+    assert "learned (held out of the search): first guess right before" in redact.stderr
     after = run_cli("audit", "--documents", release, "--config", tmp_path / "redacted" / "audit.toml", *common,
                     "--out", tmp_path / "after")
     assert after.returncode == 0, after.describe()
     summary = json.loads((tmp_path / "after" / "summary.json").read_text())
-    assert summary["confidence"]["0.9"]["n_test"] == len(edited)  # the redacted release, audited again
+    assert summary["members"]["learned"]["confidence"]["0.9"]["n_test"] == len(edited)  # the redacted release
+    # audited again from what the redaction wrote: the same panel, the same configuration, the same verdict
+    assert summary["panel"]["config_id"] == verified["panel"]["config_id"]
+    assert summary["verdict"] == verified["verdict"]
     # a reviewed table: reject every edit of the first document, keep every document; applied as it is
     first_doc = decisions.loc[decisions["action"] == "edit", "doc_id"].iloc[0]
     decisions.loc[decisions["doc_id"] == first_doc, "accept"] = False
