@@ -72,7 +72,7 @@ def build(folder: Path):
     registry = load_registry(paths["registry"])
     from cpa_ui.state import DataSet
     data = DataSet(documents, registry, project, "upload", "bench", "group")
-    threat = default_threat(data)
+    threat = default_threat(data).alone("tfidf")  # one attacker: the dashboard's work on one audit
     from dataclasses import replace
     config, attacker = declare(data, replace(threat, knowledge="K2", protocol="split", n_cal=N_CAL, n_test=N_TEST))
     start = time.perf_counter()

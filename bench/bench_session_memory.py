@@ -93,7 +93,7 @@ def worker(folder: str, levels: str) -> dict:
     data = DataSet(documents, registry, project, "upload", fingerprint(documents.sha256, registry.sha256), "group")
     at = new_app()
     at.session_state["cpa.data"] = data  # as the Data page adopts an upload
-    at.session_state["cpa.threat"] = default_threat(data)
+    at.session_state["cpa.threat"] = default_threat(data).alone("tfidf")  # one attacker: one audit per calibration
     del documents, registry, data
     at.run()
     assert_clean(at)

@@ -99,7 +99,22 @@ class Declared:
         return [(member.config, member.attacker) for member in self.members]
 
 
-def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None = None) -> Declared:
+def declare(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None = None
+            ) -> tuple[AuditConfig, Attacker]:
+    """The core's configuration and attacker for the curator's choices of one attacker (what a page that runs one
+    attacker declares; :func:`declare_panel` declares a panel).
+
+    Raises :class:`~cpa_core.common.errors.ConfigError` (shown on the page) when the choices are inconsistent, or
+    declare an attacker panel.
+    """
+    if len(threat.attackers) > 1:
+        raise ConfigError(f"the threat model declares an attacker panel ({', '.join(threat.attackers)}); expected one "
+                          "attacker here")
+    declared = declare_panel(data, threat, scores)
+    return declared.config, declared.attacker
+
+
+def declare_panel(data: DataSet, threat: ThreatChoice, scores: CandidateScores | None = None) -> Declared:
     """The core's configuration and attacker of every attacker of the panel the curator chose.
 
     Raises :class:`~cpa_core.common.errors.ConfigError` (shown on the page) when the choices are inconsistent.

@@ -19,7 +19,7 @@ from cpa_core.report.metrics import COVERAGE_MEANING, LevelSummary
 from cpa_core.report.verdict import PanelVerdict
 from cpa_ui import nav
 from cpa_ui.analysis import members_table
-from cpa_ui.attackers import Declared, declare, default_threat, needs_endpoint, widget_bounds
+from cpa_ui.attackers import Declared, declare_panel, default_threat, needs_endpoint, widget_bounds
 from cpa_ui.cache import load_sample
 from cpa_ui.memory import forget_results
 from cpa_ui.state import AuditRun, DataSet, forget_widgets, set_widget, state, widget_key, widget_value
@@ -103,7 +103,7 @@ def results_page(title: str) -> tuple[DataSet, AuditRun]:
 def declared(data: DataSet) -> Declared | None:
     """The declared audit (each attacker of the panel), or ``None`` after showing why it is invalid."""
     try:
-        return declare(data, state.threat or default_threat(data), state.scores)
+        return declare_panel(data, state.threat or default_threat(data), state.scores)
     except CPAError as error:
         show_error(error, "The declared configuration is not valid: ")
         return None
@@ -115,7 +115,7 @@ def stale_notice(run: AuditRun) -> None:
     if data is None or state.threat is None:
         return
     try:
-        config_id = declare(data, state.threat, state.scores).config_id
+        config_id = declare_panel(data, state.threat, state.scores).config_id
     except CPAError:
         return
     if run.key != f"{data.fingerprint}:{config_id}":

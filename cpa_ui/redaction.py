@@ -42,7 +42,7 @@ from cpa_core.redaction.suggestions import (
 )
 from cpa_core.store.reopen import declared_attacker
 from cpa_ui.analysis import row_of
-from cpa_ui.attackers import declare
+from cpa_ui.attackers import declare_panel
 from cpa_ui.cache import audit_run, fingerprint
 from cpa_ui.state import AuditRun, DataSet, Review, state
 
@@ -78,7 +78,7 @@ def reaudit_attacker(run: AuditRun, data: DataSet, threat, scores) -> Attacker:
     configuration (its LLM endpoint included), else the run's attacker rebuilt from its parameters."""
     if threat is not None:
         try:
-            members = declare(data, threat, scores).members
+            members = declare_panel(data, threat, scores).members
         except CPAError:
             members = ()
         for member in members:

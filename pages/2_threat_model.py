@@ -211,5 +211,8 @@ if declaration is not None:
         except CPAError as error:
             show_error(error, "The LLM calls could not be estimated: ")
         else:
-            st.metric("Estimated LLM calls", f"{calls:,}", help=HELP["llm_calls"])
+            st.metric("Estimated LLM calls" if len(sending) == 1 else "Estimated LLM calls (at most)", f"{calls:,}",
+                      help=HELP["llm_calls"] + ("" if len(sending) == 1 else " The attackers of the panel that send "
+                                                "text, counted together: those asking the same question (the same "
+                                                "clues) share its cached answer, so fewer calls may be made."))
     st.page_link(nav.CALIBRATE, label="Next: run the attack and calibrate", icon=":material/arrow_forward:")

@@ -57,6 +57,8 @@ st.caption(f"Certified sets at {fmt_confidence(confidence)} confidence (change i
            f"configuration {panel_run.config_id} ({plain(panel_run.label)}).")
 policy = policy_controls("flagged")
 if panel_run.is_panel:
+    show_warnings(f"under {name}, {warning}" for name, member in zip(panel_run.names, panel_run.results)
+                  for warning in kpis(member, confidence, policy).warnings)
     panel_verdict_row(panel_verdict_at(panel_run.key, confidence, policy, panel_run.panel))
     flagged = panel_flagged_table(panel_run.panel, confidence, policy, panel_run.config_id)
     st.caption(f"Flagged when any attacker flags it ({plain(policy.rule)} under that attacker); the column 'flagged "

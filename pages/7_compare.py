@@ -33,8 +33,7 @@ def run_all(choices: list[tuple[str, object, object]]) -> list:
     runs = []
     for i, (label, choice, documents) in enumerate(choices):
         overall.progress(i / len(choices), text=f"Configuration {i + 1} of {len(choices)}: {label}")
-        declared_one = declare(data, choice, state.scores)
-        config, attacker = declared_one.config, declared_one.attacker
+        config, attacker = declare(data, choice, state.scores)
         placeholder = st.empty()
         try:
             with placeholder.container():

@@ -40,7 +40,18 @@ def metric(at, label: str) -> str:
     return values[0]
 
 
-def calibrate(at, knowledge: str = "K2"):
+def choose_attackers(at, *names: str):
+    """Declare exactly the attackers ``names`` on the Threat model page (one: a single attacker's audit)."""
+    at.switch_page(nav.THREAT).run()
+    at.multiselect(key="w.threat.attackers").set_value(list(names)).run()
+    return at
+
+
+def calibrate(at, knowledge: str = "K2", attackers: tuple[str, ...] | None = ("tfidf",)):
+    """Calibrate under ``knowledge`` with ``attackers`` (``None``: the ones declared now, by default the default
+    panel)."""
+    if attackers is not None:
+        choose_attackers(at, *attackers)
     at.switch_page(nav.THREAT).run()
     at.radio(key="w.threat.knowledge").set_value(knowledge).run()
     assert_clean(at)

@@ -245,8 +245,41 @@ def edit_and_rescore_seconds(driver, text: str, label: str = "|C| of the edited 
     return time.perf_counter() - start, metric_value(driver, label)
 
 
-def calibrate(driver, timeout: float = 180) -> None:
-    """Run the declared audit from the Calibrate page and wait (``timeout`` seconds at most) for its results."""
+def choose_attackers(driver, labels: tuple[str, ...]) -> None:
+    """On the Threat model page, declare exactly the attackers ``labels`` (their labels, in order) in the attacker
+    panel's multiselect: every chosen one removed, then each typed and picked."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = "//*[@data-testid='stMultiSelect'][.//label[contains(., 'Attacker panel')]]"
+    go(driver, "Threat model", "Attacker panel")
+
+    def chosen(d) -> list[str]:
+        try:
+            return [tag.get_attribute("aria-label") for tag in d.find_elements(By.XPATH, f"{box}//*[@data-tag]")]
+        except StaleElementReferenceException:
+            return []
+    while chosen(driver):
+        before = len(chosen(driver))
+        click(driver, f"({box}//button[starts-with(@aria-label, 'Remove ')])[1]", "a chosen attacker's remove button")
+        wait(driver, lambda d: settled(d) and len(chosen(d)) < before, "the attacker to be removed")
+    for label in labels:
+        click(driver, f"{box}//input", "the attacker panel's input")
+        field = driver.find_element(By.XPATH, f"{box}//input")
+        field.send_keys(label)
+        field.send_keys(Keys.ENTER)
+        wait(driver, lambda d: settled(d) and label in chosen(d), f"the attacker {label} to be chosen")
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    wait(driver, settled, "the threat model to settle")
+
+
+def calibrate(driver, timeout: float = 180, attackers: tuple[str, ...] | None = ("TF-IDF retrieval",)) -> None:
+    """Run the declared audit from the Calibrate page and wait (``timeout`` seconds at most) for its results;
+    ``attackers``: declare these attackers first (their labels; ``None``: the ones declared now, by default the default
+    panel)."""
+    if attackers is not None:
+        choose_attackers(driver, attackers)
     go(driver, "Calibrate", "Run the attack and calibrate")
     click(driver, "//button[.//p[text()='Run the attack and calibrate']]", "the calibrate button")
     wait(driver, text_present("Threshold and coverage per confidence level"), "the calibration results", timeout)

@@ -866,10 +866,12 @@ linkage rate: {_e(fmt_percent(verdict.acceptable_linkage))}.</p>
 </section>
 {signoff}
 
-<h2 id="correction">The correction for several attackers</h2>
+<section id="correction">
+<h2>The correction for several attackers</h2>
 <p class="plain">{_e(panel_correction(len(panel.members)))}</p>
 <p>Each attacker's own certificate keeps its guarantee (its own report); a document's smallest set over the attackers
 is no certificate of its own, only the smallest of valid ones.</p>
+</section>
 {redaction_block(redaction) if redaction else ''}
 
 <h2>Each attacker's own audit</h2>

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from apptest import PAGES, RESULT_PAGES, assert_clean, calibrate, metric, new_app, shown
+from apptest import PAGES, RESULT_PAGES, assert_clean, calibrate, choose_attackers, metric, new_app, shown
 
 from cpa_ui import nav
 
@@ -67,8 +67,7 @@ def test_every_number_has_a_help_text(calibrated):
 # --- the full flow -------------------------------------------------------------------------------------------
 
 def test_full_flow_sample_k2_calibrate_slide_flag_export(sample, downloads):
-    at = new_app().run()
-    at.switch_page(nav.THREAT).run()
+    at = choose_attackers(new_app().run(), "tfidf")
     at.radio(key="w.threat.knowledge").set_value("K2").run()
     summary = at.info[0].value
     assert "knowledge level K2" in summary and "'keywords'" in summary and "'profile'" not in summary
@@ -317,7 +316,7 @@ def test_column_mapping_loads_other_column_names_and_clears_results(calibrated, 
 def test_imported_scores_attacker(sample_paths, tmp_path):
     at = new_app().run()
     at.switch_page(nav.THREAT).run()
-    at.radio(key="w.threat.attacker").set_value("imported").run()
+    at.multiselect(key="w.threat.attackers").set_value(["imported"]).run()
     assert any("needs a table of candidate scores" in shown(e) for e in at.error)
     documents = pd.read_csv(sample_paths["documents"])
     pairs = list(zip(documents["doc_id"], documents["identity_id"]))
@@ -383,7 +382,7 @@ def test_declared_configuration_follows_the_choices(sample_paths):
     project = load_config(sample_paths["config"])
     data = DataSet(load_documents(sample_paths["documents"]), load_registry(sample_paths["registry"]), project,
                    "sample", "x", "group")
-    threat = default_threat(data)
+    threat = default_threat(data).alone("tfidf")  # the sample declares no attacker: its default panel's first
     config, attacker = declare(data, threat)
     assert config.knowledge.name == project.audit["knowledge"] and config.group_column == "group"
     assert attacker.temperature == project.attackers["tfidf"]["temperature"]
@@ -422,7 +421,7 @@ def test_llm_attacker_shows_estimated_calls_before_running(sample_paths, tmp_pat
     monkeypatch.setenv("CPA_CACHE_DIR", str(tmp_path))  # an empty cache: every call counts
     at = new_app().run()
     at.switch_page(nav.THREAT).run()
-    at.radio(key="w.threat.attacker").set_value("forced_choice").run()
+    at.multiselect(key="w.threat.attackers").set_value(["forced_choice"]).run()
     at.text_input(key="w.threat.llm.model").set_value("any-model").run()
     assert not at.exception
     assert any("sends document text" in shown(w) for w in at.warning)
@@ -432,8 +431,7 @@ def test_llm_attacker_shows_estimated_calls_before_running(sample_paths, tmp_pat
 
 def test_clue_mode_with_an_endpoint_estimates_one_call_per_document(sample_paths, tmp_path, monkeypatch):
     monkeypatch.setenv("CPA_CACHE_DIR", str(tmp_path))
-    at = new_app().run()
-    at.switch_page(nav.THREAT).run()
+    at = choose_attackers(new_app().run(), "tfidf")
     at.radio(key="w.threat.query_mode").set_value("direct_plus_clues").run()
     assert any("No LLM endpoint is configured" in shown(w) for w in at.warning)
     at.text_input(key="w.threat.llm.model").set_value("any-model").run()
@@ -447,8 +445,9 @@ def test_clue_mode_with_an_endpoint_estimates_one_call_per_document(sample_paths
 # --- one audit, one set of figures on every surface ----------------------------------------------------------
 
 def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path, downloads):
-    """The sample audit through ``cpa audit`` and through the dashboard at its defaults: the same configuration
-    id, and summary.json's figures are the ones the Calibrate tables, the KPIs and the HTML report show."""
+    """The sample audit of the TF-IDF attacker through ``cpa audit`` and through the dashboard at its other defaults:
+    the same configuration id, and summary.json's figures are the ones the Calibrate tables, the KPIs and the HTML
+    report show."""
     from html.parser import HTMLParser
 
     from conftest import run_cli_inprocess
@@ -461,7 +460,7 @@ def test_cli_dashboard_and_report_show_identical_figures(sample_paths, tmp_path,
     assert done.returncode == 0, done.describe()
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
 
-    at = new_app().run()
+    at = choose_attackers(new_app().run(), "tfidf")
     at.session_state["cpa.confidence"] = 0.9  # the flagging level, where documents are flagged
     at.switch_page(nav.CALIBRATE).run()
     at.button(key="calibrate.run").click().run()
@@ -598,7 +597,7 @@ def test_every_attacker_form_declares_and_runs(name, sample_paths, tmp_path, mon
         monkeypatch.setenv("CPA_CACHE_DIR", str(tmp_path))  # an empty answer cache: nothing is called anyway
     at = new_app().run()
     at.switch_page(nav.THREAT).run()
-    at.radio(key="w.threat.attacker").set_value(name).run()
+    at.multiselect(key="w.threat.attackers").set_value([name]).run()
     assert not at.exception, [shown(e) for e in at.exception]
     for param in spec.params:  # one widget per declared parameter, keyed by attacker and name
         assert f"w.threat.param.{name}.{param.name}" in at.session_state

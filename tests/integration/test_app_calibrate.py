@@ -9,7 +9,7 @@ import re
 
 import pandas as pd
 import pytest
-from apptest import assert_clean, calibrate, metric, new_app, shown
+from apptest import assert_clean, calibrate, choose_attackers, metric, new_app, shown
 
 from cpa_ui import nav
 
@@ -42,8 +42,7 @@ def test_a_release_calibration_speaks_of_certified_documents(calibrated):
 
 
 def test_a_split_calibration_speaks_of_test_documents(sample_paths):
-    at = new_app().run()
-    at.switch_page(nav.THREAT).run()
+    at = choose_attackers(new_app().run(), "tfidf")
     at.radio(key="w.threat.protocol").set_value("split").run()
     at.switch_page(nav.CALIBRATE).run()
     at.button(key="calibrate.run").click().run()

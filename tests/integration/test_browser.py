@@ -19,6 +19,7 @@ from browser import (
     ARTIFACTS,
     SCREENSHOTS,
     calibrate,
+    choose_attackers,
     chromium,
     click,
     dashboard,
@@ -80,12 +81,12 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     no_errors(driver)
     screenshot(driver, "2-threat-model")
     # every attacker's form draws from its spec: the dense one (two parameters named 'model' in the past)
-    click(driver, "//label[.//p[text()='Dense retrieval (sentence embeddings)']]", "the option Dense retrieval (sentence embeddings)")
+    choose_attackers(driver, ("Dense retrieval (sentence embeddings)",))
     wait(driver, text_present("Embedding model"), "the dense form")
     wait(driver, settled, "the dense form to settle")
     no_errors(driver)
     screenshot(driver, "2-threat-model-dense")
-    click(driver, "//label[.//p[text()='TF-IDF retrieval']]", "the option TF-IDF retrieval")
+    choose_attackers(driver, ("TF-IDF retrieval",))
     wait(driver, text_present("Vocabulary size"), "the TF-IDF form")
     wait(driver, settled, "the TF-IDF form to settle")
 

@@ -18,8 +18,8 @@ def test_the_dashboard_form_runs_it(overlap, sample_paths):
 
     at = AppTest.from_file(str(REPO_ROOT / "app.py"), default_timeout=TIMEOUT_S).run()
     at.switch_page(nav.THREAT).run()
-    at.radio(key="w.threat.attacker").set_value("overlap").run()
-    assert "Word overlap" in at.radio(key="w.threat.attacker").options
+    at.multiselect(key="w.threat.attackers").set_value(["overlap"]).run()
+    assert "Word overlap" in at.multiselect(key="w.threat.attackers").options
     at.number_input(key="w.threat.param.overlap.min_word_length").set_value(4).run()
     assert not at.exception and not at.error, [shown(e) for e in at.error]
     assert any("counts the words each registry profile shares" in shown(i) for i in at.info)

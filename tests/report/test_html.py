@@ -369,3 +369,134 @@ def test_every_label_of_the_histogram_fits_inside_the_figure(release, flag_below
         assert 0 <= left and right <= width, (text, left, right, width)
     ticks = sorted((left, right) for text, left, right, anchor in boxes if text[:1].isdigit() and anchor == "middle")
     assert all(a[1] <= b[0] for a, b in zip(ticks, ticks[1:])), ticks  # tick labels never overlap
+
+
+# --- an attacker panel's report -------------------------------------------------------------------------------
+
+class _Tables(HTMLParser):
+    """Every table's rows as the text of their cells (``tables[id]``: the table of that id), and every link."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.links: list[str] = []
+        self.texts: dict[str, str] = {}  # the text of each element with an id
+        self._table, self._cell, self._ids = None, None, []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self._table = attrs.get("id") or f"table-{len(self.tables)}"
+            self.tables[self._table] = []
+        elif tag == "tr" and self._table is not None:
+            self.tables[self._table].append([])
+        elif tag in ("td", "th") and self._table is not None:
+            self._cell = ""
+        elif tag == "a":
+            self.links.append(attrs.get("href"))
+        if "id" in attrs and tag != "table":
+            self._ids.append((tag, attrs["id"]))
+            self.texts[attrs["id"]] = ""
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+        for _, name in self._ids:
+            self.texts[name] += data
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[self._table][-1].append(self._cell.strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+        if self._ids and self._ids[-1][0] == tag:
+            self._ids.pop()
+
+
+def parsed(document: str) -> _Tables:
+    parser = _Tables()
+    parser.feed(document)
+    return parser
+
+
+def test_the_panel_report_states_each_attacker_as_the_panel_s_verdict_reads_it():
+    from toy_panel import toy_panel
+
+    from cpa_core.report.formatting import fmt_interval
+    from cpa_core.report.html import panel_report
+    from cpa_core.report.verdict import panel_verdict
+    from cpa_core.report.worklist import panel_worklist
+
+    panel = toy_panel()
+    confidence = panel.config.policy_confidence
+    verdict = panel_verdict(panel, confidence)
+    first, second = panel.names
+    assert verdict.decided_by == first and verdict.remainder_bound is not None  # what the toy release gives
+    work = panel_worklist(panel.certificate(confidence), panel.config.policy, panel.config_id)
+    links = {name: f"members/{name}/report.html" for name in panel.names}
+    document = panel_report(panel, worklist=work, manifest={"versions": {"cpa-core": "9.9"}}, member_links=links,
+                            generated_at=GENERATED)
+    found = parsed(document)
+    header, *rows = found.tables["members"]
+    assert header[:4] == ["attacker", "first guess right", "95 % CI", "flagged"]
+    assert "98.75 % bound, corrected for 2" in header[5]
+    for row, member in zip(rows, verdict.members, strict=True):
+        own = member.own
+        assert row[:6] == [member.attacker, fmt_percent(own.first_guess_rate),
+                           fmt_interval(own.first_guess_low, own.first_guess_high), f"{member.n_flagged:,}",
+                           fmt_percent(member.remainder_first_guess), fmt_percent(member.remainder_bound)]
+        assert row[6] == own.title and row[7] == ("decided" if member.attacker == first else "")
+    assert rows[0][6] != rows[1][6]  # each attacker's own verdict, side by side
+    assert f"Decided by {first}: its bound on what the panel leaves, {fmt_percent(verdict.remainder_bound)}" in \
+        found.texts["decided-by"]
+    assert verdict.headline in found.texts["verdict"] and escape(verdict.title) in document
+    correction = found.texts["correction"]
+    assert "one-sided 98.75 % Clopper–Pearson upper bound (1 − 0.025/2" in correction
+    assert "2 × 0.025/2 = 0.025" in correction and "Bonferroni" in correction
+    assert [link for link in found.links if link.startswith("members/")] == [links[first], links[second]] * 2
+    flagged = found.tables[next(name for name, table in found.tables.items()
+                                if table and "smallest set by" in table[0])]
+    assert [row[0] for row in flagged[1:]] == [str(d) for d in work["doc_id"]]
+    assert "<script" not in document and REDACTION_TITLE_TEXT not in document  # no redaction given, none shown
+
+
+REDACTION_TITLE_TEXT = "Redaction verified outside its search"
+
+
+def test_the_panel_report_renders_a_redaction_verified_outside_its_search():
+    from toy_panel import REDACTION, toy_panel
+
+    from cpa_core.report.html import REDACTION_TITLE, panel_report, rate_text
+    from cpa_core.report.worklist import panel_worklist
+
+    panel = toy_panel()
+    confidence = panel.config.policy_confidence
+    work = panel_worklist(panel.certificate(confidence), panel.config.policy, panel.config_id)
+    document = panel_report(panel, worklist=work, manifest={}, redaction=REDACTION, generated_at=GENERATED)
+    assert REDACTION_TITLE == REDACTION_TITLE_TEXT and f"<h2>{REDACTION_TITLE}</h2>" in document
+    found = parsed(document)
+    section = found.texts["redaction"]
+    assert "bm25" in section and "abc123def456" in section and "never consulted" in section
+    table = next(table for table in found.tables.values() if table and table[0][:2] == ["attacker", "role"])
+    assert table[1:] == [
+        ["tfidf", "consulted by the search", "31.0 % (27.0–35.0 %, 500 documents)",
+         "6.0 % (4.0–9.0 %, 480 documents)"],
+        ["<img src=x onerror=alert(1)>", "consulted by the search", "25.0 % (21.0–29.0 %, 500 documents)",
+         "5.0 % (3.0–8.0 %, 480 documents)"],
+        ["bm25", "held out: never consulted by the search", "not audited", "8.0 % (5.0–11.0 %, 480 documents)"]]
+    assert "<img" not in document and "&lt;img src=x onerror=alert(1)&gt;" in document  # a name from the data: text
+    assert rate_text(None, None, None, None) == "not audited"
+
+
+def test_nothing_left_to_release_is_decided_by_no_attacker():
+    from toy_panel import toy_panel
+
+    from cpa_core.report.html import decided_sentence, deciding_member, member_frame
+    from cpa_core.report.verdict import panel_verdict
+
+    panel = toy_panel(acceptable_linkage=1e-6)  # every linkage probability above it: every document flagged
+    verdict = panel_verdict(panel, panel.config.policy_confidence)
+    assert verdict.remainder_bound is None and verdict.status != "inconclusive"
+    assert deciding_member(verdict) is None and not member_frame(verdict)["decided"].any()
+    assert decided_sentence(verdict).startswith("No attacker's bound decides it")

@@ -96,17 +96,24 @@ def test_reproduce_command_quotes_its_files():
 
 
 def test_the_dashboard_at_its_defaults_declares_what_the_command_line_does(sample_project):
-    """Uploaded files with no configuration file: the dashboard's default threat model is the command line's."""
+    """Uploaded files with no configuration file: the dashboard's default threat model is the command line's, the
+    default attacker panel for the release's size, each attacker declared alike."""
+    from types import SimpleNamespace
+
+    from cpa_core.audit.panel import default_panel, panel_config_id
     from cpa_core.audit.project import ProjectConfig
-    from cpa_ui.attackers import declare, default_threat
+    from cpa_ui.attackers import declare_panel, default_threat
     from cpa_ui.state import DataSet
 
     _, documents, registry = sample_project
     plain = replace(documents, frame=documents.frame.drop(columns=["group"]))
     data = DataSet(plain, registry, ProjectConfig(), "upload", "fingerprint")
-    dashboard, _ = declare(data, default_threat(data))
-    command_line, _ = declare_audit(ProjectConfig(), registry, documents=plain)
-    assert dashboard.config_id == command_line.config_id
+    dashboard = declare_panel(data, default_threat(data))
+    names = default_panel(len(plain), len(registry))
+    command_line = [declare_audit(ProjectConfig(), registry, attacker=name, documents=plain)[0] for name in names]
+    assert dashboard.names == names and len(names) > 1
+    assert [member.config.config_id for member in dashboard.members] == [config.config_id for config in command_line]
+    assert dashboard.config_id == panel_config_id([SimpleNamespace(config=config) for config in command_line])
 
 
 def test_a_mapped_latin1_release_is_declared_with_its_reading(sample_project, tmp_path):

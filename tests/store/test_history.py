@@ -581,3 +581,49 @@ def test_an_earlier_version_s_snapshot_folder_is_pruned_only_when_no_other_histo
     other.unlink()
     assert prune_history(history).orphans == (orphan,) and not orphan.exists()
     assert load_result(recorded, history).config.config_id == audits[0].config.config_id
+
+
+# --- an attacker panel ------------------------------------------------------------------------------------------
+
+def test_the_members_of_one_run_of_a_panel_are_one_entry(tmp_path):
+    from tables import small_audit
+    from toy_panel import toy_panel
+
+    from cpa_core.store.history import panel_entries
+
+    history = tmp_path / "h.sqlite"
+    panel = toy_panel()
+    first, second = panel.members
+    ids = [record_audit(small_audit(1), source="cli", path=history),
+           record_audit(first, source="cli", path=history), record_audit(second, source="cli", path=history),
+           record_audit(first, source="dashboard", path=history),  # the same panel run again: an entry of its own
+           record_audit(second, source="dashboard", path=history),
+           record_audit(second, source="cli", path=history),  # a member alone (its panel's first was pruned)
+           record_audit(first, source="cli", path=history)]  # then a first member: a run of its own
+    frame = list_audits(history)
+    assert frame["panel"].isna().tolist() == [True] + [False] * 6 and set(frame["panel"][1:]) == {panel.config_id}
+    assert frame["panel_attackers"].iloc[1] == panel.names and frame["panel_attackers"].isna().iloc[0]
+    assert panel_entries(frame) == [(ids[0],), (ids[1], ids[2]), (ids[3], ids[4]), (ids[5],), (ids[6],)]
+
+
+def test_a_recorded_member_finds_its_panel_s_summary_and_its_redaction(tmp_path):
+    from toy_panel import REDACTION, toy_panel
+
+    from cpa_core.store.history import recorded_panel_summary
+    from cpa_core.store.records import PANEL_FOLDER, write_panel
+
+    history = tmp_path / "h.sqlite"
+    panel = toy_panel()
+    out = tmp_path / "panel"
+    out.mkdir()
+    write_panel(panel, out, {}, redaction=REDACTION)
+    name = panel.names[1]
+    recorded = record_audit(panel.member(name), source="cli", out_dir=out / PANEL_FOLDER / name, path=history)
+    found = recorded_panel_summary(load_audit(recorded, history))
+    assert found["panel"]["config_id"] == panel.config_id and found["redaction"] == REDACTION
+    loose = record_audit(panel.member(name), source="cli", path=history)  # no folder recorded
+    assert recorded_panel_summary(load_audit(loose, history)) is None
+    other = toy_panel(flag_below=3)
+    assert other.config_id != panel.config_id
+    write_panel(other, out, {})  # the folder now holds another panel's audit: not this member's
+    assert recorded_panel_summary(load_audit(recorded, history)) is None

@@ -112,3 +112,35 @@ def test_the_manifest_locates_each_input_file_from_any_directory(tmp_path, monke
     assert "path" not in inputs["documents"]  # the result's own inputs are left as they are
     result = audited_groups()[0]
     assert manifest(result)["working_directory"] == str(tmp_path)
+
+
+# --- an attacker panel's folder -------------------------------------------------------------------------------
+
+def test_a_panel_s_folder_holds_its_report_at_the_top_and_its_redaction_in_its_summary(tmp_path):
+    import stat
+
+    from toy_panel import REDACTION, toy_panel
+
+    from cpa_core.report.verdict import panel_verdict
+    from cpa_core.store.output_folder import OUTPUT_NAMES
+    from cpa_core.store.records import PANEL_FOLDER, REPORT_FILE, panel_summary, write_panel
+
+    panel = toy_panel()
+    out = tmp_path / "panel"
+    out.mkdir(mode=0o700)
+    summary = write_panel(panel, out, {}, redaction=REDACTION)
+    top = sorted(p.name for p in out.iterdir())
+    assert top == sorted(["summary.json", "worklist.csv", "worklist.json", "manifest.json", REPORT_FILE, PANEL_FOLDER])
+    assert set(top) <= set(OUTPUT_NAMES["audit"])  # names the output folder machinery knows as an audit's
+    assert stat.S_IMODE((out / PANEL_FOLDER).stat().st_mode) == 0o700  # its members' records hold document text
+    assert stat.S_IMODE((out / REPORT_FILE).stat().st_mode) == 0o600
+    assert json.loads((out / "summary.json").read_text()) == summary and summary["redaction"] == REDACTION
+    report = (out / REPORT_FILE).read_text()
+    verdict = panel_verdict(panel, panel.config.policy_confidence)
+    assert "Redaction verified outside its search" in report and verdict.title in report
+    for name in panel.names:  # each member's own report, linked from the panel's
+        assert (out / PANEL_FOLDER / name / REPORT_FILE).is_file()
+        assert f"href='{PANEL_FOLDER}/{name}/{REPORT_FILE}'" in report
+    members = {name: summary["members"][name] for name in panel.names}
+    assert "redaction" not in panel_summary(panel, members)  # none given, none stored
+    assert panel_summary(panel, members, redaction=REDACTION)["redaction"] == REDACTION
