@@ -428,3 +428,44 @@ def test_review_redactions_write_one_edit_download_and_certify_in_place_in_a_rea
     text = " ".join(document[i].get_textpage().get_text_range() for i in range(len(document)))
     assert release.name in text  # the report certifies the redacted release
     screenshot(driver, "8-report-redacted")
+
+
+def test_a_panel_of_two_attackers_in_a_real_browser(browser, app_url, sample_paths):
+    """Two attackers chosen in the Threat model's multiselect are calibrated one after the other; Calibrate, Explore
+    and Report & export show both attackers' rows side by side, and the panel's verdict names the one that
+    decided."""
+    from selenium.webdriver.common.by import By
+
+    labels = ("TF-IDF retrieval", "Lexical fusion (words, characters, BM25)")
+    names = ("tfidf", "lexical_fusion")
+    driver = browser
+    driver.get(app_url)
+    wait(driver, text_present("Conformal Privacy Auditing"), "the home page")
+    wait(driver, settled, "the home page to settle")
+    choose_attackers(driver, labels)
+    wait(driver, text_present("A panel of 2 attackers"), "the panel's declaration")
+    click(driver, "//label[.//p[text()='K1']]", "the option K1")  # at K1 the rest is within the acceptable rate
+    wait(driver, text_present("knowledge level K1"), "the K1 summary")
+    wait(driver, settled, "the threat page to settle")
+    no_errors(driver)
+    calibrate(driver, attackers=None)
+    wait(driver, text_present("The attacker panel at"), "the panel's verdict")
+
+    def members_rows(d) -> list[str]:
+        """The first cell of each row of the attackers' table (the data grid's accessible rows)."""
+        for frame in d.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"]'):
+            rows = [row.get_attribute("textContent") for row in frame.find_elements(By.CSS_SELECTOR, '[role="row"]')]
+            if rows and rows[0].startswith("attackerdecided"):
+                return rows[1:]
+        return []
+
+    for title, expect in (("Calibrate", "Each attacker's calibration"), ("Explore", "Documents at risk"),
+                          ("Report", "Panel certificate report")):
+        if title != "Calibrate":
+            go(driver, title, expect)
+        wait(driver, lambda d: len(members_rows(d)) == 2, f"both attackers' rows on {title}")
+        rows = members_rows(driver)
+        assert [row[:len(name)] for row, name in zip(rows, names)] == list(names), rows
+        assert "Decided by" in driver.find_element(By.TAG_NAME, "body").text
+        no_errors(driver)
+    screenshot(driver, "8-panel-report")
