@@ -115,3 +115,29 @@ def tab_release(background: str = "Public", anonymisation: str = "Manual_Supress
         registry.append({"identity_id": case, "profile": " ".join(public[case].split())})
         documents.append({"doc_id": case, "text": text, "identity_id": case})
     return _tables(documents, registry, "tab")
+
+
+def tab_public_release(anonymisation: str = "Manual_Supression") -> tuple[Documents, Registry] | None:
+    """The 127 TAB test cases as released (:func:`tab_release`: the spans of ``TAB_test_<anonymisation>.json``
+    suppressed) against a registry of the public summaries of **all** 1,268 cases (TAE's ``TAB_all_BK=Public10%.json``:
+    each case's public judgment, reduced), so that most of the registry is people the release does not hold."""
+    import json
+
+    built = tab_release(anonymisation=anonymisation)
+    public = TAB / "bks" / "TAB_all_BK=Public10%.json"
+    if built is None or not public.is_file():
+        return None
+    documents, _ = built
+    summaries = json.loads(public.read_text(encoding="utf-8"))
+    registry = [{"identity_id": case, "profile": " ".join(text.split())} for case, text in sorted(summaries.items())]
+    return _tables(documents.frame.to_dict("records"), registry, "tab-public")
+
+
+def write_release(release: tuple[Documents, Registry], folder: Path) -> tuple[Path, Path]:
+    """The release's documents and registry as Parquet files in ``folder`` (for the command line)."""
+    documents, registry = release
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = folder / "documents.parquet", folder / "registry.parquet"
+    documents.frame.to_parquet(paths[0], index=False)
+    registry.frame.to_parquet(paths[1], index=False)
+    return paths
