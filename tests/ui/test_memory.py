@@ -159,3 +159,18 @@ def test_pages_give_widgets_no_function_of_their_own():
     assert not {name: places for name, places in found.items() if places}, (
         "a widget keeps its format_func and callbacks after its page is left, and a page's function keeps the page's "
         "variables (the audit it showed): use a dict's get or a function of cpa_ui")
+
+
+def test_an_attacker_panel_is_let_go_with_every_attacker_s_result(session):
+    from types import SimpleNamespace as Panel
+
+    results = (Result(), Result())
+    panel = Panel(members=results, names=("a", "b"), config_id="p")
+    memory.adopt_run(replace(run_of("data:panel", results[0]), panel=panel))
+    assert state.run.results == results
+    memory.adopt_run(run_of("data:b"))  # both results still held here (by another session, say): both waited for
+    assert session.forgotten == ["data:panel"]
+    assert sorted(id(ref()) for ref, _ in state.letting_go) == sorted(map(id, results))
+    del results, panel
+    memory.give_back()
+    assert state.letting_go == ()  # once gone, nothing is waited for

@@ -123,3 +123,38 @@ def test_a_slot_lets_go_of_the_value_it_replaces_at_once(monkeypatch):
     assert fake.deleted == [] and fake["cpa.run"] == "first"
     audit.run = "second"
     assert fake.deleted == ["cpa.run"] and fake["cpa.run"] == "second"
+
+
+# --- an attacker panel ------------------------------------------------------------------------------------------
+
+def test_a_threat_declares_each_attacker_of_its_panel_with_its_parameters():
+    from cpa_ui.state import ThreatChoice
+
+    threat = ThreatChoice(attackers=("tfidf", "learned"),
+                          attacker_params=(("tfidf", (("ngram_max", 2),)), ("learned", (("ridge", "auto"),))))
+    assert threat.attacker == "tfidf" and threat.params == {"ngram_max": 2}
+    assert threat.params_of("learned") == {"ridge": "auto"} and threat.params_of("dense") == {}
+    alone = threat.alone("learned")
+    assert alone.attackers == ("learned",) and alone.params == {"ridge": "auto"} and alone.knowledge == threat.knowledge
+    assert threat.alone("dense", {"model": "x"}).params == {"model": "x"}
+    assert ThreatChoice(attackers=()).attacker == ""
+
+
+def test_a_panel_s_run_gives_each_attacker_s_run():
+    from toy_panel import toy_panel
+
+    from cpa_ui.state import AuditRun
+
+    panel = toy_panel()
+    attackers = (object(), object())
+    run = AuditRun(panel.members[0], "data:panel", "K2 · panel", "data", 1.0, attackers[0], 7, panel=panel,
+                   attackers=attackers, member_ids=(7, 8))
+    assert run.is_panel and run.names == panel.names and run.results == panel.members
+    assert run.config_id == panel.config_id != panel.members[0].config.config_id
+    second = run.member(panel.names[1])
+    assert second.result is panel.members[1] and second.attacker is attackers[1] and second.audit_id == 8
+    assert not second.is_panel and second.member(panel.names[1]) is second
+    assert second.key in run.member_keys() and len(set(run.member_keys())) == 2 and run.key not in run.member_keys()
+    single = AuditRun(panel.members[0], "data:one", "K2", "data", 1.0, attackers[0])
+    assert single.names == (panel.names[0],) and single.results == (panel.members[0],) and single.member_keys() == ()
+    assert single.config_id == panel.members[0].config.config_id
