@@ -171,20 +171,25 @@ def held_out_attacker(panel: Sequence[str], dense_present: bool | None = None) -
 def audit_panel(documents: Documents, registry: Registry, declared: Sequence[tuple[AuditConfig, Attacker]],
                 progress: Callable[[int, str], Progress | None] | None = None,
                 finish: Callable[[AuditResult, Attacker], AuditResult] | None = None,
-                held_out: str | None = None) -> PanelResult:
+                held_out: str | None = None, engine=None) -> PanelResult:
     """Audit the release with every declared member (its configuration and built attacker), one after the other:
     each run and calibrated on its own (:func:`~cpa_core.audit.pipeline.run_audit`). ``progress(i, name)``: the
     progress of member ``i``; ``finish(result, attacker)``: what to add to a member's result once it is run (e.g.
     its LLM counters); ``held_out``: the member a redaction search never consulted (the audit of a redacted
-    release). Each member's inputs record the panel it belongs to (``panel``: the panel's configuration id, its
+    release); ``engine``: where the members that can run on a cluster attack
+    (:class:`~cpa_core.attack.engine.DaskEngine`; the others run in this process). Each member's inputs record the panel it belongs to (``panel``: the panel's configuration id, its
     attackers, this member's, and the held-out one, if any)."""
     from cpa_core.audit.pipeline import check_split, run_audit
 
     for config, _ in declared:  # a split the release cannot give is said before any member's work
         check_split(documents, config)
     results = []
+    from cpa_core.attack.registry import get_spec
+
     for i, (config, attacker) in enumerate(declared):
-        result = run_audit(documents, registry, attacker, config, None if progress is None else progress(i, attacker.name))
+        where = engine if engine is not None and get_spec(attacker.name).runs_on_cluster else None
+        result = run_audit(documents, registry, attacker, config, None if progress is None else progress(i, attacker.name),
+                           engine=where)
         results.append(result if finish is None else finish(result, attacker))
     names = [result.config.attacker.name for result in results]
     if held_out is not None and held_out not in names:

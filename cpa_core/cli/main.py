@@ -462,6 +462,7 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
     """``cpa audit`` with several attackers: each declared, run and calibrated on its own (one progress line per
     member), written to members/<attacker>/, and the panel's summary, worklist and verdict at the top. Returns the
     panel and its summary."""
+    from cpa_core.attack.registry import get_spec
     from cpa_core.audit.panel import audit_panel
     from cpa_core.store.records import write_panel
 
@@ -469,16 +470,24 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
     members = [_declare(args, project, documents, registry, None, name, tuple(names)) for name in names]
 
     def progress(i: int, name: str):
-        _say(f"attacker {i + 1} of {len(names)}: {name}")
+        here = engine is not None and not get_spec(name).runs_on_cluster
+        _say(f"attacker {i + 1} of {len(names)}: {name}" + (" (in this process: it cannot run on a cluster)"
+                                                            if here else ""))
         return ProgressBar()
+    engine = None
     try:
+        if args.scheduler:
+            from cpa_core.attack.engine import DaskEngine
+            engine = DaskEngine(args.scheduler)
         panel = audit_panel(documents, registry, members, progress, finish=_llm_report,
-                            held_out=project.audit.get("held_out"))
+                            held_out=project.audit.get("held_out"), engine=engine)
         explainers = {name: audit_explainer(attacker, registry, config)
                       for name, (config, attacker) in zip(names, members)}
     finally:
         for _, attacker in members:
             close_clients(attacker)
+        if engine is not None:
+            engine.close()
     summary = write_panel(panel, folder.staging, explainers)
     folder.complete(panel.config_id)
     return panel, summary

@@ -101,6 +101,27 @@ def test_cli_audit_on_a_local_cluster_writes_the_same_results(sample_paths, tmp_
     assert manifest["inputs"]["engine"]["scheduler"] == "local"
 
 
+def test_a_panel_attacks_on_a_local_cluster_where_its_members_can_and_says_which_cannot(sample_paths, tmp_path):
+    outputs, said = {}, {}
+    for name, extra in (("cluster", ["--scheduler", "local"]), ("here", [])):
+        out = tmp_path / name
+        done = subprocess.run(CLI + ["audit", "--documents", str(sample_paths["documents"]), "--registry",
+                                     str(sample_paths["registry"]), "--config", str(sample_paths["config"]),
+                                     "--attacker", "tfidf", "--attacker", "learned", "--out", str(out), "--no-history",
+                                     *extra], capture_output=True, text=True)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        outputs[name], said[name] = out, done.stderr
+    assert "attacker 2 of 2: learned (in this process: it cannot run on a cluster)" in said["cluster"]
+    assert "in this process" not in said["here"]
+    for member in ("tfidf", "learned"):
+        for file in ("documents.jsonl", "worklist.json"):
+            assert (outputs["cluster"] / "members" / member / file).read_bytes() == \
+                (outputs["here"] / "members" / member / file).read_bytes(), (member, file)
+    engines = {member: json.loads((outputs["cluster"] / "members" / member / "manifest.json").read_text(
+        encoding="utf-8"))["inputs"].get("engine", {}).get("engine") for member in ("tfidf", "learned")}
+    assert engines["tfidf"] == "dask" and engines["learned"] != "dask"
+
+
 def test_the_dashboard_runs_the_attack_on_a_local_cluster_with_the_same_results():
     from apptest import assert_clean, new_app
 
