@@ -22,6 +22,7 @@ import streamlit as st
 
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.explainers import Explainer
+from cpa_core.attack.registry import get_spec
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.panel import PanelResult, audit_panel
 from cpa_core.audit.policy import ReleasePolicy
@@ -130,15 +131,18 @@ def audit(key: str, _documents: Documents, _registry: Registry, _attacker: Attac
 
 @st.cache_resource(show_spinner=False, max_entries=1)
 def panel_audit(key: str, _documents: Documents, _registry: Registry,
-                _declared: tuple[tuple[AuditConfig, Attacker], ...]) -> PanelResult:
+                _declared: tuple[tuple[AuditConfig, Attacker], ...], _engine=None) -> PanelResult:
     """Audit the release with every attacker of a panel (``key``: data fingerprint + the panel's configuration id),
     one after the other, each run and calibrated on its own (:func:`~cpa_core.audit.panel.audit_panel`), with one
-    progress line per attacker. One entry, as :func:`audit`: the bars are drawn inside, a cache hit replays them in
-    their final state."""
+    progress line per attacker; ``_engine``: where the attackers that can run on a cluster attack (the others run in
+    this process, and their line says so). One entry, as :func:`audit`: the bars are drawn inside, a cache hit
+    replays them in their final state."""
     count = len(_declared)
     bars = []
 
     def progress(i: int, name: str):
+        if _engine is not None and not get_spec(name).runs_on_cluster:
+            name = f"{name} (in this process: it cannot run on a cluster)"
         bar = st.progress(0.0, text=f"Attacker {i + 1} of {count}, {name}: preparing the attack…")
         bars.append(bar)
 
@@ -153,7 +157,7 @@ def panel_audit(key: str, _documents: Documents, _registry: Registry,
                                     f"{len(result.test_split):,} documents certified")
         return result
 
-    return audit_panel(_documents, _registry, _declared, progress, finish=finish)
+    return audit_panel(_documents, _registry, _declared, progress, finish=finish, engine=_engine)
 
 
 def run_label(config: AuditConfig, attackers: tuple[str, ...] = ()) -> str:
@@ -162,16 +166,15 @@ def run_label(config: AuditConfig, attackers: tuple[str, ...] = ()) -> str:
 
 
 def declared_run(data: DataSet, declared: Declared, scheduler: str | None = None) -> AuditRun:
-    """Run (or fetch) the declared audit on the data: a single attacker's (:func:`audit_run`, on a Dask scheduler when
-    given) or an attacker panel's (:func:`panel_audit`, in this process)."""
+    """Run (or fetch) the declared audit on the data, on a Dask scheduler when given: a single attacker's
+    (:func:`audit_run`) or an attacker panel's (:func:`panel_audit`: the attackers that cannot run on a cluster run in
+    this process)."""
     if not declared.is_panel:
         return audit_run(data, declared.config, declared.attacker, scheduler=scheduler)
-    if scheduler:
-        raise ConfigError("an attacker panel runs in this process: clear the Dask scheduler, or declare one attacker "
-                          "to run it on the cluster")
     key = f"{data.fingerprint}:{declared.config_id}"
     start = time.perf_counter()
-    panel = panel_audit(key, data.documents, data.registry, tuple(declared.pairs()))
+    panel = panel_audit(key, data.documents, data.registry, tuple(declared.pairs()),
+                        engine(scheduler) if scheduler else None)
     return AuditRun(panel.members[0], key, run_label(declared.config, panel.names), data.fingerprint,
                     time.perf_counter() - start, declared.attacker, panel=panel,
                     attackers=tuple(member.attacker for member in declared.members))

@@ -303,6 +303,10 @@ def test_the_panel_report_states_the_panel_s_verdict_and_links_each_attacker_s_r
         for member, link in zip(run.panel.members, links):  # each attacker's own report, at its level and policy
             own = archive.read(link).decode("utf-8")
             assert "Re-identification risk certificate" in own and member.config.attacker.name in own
+    from cpa_ui.pdf import pdf_unavailable
+
+    if pdf_unavailable() is None:  # the same report on paper
+        assert downloads[f"cpa-{verdict.config_id}-panel-report.pdf"]().startswith(b"%PDF")
     worklist = next(n for n in downloads if n.endswith("-panel-worklist.csv"))
     assert worklist == f"cpa-{verdict.config_id}-panel-worklist.csv"
     # each attacker's own exports below, behind the choice of attacker
@@ -373,3 +377,21 @@ def test_history_lists_the_panel_as_one_entry_and_reopens_it(panel_app, panel_hi
         assert not at.exception, (page, [shown(e) for e in at.exception])
     at.switch_page(nav.EXPLORE).run()
     _assert_side_by_side(at, _expected(at))
+
+
+def test_a_panel_attacks_on_a_local_cluster_with_every_attacker_that_can_run_there(panel_history):
+    from cpa_core.attack.registry import get_spec
+    from cpa_ui.cache import panel_audit
+
+    panel_audit.clear()  # a panel of the same declared configuration, cached by another test, would be served as is
+    names = ("tfidf", "learned")
+    assert get_spec("tfidf").runs_on_cluster and not get_spec("learned").runs_on_cluster
+    at = choose_attackers(new_app().run(), *names)
+    at.switch_page(nav.CALIBRATE).run()
+    at.text_input(key="calibrate.scheduler").set_value("local").run()
+    at.button(key="calibrate.run").click().run()
+    assert_clean(at)
+    run = at.session_state["cpa.run"]
+    assert run.is_panel and run.names == names
+    engines = {name: run.panel.member(name).inputs.get("engine", {}) for name in names}
+    assert engines["tfidf"].get("scheduler") == "local" and engines["learned"].get("engine") != "dask"
