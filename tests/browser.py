@@ -266,11 +266,10 @@ def choose_attackers(driver, labels: tuple[str, ...]) -> None:
         wait(driver, lambda d: settled(d) and len(chosen(d)) < before, "the attacker to be removed")
     for label in labels:
         click(driver, f"{box}//input", "the attacker panel's input")
-        field = driver.find_element(By.XPATH, f"{box}//input")
-        field.send_keys(label)
-        field.send_keys(Keys.ENTER)
+        driver.find_element(By.XPATH, f"{box}//input").send_keys(label)
+        click(driver, f"//*[@role='option'][normalize-space(.)='{label}']", f"the option {label}")
         wait(driver, lambda d: settled(d) and label in chosen(d), f"the attacker {label} to be chosen")
-    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+        driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
     wait(driver, settled, "the threat model to settle")
 
 
