@@ -167,6 +167,18 @@ def test_the_attackers_are_side_by_side_with_the_one_that_decided(panel_app, pag
     assert any(verdict.headline in shown(alert) for alert in [*at.warning, *at.success])
 
 
+def test_every_page_renders_a_panel_and_every_number_has_a_help_text(panel_app):
+    at = panel_app
+    for page in ["app.py", *PAGES]:
+        at.switch_page(page).run()
+        assert_clean(at)
+        for element in at.metric:
+            assert element.help, f"metric '{element.label}' on {page} has no help text"
+    at.switch_page("app.py").run()
+    assert any("flagged by at least one of the 2 attackers" in shown(i) for i in at.info)
+    assert any("a panel of 2 attackers" in re.sub(r"\\(.)", r"\1", link.proto.label) for link in at.get("page_link"))
+
+
 def test_each_page_shows_the_certificate_of_the_attacker_chosen(panel_app):
     at = panel_app
     run = at.session_state["cpa.run"]
