@@ -218,7 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
                                              "suggested edits (worklist.csv, worklist.json). With --decisions: "
                                              "applies that reviewed table (its accepted rows only). Either way it "
                                              "writes the redacted release, <input>-redacted.<ext>, and the "
-                                             "audit.toml to audit it again, to --out.")
+                                             "audit.toml to audit it again, to --out. An attacker panel's audit is "
+                                             "redacted against every attacker (no step raises any one's risk). The "
+                                             "redacted release is then audited again, into --out/audit/, with the "
+                                             "audit's attackers and one the search never consulted (--held-out), "
+                                             "each attacker's first-guess rate before and after said; its verdict "
+                                             "is the worst over all of them.")
     redact.add_argument("--audit", required=True, metavar="DIR", help="the output folder of a cpa audit run")
     redact.add_argument("--out", required=True, metavar="DIR", help="output folder")
     redact.add_argument("--decisions", metavar="FILE",
