@@ -338,8 +338,19 @@ def panel_manifest(panel: "PanelResult") -> dict:
             "attackers": list(panel.names),
             "members": {name: {"config_id": member.config.config_id, "folder": f"{PANEL_FOLDER}/{name}"}
                         for name, member in zip(panel.names, panel.members)},
-            "inputs": located_inputs(panel.members[0].inputs), "working_directory": os.getcwd(),
+            "inputs": located_inputs(_shared_inputs(panel)), "working_directory": os.getcwd(),
             "versions": package_versions()}
+
+
+def _shared_inputs(panel: "PanelResult") -> dict:
+    """What every member of a panel read alike (the files, how they were read): the first member's inputs without
+    what its attacker learned or ran with (its temperature, its engine, its LLM counters); the panel's marker without
+    the member's name. Each member's own are in its folder's manifest."""
+    first = panel.members[0].inputs
+    shared = {key: value for key, value in first.items()
+              if all(member.inputs.get(key) == value for member in panel.members[1:])}
+    marker = {key: value for key, value in first.get("panel", {}).items() if key != "attacker"}
+    return {**shared, **({"panel": marker} if marker else {})}
 
 
 def write_panel(panel: "PanelResult", out_dir: str | Path, explainers: Mapping[str, "Explainer | None"], *,
