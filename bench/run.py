@@ -1,7 +1,7 @@
 """Run every benchmark and print one report (markdown); ``--write`` also saves it to bench/RESULTS.md.
 
-    .venv/bin/python bench/run.py            # full run (a few minutes on 2 cores)
-    .venv/bin/python bench/run.py --quick    # small smoke run (~1 minute)
+    .venv/bin/python bench/run.py            # full run (25-45 minutes on 2 cores, most of it (t))
+    .venv/bin/python bench/run.py --quick    # small smoke run (2-3 minutes)
     .venv/bin/python bench/run.py --write    # full run, rewrite bench/RESULTS.md
     .venv/bin/python bench/run.py --large    # also sweep the registry up to 20,000 profiles (+1-2 min)
 
@@ -12,7 +12,9 @@
 (p) the lexical fusion attacker against TF-IDF on the real releases of ../shared/datasets and at 1k-10k synthetic
     documents x profiles (bench_fusion.py);
 (q) importing an outside attacker's scores (`cpa audit --scores`): 1 and 10 million rows, CSV and Parquet, against the
-    row-by-row import, and 10,000 x 10,000 end to end (bench_scores_import.py).
+    row-by-row import, and 10,000 x 10,000 end to end (bench_scores_import.py);
+(t) the default attacker panel at 10,000 documents x 10,000 profiles, with and without dense retrieval, against one
+    TF-IDF audit (cold caches), and the redaction search over the panel against TF-IDF alone (bench_panel.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ sys.path.insert(0, str(HERE))
 
 import bench_conformal  # noqa: E402
 import bench_fusion  # noqa: E402
+import bench_panel  # noqa: E402
 import bench_scores_import  # noqa: E402
 import bench_tfidf  # noqa: E402
 from bench_tfidf import log  # noqa: E402
@@ -288,8 +291,11 @@ def main(argv=None) -> int:
         o = bench_fusion.bench_fusion(workdir, quick=args.quick, log=log)
         log("(q) importing an outside attacker's scores: 1 and 10 million rows, then 10,000 x 10,000 end to end ...")
         q = bench_scores_import.bench_scores_import(workdir, quick=args.quick, log=log)
+        log("(t) the default attacker panel against one TF-IDF audit, and the redaction search over it ...")
+        t = bench_panel.bench_panel(workdir, quick=args.quick, log=log)
     text, _ = report(info, a, b, c, args.quick, args.write, started, (load_start, os.getloadavg()[0]), args.large)
-    text = text.rstrip() + "\n\n" + bench_fusion.markdown(o) + "\n\n" + bench_scores_import.markdown(q)
+    text = (text.rstrip() + "\n\n" + bench_fusion.markdown(o) + "\n\n" + bench_scores_import.markdown(q) + "\n\n"
+            + bench_panel.markdown(t))
     print(text)
     if args.write:
         results = HERE / "RESULTS.md"
