@@ -42,7 +42,8 @@ HELD_OUT_ORDER = ("learned", "lexical_fusion", "bm25", "tfidf", "dense")
 """The attackers a redaction is verified with when its search never consulted them, in order of preference: the
 first one that is not a member of the panel the search read (dense retrieval only where its model is installed)."""
 FULL_PANEL_LIMIT = 10_000
-"""The most documents, and the most profiles, the full panel runs on by default (about 8 minutes on 2 cores)."""
+"""The most documents, and the most profiles, the full panel runs on by default (bench/RESULTS.md, section (t), has its
+time and memory at that size)."""
 
 
 @dataclass(frozen=True)
