@@ -467,24 +467,18 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
     """``cpa audit`` with several attackers: each declared, run and calibrated on its own (one progress line per
     member), written to members/<attacker>/, and the panel's summary, worklist and verdict at the top. Returns the
     panel and its summary."""
-    from cpa_core.attack.registry import get_spec
     from cpa_core.audit.panel import audit_panel
     from cpa_core.store.records import write_panel
 
     # every member declared before any attack: a bad declaration is said before the work
     members = [_declare(args, project, documents, registry, None, name, tuple(names)) for name in names]
 
-    def progress(i: int, name: str):
-        here = engine is not None and not get_spec(name).runs_on_cluster
-        _say(f"attacker {i + 1} of {len(names)}: {name}" + (" (in this process: it cannot run on a cluster)"
-                                                            if here else ""))
-        return ProgressBar()
     engine = None
     try:
         if args.scheduler:
             from cpa_core.attack.engine import DaskEngine
             engine = DaskEngine(args.scheduler)
-        panel = audit_panel(documents, registry, members, progress, finish=_llm_report,
+        panel = audit_panel(documents, registry, members, _member_progress(names, engine), finish=_llm_report,
                             held_out=project.audit.get("held_out"), engine=engine)
         explainers = {name: audit_explainer(attacker, registry, config)
                       for name, (config, attacker) in zip(names, members)}
@@ -722,7 +716,7 @@ def _audit_members(audit_dir: Path, manifest: dict) -> list[tuple[Path, str]]:
 
 
 def cmd_redact(args) -> int:
-    from cpa_core.audit.panel import audit_panel, held_out_attacker
+    from cpa_core.audit.panel import audit_panel
     from cpa_core.redaction.decisions import (
         KEPT_LIMIT,
         EditCounts,
@@ -787,7 +781,7 @@ def cmd_redact(args) -> int:
         names = [config.attacker.name for config, _ in declared]
         attackers = [attacker for _, attacker in declared]
         config = declared[0][0]
-        held_out = _held_out(args, names, held_out_attacker)
+        held_out = _held_out(args, names)
         held = None if held_out is None else declare_audit(project, registry, attacker=held_out, documents=documents)
         if reviewed is None and all(audit_explainer(a, registry, c) is None for c, a in declared):
             raise ConfigError(f"no attacker of the audit ({', '.join(names)}) says which words drive its matches, so "
@@ -877,10 +871,12 @@ REAUDIT_FOLDER = "audit"
 attacker)."""
 
 
-def _held_out(args, names: list[str], choose) -> str | None:
+def _held_out(args, names: list[str]) -> str | None:
     """The attacker that verifies the redaction: --held-out, else the first the tool holds out
     (:func:`~cpa_core.audit.panel.held_out_attacker`); never a member of the panel the search reads."""
-    held_out = args.held_out or choose(names)
+    from cpa_core.audit.panel import held_out_attacker
+
+    held_out = args.held_out or held_out_attacker(names)
     if held_out in names:
         raise ConfigError(f"--held-out {held_out}: expected an attacker the redaction search never consults, found a "
                           f"member of the audit's panel ({', '.join(names)})")
@@ -890,10 +886,16 @@ def _held_out(args, names: list[str], choose) -> str | None:
     return held_out
 
 
-def _member_progress(names: list[str]):
+def _member_progress(names: list[str], engine=None):
+    """Each panel member's progress: a line naming it (when there are several; where it runs, with an ``engine``
+    it cannot use), then its bar."""
+    from cpa_core.attack.registry import get_spec
+
     def progress(i: int, name: str):
         if len(names) > 1:
-            _say(f"attacker {i + 1} of {len(names)}: {name}")
+            here = engine is not None and not get_spec(name).runs_on_cluster
+            _say(f"attacker {i + 1} of {len(names)}: {name}"
+                 + (" (in this process: it cannot run on a cluster)" if here else ""))
         return ProgressBar()
     return progress
 
