@@ -37,7 +37,7 @@ from cpa_core.io.reading import EncodingError, encoding_name
 from cpa_core.io.tables import check_release
 from cpa_core.llm.client import LLM_PARAMS
 from cpa_core.redaction.suggestions import REPLACEMENTS
-from cpa_core.report.evidence import audit_explainer
+from cpa_core.report.evidence import audit_explainer, panel_explainers
 from cpa_core.report.formatting import counted
 from cpa_core.report.metrics import LevelSummary, summarize, threshold_text
 from cpa_core.report.verdict import attack_sentence, release_verdict
@@ -480,8 +480,7 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
             engine = DaskEngine(args.scheduler)
         panel = audit_panel(documents, registry, members, _member_progress(names, engine), finish=_llm_report,
                             held_out=project.audit.get("held_out"), engine=engine)
-        explainers = {name: audit_explainer(attacker, registry, config)
-                      for name, (config, attacker) in zip(names, members)}
+        explainers = dict(zip(names, panel_explainers(members, registry)))
     finally:
         for _, attacker in members:
             close_clients(attacker)
@@ -922,8 +921,7 @@ def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: 
              "held out of the search")
         try:
             panel = audit_panel(documents, registry, declared, _member_progress(names), held_out=held_out)
-            explainers = {name: audit_explainer(attacker, registry, config)
-                          for name, (config, attacker) in zip(names, declared)}
+            explainers = dict(zip(names, panel_explainers(declared, registry)))
         finally:
             for _, attacker in declared:
                 close_clients(attacker)

@@ -41,14 +41,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from cpa_core.attack.explainers import Explainer, LeaveOneOutExplainer, PanelExplainer, Span, fold
+from cpa_core.attack.explainers import Explainer, PanelExplainer, Span, fold
 from cpa_core.audit.panel import PanelResult
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.rescoring import PanelRisk, PanelStoredRisk, Rescored, Risk
 from cpa_core.common.errors import DataError
 from cpa_core.io.reading import FORMATS, read_table
 from cpa_core.redaction.replacements import KINDS, STRATEGIES, Choice, GeneralizationTable, Replacer
-from cpa_core.report.evidence import audit_explainer
+from cpa_core.report.evidence import panel_explainers
 from cpa_core.report.worklist import risk_order
 
 if TYPE_CHECKING:
@@ -429,14 +429,10 @@ def panel_members(result: AuditResult | PanelResult, attacker: Attacker | Sequen
 
 
 def panel_explainer(members: Sequence[tuple[AuditResult, Attacker]], registry: Registry) -> PanelExplainer | None:
-    """The evidence the search reads: every member's that explains its matches by its words (``None`` when none
-    explains). A member that explains by leaving each sentence out (:class:`~cpa_core.attack.explainers.
-    LeaveOneOutExplainer`, dense retrieval) encodes every sentence of every text again each round, dozens of times the
-    cost of its attack; its evidence is read only when no member explains by words. Its risk is read at every step
-    alike: a step that raises it is never taken."""
-    explainers = [audit_explainer(attacker, registry, result.config) for result, attacker in members]
-    if any(explainer is not None and not isinstance(explainer, LeaveOneOutExplainer) for explainer in explainers):
-        explainers = [None if isinstance(explainer, LeaveOneOutExplainer) else explainer for explainer in explainers]
+    """The evidence the search reads: the members' explainers (:func:`~cpa_core.report.evidence.panel_explainers`:
+    dense retrieval's only when no member explains by words), ``None`` when none explains. Every member's risk is read
+    at every step alike: a step that raises it is never taken."""
+    explainers = panel_explainers([(result.config, attacker) for result, attacker in members], registry)
     if all(explainer is None for explainer in explainers):
         return None
     return PanelExplainer(members=tuple(explainers))

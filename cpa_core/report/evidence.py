@@ -42,6 +42,21 @@ def audit_explainer(attacker, registry: "Registry", config: "AuditConfig") -> Ex
     return explainer
 
 
+def panel_explainers(members: Sequence[tuple["AuditConfig", object]], registry: "Registry") -> list[Explainer | None]:
+    """Each panel member's explainer (``members``: each one's declared configuration and attacker, in order), as the
+    panel's worklists and its redaction search read them. A member that explains by leaving each sentence out
+    (:class:`~cpa_core.attack.explainers.LeaveOneOutExplainer`, dense retrieval) encodes every sentence of every
+    flagged text again, dozens of times the cost of its attack: its explainer is given only when no member explains
+    by words (``None`` otherwise: the words the other members weigh are the evidence to act on, and its risk is still
+    checked at every redaction step)."""
+    from cpa_core.attack.explainers import LeaveOneOutExplainer
+
+    explainers = [audit_explainer(attacker, registry, config) for config, attacker in members]
+    if any(explainer is not None and not isinstance(explainer, LeaveOneOutExplainer) for explainer in explainers):
+        return [None if isinstance(explainer, LeaveOneOutExplainer) else explainer for explainer in explainers]
+    return explainers
+
+
 def evidence_rows(split: "ScoredSplit", row: int, n_candidates: int = N_CANDIDATES) -> list[int]:
     """The registry rows a document's evidence is about: its top ``n_candidates`` (never padding)."""
     table = split.table

@@ -884,7 +884,9 @@ is no certificate of its own, only the smallest of valid ones.</p>
 <p>Every document at least one attacker flags, riskiest first (the largest linkage probability over the attackers,
 then the smallest set), with the attackers that flag it and by which rule, the attacker that gave its largest linkage
 probability and the one that gave its smallest set. Each attacker's own worklist, with the evidence, is in its own
-report. Document text is not included in this report.</p>
+report; an attacker that explains a match by leaving each sentence out (dense retrieval) gives evidence only in a
+panel where no attacker explains by words: the words the others weigh are then the evidence to act on, and its risk
+is still checked at every redaction step. Document text is not included in this report.</p>
 {flagged_html}
 
 <section class="keep">

@@ -152,6 +152,30 @@ def test_the_dense_explainer_takes_the_declared_placeholders(tmp_path):
     assert audit_explainer(TfidfAttacker(temperature=1.0), registry, config).placeholders == CUSTOM
 
 
+def test_a_panel_reads_sentences_left_out_only_when_no_member_explains_by_words():
+    from cpa_core.report.evidence import panel_explainers
+
+    class Letters:
+        calls = 0
+
+        def encode(self, texts, batch_size=32, convert_to_numpy=True, normalize_embeddings=True,
+                   show_progress_bar=False):
+            Letters.calls += 1
+            out = np.array([[t.lower().count(c) for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts], np.float32)
+            return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+    registry = load_registry(REGISTRY_CSV.encode(), name="registry.csv")
+    dense = DenseAttacker(model="fake-letters", encoder=Letters(), temperature=1.0, cache=False)
+    tfidf = TfidfAttacker(temperature=1.0)
+    level = KnowledgeLevel("L", ("city", "job"))
+    config = AuditConfig(knowledge=level, attacker=AttackerConfig.of(dense), placeholders=CUSTOM)
+
+    with_words = panel_explainers([(config, tfidf), (config, dense)], registry)
+    assert isinstance(with_words[0], TermExplainer) and with_words[1] is None
+    alone = panel_explainers([(config, dense)], registry)
+    assert isinstance(alone[0], LeaveOneOutExplainer) and alone[0].placeholders == CUSTOM
+
+
 def test_evidence_explained_in_one_batch_is_each_document_explained_alone(toy_release):
     from cpa_core.report.evidence import document_evidence, documents_evidence
 
