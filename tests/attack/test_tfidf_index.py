@@ -6,10 +6,12 @@ the same certificates (a whole audit: tests/integration/test_tfidf_kernel_audit.
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sample_release import sample_k2_fixture  # noqa: F401 (the fixture sample_k2)
 
 from cpa_core.attack.attackers.tfidf import TfidfAttacker
-from cpa_core.attack.candidates import rank_by_similarity, ranked_columns, softmax_rows
+from cpa_core.attack.candidates import canonical_order, rank_by_similarity, ranked_columns, softmax_rows
 from cpa_core.attack.tfidf_index import SimilarityBlocks
 
 TAIL_RTOL = 1e-12  # a sum of positive terms in another order: a few 1e-16 times log2(M), far below this
@@ -104,6 +106,25 @@ def test_ranked_columns_breaks_ties_by_column_when_the_cut_splits_them():
     values = np.array([[0.5, 0.2, 0.5, 0.2, 0.2, 0.9], [0, 0, 0, 0, 0, 0.0]], dtype=np.float32)
     assert ranked_columns(values, 4).tolist() == [[5, 0, 2, 1], [0, 1, 2, 3]]
     assert ranked_columns(values, None).tolist() == [[5, 0, 2, 1, 3, 4], [0, 1, 2, 3, 4, 5]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, -0.0, 0.25, -0.25, 1.0, 3e-39, -3e-39, np.inf, -np.inf, 0.5, 1e30,
+                                          -1e30, float(np.float32(0.1))]), min_size=1, max_size=12),
+                min_size=1, max_size=4).filter(lambda rows: len({len(r) for r in rows}) == 1))
+def test_the_canonical_order_is_the_stable_sort_of_the_values_reversed(rows):
+    values = np.array(rows, dtype=np.float32)
+    expected = np.argsort(-values, axis=1, kind="stable")
+    assert canonical_order(values).tolist() == expected.tolist()
+    assert canonical_order(values.astype(np.float64)).tolist() == expected.tolist()  # float64: the stable sort
+    with_nan = values.copy()
+    with_nan[0, 0] = np.nan
+    assert canonical_order(with_nan).tolist() == np.argsort(-with_nan, axis=1, kind="stable").tolist()
+
+
+def test_the_canonical_order_of_a_wide_block_of_ties_is_by_column():
+    values = np.random.default_rng(3).integers(0, 4, size=(50, 10_000)).astype(np.float32) / 4
+    np.testing.assert_array_equal(canonical_order(values), np.argsort(-values, axis=1, kind="stable"))
 
 
 @pytest.mark.parametrize("top_k", [1, 10, None])
