@@ -122,6 +122,9 @@ class AttackerBase:
 
     required_score: str | None = None
     weight_kind: str = "probability"
+    costly_rescoring: bool = False
+    """Whether attacking one edited text costs far more than a lexical attacker's sparse products (a model's
+    encoding, an LLM's calls): a redaction search then attacks with it only the steps it would take."""
 
     def learn(self, doc_ids, texts, registry, level, identities, progress=None) -> dict:
         return {}
@@ -196,6 +199,11 @@ class RetrievalAttacker(AttackerBase):
                      progress: Progress | None = None) -> tuple[list[str], Callable[[int, int], np.ndarray]]:
         """The queries and ``(start, stop) -> similarities of those queries to every profile``."""
         raise NotImplementedError
+
+    @property
+    def costly_rescoring(self) -> bool:
+        """With a clue extractor, an LLM reads every edited text."""
+        return self.clue_extractor is not None
 
     def queries(self, doc_ids: Sequence[str], texts: Sequence[str], level: KnowledgeLevel,
                 progress: Progress | None = None) -> list[str]:

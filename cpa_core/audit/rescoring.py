@@ -98,6 +98,10 @@ class PanelRisk:
     def member(self, name: str) -> Risk:
         return self.members[self.names.index(name)]
 
+    def part(self, members: Sequence[int]) -> PanelRisk:
+        """The risk under these members alone (indices into the panel, in that order)."""
+        return PanelRisk(tuple(self.names[i] for i in members), tuple(self.members[i] for i in members))
+
     def acceptable(self, policy: ReleasePolicy) -> bool:
         """Acceptable to every member (:meth:`Risk.acceptable`)."""
         return all(risk.acceptable(policy) for risk in self.members)
@@ -126,6 +130,18 @@ class Rescored:
     risk: Risk | PanelRisk
     rows: tuple
     clues: tuple = ()
+
+
+def joined(parts: Sequence[tuple[Sequence[int], Rescored]], names: Sequence[str]) -> Rescored:
+    """One text's risk under a whole panel (``names``) from its risks under parts of it, each ``(members,
+    rescored)``: the members' indices into the panel and that part's :class:`Rescored` (every member in one part)."""
+    risks, rows, clues = [None] * len(names), [None] * len(names), [()] * len(names)
+    for members, rescored in parts:
+        for j, i in enumerate(members):
+            risks[i], rows[i] = rescored.risk.members[j], rescored.rows[j]
+            if rescored.clues:
+                clues[i] = rescored.clues[j]
+    return Rescored(PanelRisk(tuple(names), tuple(risks)), tuple(rows), tuple(clues))
 
 
 class StoredRisk:
@@ -262,13 +278,23 @@ class PanelStoredRisk:
         return PanelRisk(self.names, tuple(stored.certified(certs[part], row)
                                            for stored, certs in zip(self.stored, self._parts)))
 
-    def of(self, documents: Sequence[tuple[int, int]], texts: Sequence[str]) -> list[Rescored]:
+    @cached_property
+    def costly(self) -> tuple[int, ...]:
+        """The members whose attack of one edited text is costly (:attr:`~cpa_core.attack.base.AttackerBase.
+        costly_rescoring`: a sentence-embedding model's encoding, an LLM's calls): a search attacks with them only
+        the step it would take (:func:`~cpa_core.redaction.suggestions.search_redactions`)."""
+        return tuple(i for i, stored in enumerate(self.stored)
+                     if getattr(stored.attacker, "costly_rescoring", False))
+
+    def of(self, documents: Sequence[tuple[int, int]], texts: Sequence[str],
+           members: Sequence[int] | None = None) -> list[Rescored]:
         """The risk of each text as the document named beside it under every member (one attack of every text by
-        each member)."""
+        each member); ``members``: under these members alone (indices into the panel), a risk of that part."""
         if not documents:
             return []
-        found = [stored.of([(certs[part], row) for part, row in documents], texts)
-                 for stored, certs in zip(self.stored, self._parts)]
-        return [Rescored(PanelRisk(self.names, tuple(member[i].risk for member in found)),
+        chosen = range(len(self.stored)) if members is None else list(members)
+        found = [self.stored[m].of([(self._parts[m][part], row) for part, row in documents], texts) for m in chosen]
+        names = tuple(self.names[m] for m in chosen)
+        return [Rescored(PanelRisk(names, tuple(member[i].risk for member in found)),
                          tuple(member[i].rows for member in found), tuple(member[i].clues for member in found))
                 for i in range(len(documents))]

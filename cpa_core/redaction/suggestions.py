@@ -6,8 +6,10 @@ Greedy, in lockstep over many documents (one attack per round and member for all
 the evidence every member gives of each text as edited so far (:class:`~cpa_core.attack.explainers.PanelExplainer`;
 see :mod:`cpa_core.attack.explainers`), maps it back to the released text, proposes removing every span of each of
 its :data:`PROPOSALS` heaviest terms, attacks every proposal with every member, and keeps, per document, the proposal
-that lowers its risk most. A step is taken only when no member's risk rises and one member's falls (its set grows,
-its linkage probability or its certainty falls; :meth:`~cpa_core.audit.rescoring.PanelRisk.lower_than`): a term
+that lowers its risk most (a member whose attack of one text is costly, dense retrieval encoding it again or an LLM
+reading it, attacks only the proposal the others rank best, then the next when that one raises its risk). A step is
+taken only when no member's risk rises and one member's falls (its set grows, its linkage probability or its
+certainty falls; :meth:`~cpa_core.audit.rescoring.PanelRisk.lower_than`): a term
 whose removal would raise any member's risk, or lower none, is never redacted (it is recorded as rejected), so every
 step, and the end, is at most as risky as the start for every member. The search ends when the document is
 acceptable to every member (``|C| >= k`` and its linkage probability within the acceptable rate), when no evidence
@@ -44,7 +46,7 @@ import pandas as pd
 from cpa_core.attack.explainers import Explainer, PanelExplainer, Span, fold
 from cpa_core.audit.panel import PanelResult
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.audit.rescoring import PanelRisk, PanelStoredRisk, Rescored, Risk
+from cpa_core.audit.rescoring import PanelRisk, PanelStoredRisk, Rescored, Risk, joined
 from cpa_core.common.errors import DataError
 from cpa_core.io.reading import FORMATS, read_table
 from cpa_core.redaction.replacements import KINDS, STRATEGIES, Choice, GeneralizationTable, Replacer
@@ -252,7 +254,8 @@ class _Search:
         return apply_edits(self.text, self.edits)
 
     def tried(self) -> int:
-        return len(self.redacted) + len(self.rejected)
+        """Terms this search tried (taken or rejected; the edits it started from not counted)."""
+        return len(self.steps) + len(self.rejected)
 
 
 def _proposals(search: _Search, spans: Sequence[Span], deny: frozenset[str], room: int) -> dict[str, list[Span]]:
@@ -312,7 +315,9 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
                       max_terms: int = MAX_TERMS, deny: Collection[str] = (),
                       before: Sequence[Risk] | None = None, proposals: int = PROPOSALS,
                       progress: Callable[[list[Suggestion], int], None] | None = None,
-                      flagged_by: ReleasePolicy | None = None) -> list[Suggestion]:
+                      flagged_by: ReleasePolicy | None = None,
+                      start: Sequence[Sequence[Edit]] | None = None, costly: Sequence[int] = ()
+                      ) -> list[Suggestion]:
     """The greedy search of the module's docstring over ``documents``: each ``(name, doc_id, released text)``,
     ``name`` naming the document for ``rescore``; the suggestions in the order of ``documents``. ``flagged_by``: the
     release policy, when ``policy`` is the target a search can reach (:func:`reachable`): a document it flags as
@@ -320,17 +325,25 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
     it is to be withheld). ``before``: each
     document's risk as released (default: its text re-scored); ``deny``: words never redacted; ``proposals``:
     the heaviest terms tried per round (1: the heaviest term whenever it lowers the risk); ``progress(finished
-    suggestions, total)`` is called after each round (stopping it there keeps the finished ones)."""
+    suggestions, total)`` is called after each round (stopping it there keeps the finished ones). ``start``: the
+    edits each document already has (in its released text; an earlier round's, :mod:`cpa_core.redaction.rounds`):
+    the search goes on from the text they make, keeps them, and counts only its own terms against ``max_terms``.
+    ``costly``: members of a panel whose attack of one text is costly (indices; ``rescore`` then takes ``members=``
+    and gives the risk under those members alone): every proposal is attacked by the others, and the costly members
+    attack a document's best proposal only (by the others' risk), then its next best when it raises theirs, until
+    one is taken; every step taken is still one that raises no member's risk and lowers one's."""
     if not documents:
         return []
     choose = chooser(strategy)
     deny = folded_terms(deny)
     names = [name for name, _, _ in documents]
-    start = rescore(names, [text for _, _, text in documents])
+    begun = [sorted(start[i], key=lambda e: e.offset) if start is not None else [] for i in range(len(documents))]
+    found_now = rescore(names, [apply_edits(text, edits) for (_, _, text), edits in zip(documents, begun)])
     searches = []
-    for i, ((name, doc_id, text), found) in enumerate(zip(documents, start)):
+    for i, ((name, doc_id, text), found) in enumerate(zip(documents, found_now)):
         risk = found.risk if before is None else before[i]
         searches.append(_Search(name, str(doc_id), text, risk, Rescored(risk, found.rows, found.clues),
+                                edits=list(begun[i]), redacted={e.term for e in begun[i]},
                                 flagged=flagged_by is not None and not risk.acceptable(flagged_by)))
     finished: dict[int, Suggestion] = {}
 
@@ -354,16 +367,7 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
                               sorted(search.edits + new, key=lambda e: e.offset)))
         if not tries:
             break
-        found = rescore([t[0].name for t in tries], [apply_edits(t[0].text, t[3]) for t in tries])
-        best: dict[int, tuple] = {}
-        for (search, term, weight, edits), rescored in zip(tries, found):
-            if not rescored.risk.lower_than(search.current.risk):
-                search.rejected.append(term)
-                continue
-            risk = rescored.risk
-            key = (risk.acceptable(policy), risk.set_size, -(risk.linkage or 0.0), -risk.certainty, weight)
-            if id(search) not in best or key > best[id(search)][0]:
-                best[id(search)] = (key, term, edits, rescored)
+        best = _staged_best(tries, rescore, policy, costly) if costly else _best(tries, rescore, policy)
         still = []
         for search in {id(t[0]): t[0] for t in tries}.values():
             chosen = best.get(id(search))
@@ -372,8 +376,7 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
                 search.edits, search.current = edits, rescored
                 search.redacted.add(term)
                 search.steps.append(Step(term, rescored.risk))
-            if search.safe(policy) or len(search.redacted) >= max_terms \
-                    or search.tried() >= MAX_TRIED:
+            if search.safe(policy) or len(search.steps) >= max_terms or search.tried() >= MAX_TRIED:
                 continue
             still.append(search)
         kept = {id(search) for search in still}
@@ -381,6 +384,65 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
         active = still
     finish(active)
     return [finished[id(search)] for search in searches]
+
+
+def _key(risk, policy: ReleasePolicy, weight: float) -> tuple:
+    """How good a proposal's risk is (the larger the better): acceptable first, then the larger set, the lower linkage
+    probability, the lower certainty, the heavier term."""
+    return risk.acceptable(policy), risk.set_size, -(risk.linkage or 0.0), -risk.certainty, weight
+
+
+def _best(tries: list[tuple], rescore: RescoreBatch, policy: ReleasePolicy) -> dict[int, tuple]:
+    """Each search's best proposal among ``tries`` (``(search, term, weight, edits)``) that lowers its risk, as
+    ``(key, term, edits, rescored)`` by the search's id; a proposal that does not lower it is rejected."""
+    found = rescore([t[0].name for t in tries], [apply_edits(t[0].text, t[3]) for t in tries])
+    best: dict[int, tuple] = {}
+    for (search, term, weight, edits), rescored in zip(tries, found):
+        if not rescored.risk.lower_than(search.current.risk):
+            search.rejected.append(term)
+            continue
+        key = _key(rescored.risk, policy, weight)
+        if id(search) not in best or key > best[id(search)][0]:
+            best[id(search)] = (key, term, edits, rescored)
+    return best
+
+
+def _staged_best(tries: list[tuple], rescore: RescoreBatch, policy: ReleasePolicy, costly: Sequence[int]
+                 ) -> dict[int, tuple]:
+    """:func:`_best` with the ``costly`` members attacking only the proposal each search would take: every proposal
+    is attacked by the other members (one that raises their risk is rejected), then, best first by their risk, a
+    search's proposals by the costly members, one per search and batch, until one lowers its whole risk (the others
+    it raises are rejected)."""
+    risk = tries[0][0].current.risk
+    names = risk.names
+    cheap = [i for i in range(len(names)) if i not in set(costly)]
+    found = rescore([t[0].name for t in tries], [apply_edits(t[0].text, t[3]) for t in tries], members=cheap)
+    queue: dict[int, list[tuple]] = {}
+    searches = {}
+    for (search, term, weight, edits), rescored in zip(tries, found):
+        if not rescored.risk.no_higher_than(search.current.risk.part(cheap)):
+            search.rejected.append(term)
+            continue
+        queue.setdefault(id(search), []).append((_key(rescored.risk, policy, weight), term, edits, rescored))
+        searches[id(search)] = search
+    for proposals in queue.values():
+        proposals.sort(key=lambda proposal: proposal[0], reverse=True)
+    best: dict[int, tuple] = {}
+    while queue:
+        heads = [(sid, proposals.pop(0)) for sid, proposals in queue.items()]
+        checked = rescore([searches[sid].name for sid, _ in heads],
+                          [apply_edits(searches[sid].text, head[2]) for sid, head in heads], members=list(costly))
+        for (sid, (key, term, edits, rescored)), verified in zip(heads, checked):
+            search = searches[sid]
+            whole = joined([(cheap, rescored), (list(costly), verified)], names)
+            if whole.risk.lower_than(search.current.risk):
+                best[sid] = (key, term, edits, whole)
+                del queue[sid]
+            else:
+                search.rejected.append(term)
+                if not queue[sid]:
+                    del queue[sid]
+    return best
 
 
 def _suggestion(search: _Search, policy: ReleasePolicy, flagged_by: ReleasePolicy | None = None) -> Suggestion:
@@ -443,14 +505,17 @@ def suggest_redactions(result: AuditResult | PanelResult, attacker: Attacker | S
                        strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS,
                        generalization: GeneralizationTable | None = None,
                        doc_ids: Iterable[str] | None = None, deny: Collection[str] = (),
-                       progress: Callable[[list[Suggestion], int], None] | None = None) -> list[Suggestion]:
+                       progress: Callable[[list[Suggestion], int], None] | None = None,
+                       start: Mapping[str, Sequence[Edit]] | None = None) -> list[Suggestion]:
     """A suggestion for every document of the release the policy flags at ``confidence`` (default: the declared
     ones; see :func:`release_flags`), riskiest first; ``texts`` maps doc ids to the released texts. ``result`` is one
     attacker's audit (``attacker`` its attacker) or an attacker panel's (``attacker``: each member's, in order):
     every member's evidence is read and every member's risk is kept from rising (see the module's docstring). A
     named ``strategy`` is built once from the registry (and, for ``generalize``, the ``generalization`` table);
     ``doc_ids`` keeps only those flagged documents; ``deny``: words never redacted. Documents are searched
-    :data:`CHUNK` at a time, in lockstep; ``progress(finished suggestions, total)`` is called after each round."""
+    :data:`CHUNK` at a time, in lockstep; ``progress(finished suggestions, total)`` is called after each round.
+    ``start`` (doc id -> edits in its released text): where an earlier round left a document; ``texts`` are then the
+    texts as first released, and ``result`` the audit of the release those edits made."""
     members = panel_members(result, attacker)
     policy = policy or members[0][0].config.policy
     explainer = panel_explainer(members, registry)
@@ -487,8 +552,10 @@ def suggest_redactions(result: AuditResult | PanelResult, attacker: Attacker | S
         def report(done: list[Suggestion], _total: int, earlier: int = len(out)) -> None:
             if progress is not None:
                 progress(out[:earlier] + done, total)
+        begun = None if start is None else [start.get(doc_id, ()) for _, doc_id, _ in documents]
         out.extend(search_redactions(documents, stored.of, explainer, target, strategy, max_terms, deny,
-                                     progress=report, flagged_by=policy))
+                                     progress=report, flagged_by=policy, start=begun,
+                                     costly=stored.costly if len(stored.costly) < len(stored.names) else ()))
     return sorted(out, key=lambda s: order[s.doc_id])  # riskiest first
 
 

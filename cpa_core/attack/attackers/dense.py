@@ -127,6 +127,8 @@ class DenseAttacker(RetrievalAttacker):
     cache_hits_, cache_misses_ : embedding-cache lookups answered / not answered
     """
 
+    costly_rescoring = True  # every edited text is encoded again, window by window
+
     model: str | None = None
     temperature: float | str = DEFAULT_TEMPERATURE
     top_k: int | None = None

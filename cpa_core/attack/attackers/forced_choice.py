@@ -114,6 +114,8 @@ class ForcedChoiceAttacker(AttackerBase):
     per_document_ : dict doc_id -> {"samples", "invalid_picks", "uniform", "label_position"}
     """
 
+    costly_rescoring = True  # an LLM reads every edited text
+
     shortlister: Any = None
     client: Any = field(default=None, repr=False)
     m: int = 5

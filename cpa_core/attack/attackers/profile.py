@@ -185,6 +185,8 @@ class ProfileAttacker(AttackerBase):
     empty_documents_ : dict attribute name -> documents without any valid answer
     """
 
+    costly_rescoring = True  # an LLM reads every edited text
+
     client: Any = field(repr=False)
     attributes: Sequence[Attribute] = ()
     m: int = 5
