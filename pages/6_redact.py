@@ -17,9 +17,9 @@ from cpa_core.redaction.decisions import (
     accepted,
     decisions_csv,
     decisions_table,
+    proposed_decisions,
     redaction_log,
 )
-from cpa_core.redaction.rounds import ROUNDS, redact_in_rounds
 from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, suggested_worklist
 from cpa_core.report.formatting import fmt_confidence
 from cpa_core.report.worklist import worklist_csv
@@ -75,10 +75,8 @@ st.markdown(f"At {fmt_confidence(confidence)} confidence, **{n_flagged:,}** of {
             "redaction makes it acceptable under the stored calibration: every word it suggests lowers the "
             "document's risk (its set grows, its linkage probability falls or the attacker is less certain, and "
             "none of them gets worse), never raises it; a document no such redaction makes acceptable is to be "
-            "withheld, with the reason. An edited release is calibrated anew, so the release those suggestions make "
-            f"is then audited again and the documents it still flags are searched again from their edits (up to "
-            f"{ROUNDS} searches in all). Review the table, build the release from the rows you accept, and audit it "
-            "again."
+            "withheld, with the reason. Review the table, build the release from the rows you accept, and audit it "
+            "again: an edited release is calibrated anew, and only that audit certifies it."
             + (" Under the split protocol the calibration documents are redacted alike: the redacted release must be "
                "one release mechanism for its new calibration to certify it." if result.config.protocol == "split"
                else ""))
@@ -126,14 +124,10 @@ if not searched or not review.complete:
         def progress(done, total):
             state.review = with_search(ask, run, data, done, total, decisions_table(done), previous)
             bar.progress(len(done) / max(total, 1), text=f"{len(done):,} of {total:,} flagged documents done")
-        def later(done, total):
-            bar.progress(len(done) / max(total, 1), text=f"{len(done):,} of {total:,} flagged documents searched again")
         try:
-            found_rounds = redact_in_rounds(result, run.attacker, data.registry, data.documents, policy=policy,
-                                            confidence=confidence, strategy=strategy, deny=deny, allow=allow,
-                                            common_share=float(common) or None, progress=progress,
-                                            later_progress=later, said=lambda line: bar.progress(0.0, text=line))
-            table, found = found_rounds.table, found_rounds.suggestions
+            table, found = proposed_decisions(result, run.attacker, data.registry, texts_of(data.documents),
+                                              policy=policy, confidence=confidence, strategy=strategy, deny=deny,
+                                              allow=allow, common_share=float(common) or None, progress=progress)
         except CPAError as error:
             show_error(error, "No redaction could be suggested: ")
             st.stop()

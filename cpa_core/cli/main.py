@@ -36,7 +36,6 @@ from cpa_core.io.candidate_scores import read_candidate_scores
 from cpa_core.io.reading import EncodingError, encoding_name
 from cpa_core.io.tables import check_release
 from cpa_core.llm.client import LLM_PARAMS
-from cpa_core.redaction.rounds import ROUNDS, redact_in_rounds
 from cpa_core.redaction.suggestions import REPLACEMENTS
 from cpa_core.report.evidence import audit_explainer, panel_explainers
 from cpa_core.report.formatting import counted
@@ -213,10 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
                                              "Without --decisions: searches, for each flagged document, the fewest "
                                              "driving terms whose removal makes it acceptable to the release policy "
                                              "under the stored calibration (each step lowers its risk; a document "
-                                             "no safe redaction fixes is to be withheld); then, for up to --rounds "
-                                             "rounds, audits the release those decisions make again with the same "
-                                             "attackers and searches the documents it still flags from their edits, "
-                                             "under its calibration; and writes the decisions "
+                                             "no safe redaction fixes is to be withheld), and writes the decisions "
                                              "table (decisions.csv: every edit and document to withhold, with its "
                                              "effect, accepted), redactions.json, the worklist with each document's "
                                              "suggested edits (worklist.csv, worklist.json). With --decisions: "
@@ -258,10 +254,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the attacker that verifies the redacted release, which the search never consults "
                              "(default: the first of learned, lexical_fusion, bm25, tfidf, dense that is no member "
                              "of the audit's panel)")
-    redact.add_argument("--rounds", type=int, default=ROUNDS, metavar="N",
-                        help=f"searches at most (default {ROUNDS}): after the first, the release the decisions make "
-                             "is audited again by the audit's attackers and the documents it still flags are searched "
-                             "again from their edits under its calibration (1: the first search only)")
     redact.add_argument("--generalization", metavar="FILE",
                         help="with --strategy generalize: a table (CSV, JSONL or Parquet) of your own "
                              "generalisations, columns value,general and optionally field (a registry field); "
@@ -730,6 +722,7 @@ def cmd_redact(args) -> int:
         accepted,
         allow_list_kept,
         decisions_csv,
+        proposed_decisions,
         redacted_config,
         redaction_log,
         review_decisions,
@@ -748,8 +741,6 @@ def cmd_redact(args) -> int:
     if args.decisions is not None and (args.deny or args.allow):
         raise ConfigError("--decisions applies a reviewed table as it is: --deny and --allow shape a new search; "
                           "give one or the other")
-    if args.rounds < 1:
-        raise ConfigError(f"--rounds is how many searches at most; expected 1 or more, found {args.rounds}")
     if args.encoding is not None and args.decisions is None:
         raise ConfigError(f"--encoding declares the encoding of the --decisions file; expected --decisions FILE "
                           f"with it, found --encoding {args.encoding} alone")
@@ -795,7 +786,7 @@ def cmd_redact(args) -> int:
             raise ConfigError(f"no attacker of the audit ({', '.join(names)}) says which words drive its matches, so "
                               "no redaction can be suggested; edit the release yourself, or apply a decisions table "
                               "with --decisions")
-        suggestions, rounds = [], []
+        suggestions = []
         try:
             panel = audit_panel(documents, registry, declared, _member_progress(names))
             before = {name: member for name, member in zip(names, panel.members)}
@@ -803,18 +794,11 @@ def cmd_redact(args) -> int:
                 _say(f"the held-out attacker, {held_out}, on the release as it is (the search never consults it)")
                 before[held_out] = run_audit(documents, registry, held[1], held[0], ProgressBar())
             if reviewed is None:
-                bars = [ProgressBar()]
-
-                def said(line: str) -> None:  # a later round begins: its own bar
-                    _say(line)
-                    bars.append(ProgressBar())
-                found = redact_in_rounds(
-                    panel, attackers, registry, documents, rounds=args.rounds, strategy=replacer,
-                    deny=_words(args.deny), allow=_words(args.allow), common_share=args.common or None,
-                    progress=lambda done, total: bars[0](len(done), total, "searching redactions"),
-                    later_progress=lambda done, total: bars[-1](len(done), total, "searching redactions again"),
-                    audit_progress=_member_progress(names), said=said)
-                decisions, suggestions, rounds = found.table, found.suggestions, found.rounds
+                bar = ProgressBar()
+                decisions, suggestions = proposed_decisions(
+                    panel, attackers, registry, texts, strategy=replacer, deny=_words(args.deny),
+                    allow=_words(args.allow), common_share=args.common or None,
+                    progress=lambda done, total: bar(len(done), total, "searching redactions"))
             else:
                 decisions = reviewed
         finally:
@@ -825,7 +809,7 @@ def cmd_redact(args) -> int:
         log = redaction_log(config, replacer, suggestions, generalization=table, decisions=decisions,
                             deny=_words(args.deny), allow=_words(args.allow), applied=args.decisions,
                             common_share=None if reviewed is not None else (args.common or None), notes=notes,
-                            config_id=audit_id, held_out=held_out, rounds=rounds)
+                            config_id=audit_id, held_out=held_out)
         if reviewed is None:
             level = config.policy_confidence
             work = (worklist(panel.members[0].certificate(level), config.policy, audit_id,

@@ -465,13 +465,6 @@ def common_words(texts: Iterable[str], share: float | None = COMMON_SHARE) -> li
     return [w for w, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if n > limit]
 
 
-def never_words(texts: Iterable[str], deny: Iterable[str] = (), common_share: float | None = COMMON_SHARE
-                ) -> tuple[str, ...]:
-    """The words a search never redacts: the ``deny`` list, then the words in more than ``common_share`` of the
-    released ``texts`` (:func:`common_words`)."""
-    return tuple(deny) + tuple(common_words(texts, common_share))
-
-
 def proposed_decisions(result: AuditResult | PanelResult, attacker: Attacker | Sequence[Attacker], registry: Registry, texts: Mapping[str, str], *,
                        policy: ReleasePolicy | None = None, confidence=None,
                        strategy: str | Replacement | Replacer = "placeholder", generalization=None,
@@ -484,7 +477,7 @@ def proposed_decisions(result: AuditResult | PanelResult, attacker: Attacker | S
     under the stored calibration: the risk of the document with its suggested edits made, the text the release
     will hold, against that text with the allow list's edits made too."""
     replacer = replacement_for(strategy, registry, generalization) if isinstance(strategy, str) else strategy
-    never = never_words(texts.values(), deny, common_share)
+    never = tuple(deny) + tuple(common_words(texts.values(), common_share))
     suggestions = suggest_redactions(result, attacker, registry, dict(texts), policy=policy, confidence=confidence,
                                      strategy=replacer, deny=never, progress=progress)
     rows = []
@@ -515,7 +508,7 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
                   generalization: GeneralizationTable | None = None, *, decisions: pd.DataFrame | None = None,
                   deny: Sequence[str] = (), allow: Sequence[str] = (), applied: str | None = None,
                   common_share: float | None = None, notes: Sequence[str] = (), config_id: str | None = None,
-                  held_out: str | None = None, rounds: Sequence[dict] = ()) -> dict:
+                  held_out: str | None = None) -> dict:
     """The machine-readable record of a redaction (``redactions.json``): the configuration, strategy and
     generalisation table (file and sha256) used, what the replacer derived from the registry (field names:
     hierarchies, the age band field, the category fields), the policy, the deny and allow lists, counts of edits by
@@ -523,8 +516,7 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
     original, replacement, kind), the share of documents above which a word was never proposed
     (``common_share``), and the decisions (:func:`decisions_summary`; ``applied``: the reviewed file applied, if
     any, and ``notes``: what was said about it). ``config_id``: the audit's (an attacker panel's; default
-    ``config``'s); ``held_out``: the attacker the search never consulted, named in the decisions table; ``rounds``:
-    what each search round found (:func:`~cpa_core.redaction.rounds.record`)."""
+    ``config``'s); ``held_out``: the attacker the search never consulted, named in the decisions table."""
     policy = policy or config.policy
     config_id = config_id or config.config_id
     confidence = config.policy_confidence if confidence is None else confidence
@@ -542,7 +534,6 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
             "note": "set sizes after are indicative: the redacted release is a new release mechanism and needs its "
                     "own calibration",
             "deny": list(deny), "allow": list(allow), "common_share": common_share,
-            "rounds": list(rounds),
             "n_documents": len(suggestions), "n_reach_k": sum(s.reaches_k for s in suggestions),
             "n_withhold": sum(s.action == WITHHOLD for s in suggestions),
             "edits_by_kind": edit_kinds(suggestions),

@@ -254,8 +254,7 @@ class _Search:
         return apply_edits(self.text, self.edits)
 
     def tried(self) -> int:
-        """Terms this search tried (taken or rejected; the edits it started from not counted)."""
-        return len(self.steps) + len(self.rejected)
+        return len(self.redacted) + len(self.rejected)
 
 
 def _proposals(search: _Search, spans: Sequence[Span], deny: frozenset[str], room: int) -> dict[str, list[Span]]:
@@ -315,9 +314,7 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
                       max_terms: int = MAX_TERMS, deny: Collection[str] = (),
                       before: Sequence[Risk] | None = None, proposals: int = PROPOSALS,
                       progress: Callable[[list[Suggestion], int], None] | None = None,
-                      flagged_by: ReleasePolicy | None = None,
-                      start: Sequence[Sequence[Edit]] | None = None, costly: Sequence[int] = ()
-                      ) -> list[Suggestion]:
+                      flagged_by: ReleasePolicy | None = None, costly: Sequence[int] = ()) -> list[Suggestion]:
     """The greedy search of the module's docstring over ``documents``: each ``(name, doc_id, released text)``,
     ``name`` naming the document for ``rescore``; the suggestions in the order of ``documents``. ``flagged_by``: the
     release policy, when ``policy`` is the target a search can reach (:func:`reachable`): a document it flags as
@@ -325,9 +322,7 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
     it is to be withheld). ``before``: each
     document's risk as released (default: its text re-scored); ``deny``: words never redacted; ``proposals``:
     the heaviest terms tried per round (1: the heaviest term whenever it lowers the risk); ``progress(finished
-    suggestions, total)`` is called after each round (stopping it there keeps the finished ones). ``start``: the
-    edits each document already has (in its released text; an earlier round's, :mod:`cpa_core.redaction.rounds`):
-    the search goes on from the text they make, keeps them, and counts only its own terms against ``max_terms``.
+    suggestions, total)`` is called after each round (stopping it there keeps the finished ones).
     ``costly``: members of a panel whose attack of one text is costly (indices; ``rescore`` then takes ``members=``
     and gives the risk under those members alone): every proposal is attacked by the others, and the costly members
     attack a document's best proposal only (by the others' risk), then its next best when it raises theirs, until
@@ -337,13 +332,11 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
     choose = chooser(strategy)
     deny = folded_terms(deny)
     names = [name for name, _, _ in documents]
-    begun = [sorted(start[i], key=lambda e: e.offset) if start is not None else [] for i in range(len(documents))]
-    found_now = rescore(names, [apply_edits(text, edits) for (_, _, text), edits in zip(documents, begun)])
+    start = rescore(names, [text for _, _, text in documents])
     searches = []
-    for i, ((name, doc_id, text), found) in enumerate(zip(documents, found_now)):
+    for i, ((name, doc_id, text), found) in enumerate(zip(documents, start)):
         risk = found.risk if before is None else before[i]
         searches.append(_Search(name, str(doc_id), text, risk, Rescored(risk, found.rows, found.clues),
-                                edits=list(begun[i]), redacted={e.term for e in begun[i]},
                                 flagged=flagged_by is not None and not risk.acceptable(flagged_by)))
     finished: dict[int, Suggestion] = {}
 
@@ -376,7 +369,8 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
                 search.edits, search.current = edits, rescored
                 search.redacted.add(term)
                 search.steps.append(Step(term, rescored.risk))
-            if search.safe(policy) or len(search.steps) >= max_terms or search.tried() >= MAX_TRIED:
+            if search.safe(policy) or len(search.redacted) >= max_terms \
+                    or search.tried() >= MAX_TRIED:
                 continue
             still.append(search)
         kept = {id(search) for search in still}
@@ -505,17 +499,14 @@ def suggest_redactions(result: AuditResult | PanelResult, attacker: Attacker | S
                        strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS,
                        generalization: GeneralizationTable | None = None,
                        doc_ids: Iterable[str] | None = None, deny: Collection[str] = (),
-                       progress: Callable[[list[Suggestion], int], None] | None = None,
-                       start: Mapping[str, Sequence[Edit]] | None = None) -> list[Suggestion]:
+                       progress: Callable[[list[Suggestion], int], None] | None = None) -> list[Suggestion]:
     """A suggestion for every document of the release the policy flags at ``confidence`` (default: the declared
     ones; see :func:`release_flags`), riskiest first; ``texts`` maps doc ids to the released texts. ``result`` is one
     attacker's audit (``attacker`` its attacker) or an attacker panel's (``attacker``: each member's, in order):
     every member's evidence is read and every member's risk is kept from rising (see the module's docstring). A
     named ``strategy`` is built once from the registry (and, for ``generalize``, the ``generalization`` table);
     ``doc_ids`` keeps only those flagged documents; ``deny``: words never redacted. Documents are searched
-    :data:`CHUNK` at a time, in lockstep; ``progress(finished suggestions, total)`` is called after each round.
-    ``start`` (doc id -> edits in its released text): where an earlier round left a document; ``texts`` are then the
-    texts as first released, and ``result`` the audit of the release those edits made."""
+    :data:`CHUNK` at a time, in lockstep; ``progress(finished suggestions, total)`` is called after each round."""
     members = panel_members(result, attacker)
     policy = policy or members[0][0].config.policy
     explainer = panel_explainer(members, registry)
@@ -552,9 +543,8 @@ def suggest_redactions(result: AuditResult | PanelResult, attacker: Attacker | S
         def report(done: list[Suggestion], _total: int, earlier: int = len(out)) -> None:
             if progress is not None:
                 progress(out[:earlier] + done, total)
-        begun = None if start is None else [start.get(doc_id, ()) for _, doc_id, _ in documents]
         out.extend(search_redactions(documents, stored.of, explainer, target, strategy, max_terms, deny,
-                                     progress=report, flagged_by=policy, start=begun,
+                                     progress=report, flagged_by=policy,
                                      costly=stored.costly if len(stored.costly) < len(stored.names) else ()))
     return sorted(out, key=lambda s: order[s.doc_id])  # riskiest first
 

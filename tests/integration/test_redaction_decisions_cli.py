@@ -244,17 +244,3 @@ def test_a_table_saved_in_cp1252_or_utf16_is_applied_and_the_refusal_names_the_o
     assert released(tmp_path / "unicode") == released(sample["out"])
     assert_one_line_error(run_cli_inprocess("redact", "--audit", sample["audit"], "--out", tmp_path / "nothing",
                                             "--encoding", "cp1252"), "--encoding", "--decisions")
-
-
-def test_the_redaction_searches_in_rounds_and_records_each_one(sample, tmp_path):
-    redact = ok(sample["redact"])
-    log = json.loads((sample["out"] / "redactions.json").read_text(encoding="utf-8"))
-    rounds = log["rounds"]
-    assert [r["round"] for r in rounds] == list(range(1, len(rounds) + 1)) and 1 <= len(rounds) <= 3
-    assert rounds[0]["searched"] <= log["n_documents"] <= sum(r["searched"] for r in rounds)  # each one once
-    for entry in rounds:
-        assert set(entry["first_guess"]) == {"tfidf"} and 0 <= entry["first_guess"]["tfidf"]["first_guess"] <= 1
-    said = [line for line in redact.stderr_lines if line.startswith("cpa: round ")]
-    assert len(said) == 2 * (len(rounds) - 1)  # each later round: its audit, then what it flags and searches
-    assert_one_line_error(run_cli_inprocess("redact", "--audit", sample["audit"], "--out", tmp_path / "r",
-                                            "--rounds", "0"), "--rounds", "found 0")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from cpa_core.attack.explainers import PanelExplainer, TermExplainer
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.rescoring import PanelRisk, Rescored, Risk
-from cpa_core.redaction.suggestions import Edit, apply_edits, search_redactions
+from cpa_core.redaction.suggestions import search_redactions
 
 TEXT = "alpha beta gamma, beta again; delta"
 NAMES = ("words", "style")
@@ -63,22 +63,6 @@ def test_the_members_evidence_is_merged_on_a_common_scale():
     assert weights == {"beta": {1.0}, "gamma": {round(1 / 3, 9)}, "delta": {1.0}}
     assert [s.start for s in spans if s.term == "beta"] == [6, 18]  # one span per range of the text
     assert all(TEXT[s.start:s.end].lower() == s.term for s in spans)
-
-
-def test_a_search_goes_on_from_the_edits_an_earlier_round_made():
-    # "beta" was redacted by an earlier round: the search keeps that edit, never proposes it again, and its own
-    # terms alone count against max_terms (one here: it still takes "gamma")
-    earlier = [Edit(6, 4, "beta", "", "beta", "delete"), Edit(18, 4, "beta", "", "beta", "delete")]
-    words = lambda t: 2 + 4 * removed(t, "beta") + 10 * removed(t, "gamma")  # noqa: E731
-    both = PanelExplainer(members=(explainer({"beta": 3.0, "gamma": 1.0, "delta": 0.5}),))
-    rescore = panel_rescore((words,))
-    done = search_redactions([("d", "d", TEXT)], lambda names, texts: rescore(names, texts), both, ReleasePolicy(11),
-                             "delete", max_terms=1, start=[earlier])[0]
-    assert done.before.members == (Risk(6, None, 0.0),)  # the text the earlier round left, not the released one
-    assert [s.term for s in done.steps] == ["gamma"] and done.action == "redact"
-    assert done.edits[:1] == (earlier[0],) and set(earlier) <= set(done.edits)
-    assert "beta" not in done.rejected
-    assert apply_edits(TEXT, done.edits) == "alpha  ,  again; delta"
 
 
 def test_a_costly_member_attacks_only_the_step_the_others_rank_best_and_still_vetoes_it():
