@@ -116,6 +116,10 @@ class Attacker(Protocol):
     def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer | None:
         """The terms that drive a document's match to its candidates, when the attacker can say."""
 
+    def trained(self) -> dict:
+        """What the last attack trained on the registry alone (a classifier's penalty and what chose it), for the
+        manifest (``{}``: nothing)."""
+
 
 class AttackerBase:
     """The protocol's answers for an attacker that calls no LLM, counts nothing and explains nothing."""
@@ -143,6 +147,9 @@ class AttackerBase:
 
     def explainer(self, registry: Registry, level: KnowledgeLevel) -> Explainer | None:
         return None
+
+    def trained(self) -> dict:
+        return {}
 
 
 def texts_key(doc_ids: Sequence[str], texts: Sequence[str]) -> str:

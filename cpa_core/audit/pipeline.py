@@ -210,6 +210,8 @@ def run_audit(documents: Documents, registry: Registry, attacker: Attacker, conf
         inputs["strata"] = [stratum.to_dict() for stratum in strata]
     if learned:
         inputs["learned"] = learned  # what the attacker chose, and from which labelled documents
+    if table is None and (trained := attacker.trained() if hasattr(attacker, "trained") else {}):
+        inputs["trained"] = trained  # what the attacker trained on the registry alone (a classifier's penalty)
     if engine is not None and table is None:
         inputs["engine"] = engine.describe()
     elif table is None and (counters := attacker.counters()):

@@ -491,6 +491,7 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
         ("release policy of this report", f"flag {rule_text}"),
         ("protocol", config.protocol),
         *((f"chosen from the labelled documents: {name}", value) for name, value in inputs.get("learned", {}).items()),
+        *((f"trained on the registry: {name}", value) for name, value in inputs.get("trained", {}).items()),
     ]
     calibration = summary_of_levels.overall_frame()
     calibration["coverage_ci"] = [fmt_interval(low, high) for low, high in

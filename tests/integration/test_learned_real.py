@@ -12,7 +12,7 @@ from cli_checks import OUTPUT_FILES, ok
 from conftest import run_cli
 from real_releases import BLOG, PROFILE, blog_release
 
-from cpa_core.attack.attackers.learned import LearnedAttacker
+from cpa_core.attack.attackers.learned import FALLBACK_RIDGE, LearnedAttacker
 from cpa_core.attack.attackers.tfidf import TfidfAttacker
 from cpa_core.audit.configuration import AttackerConfig, AuditConfig
 from cpa_core.audit.pipeline import run_audit
@@ -43,6 +43,9 @@ def test_the_learned_attacker_names_more_authors_than_tfidf_on_the_blog_release(
     assert learned.mean_set_size < tfidf.mean_set_size
     model = attacker.model_  # trained on the registry alone: chunks of the profiles, the penalty from held-out chunks
     assert model.owners_.size > len(release[1]) and model.ridge_ in model.loo_
+    trained = attacker.trained()  # what the manifest records of it
+    assert trained["ridge_chosen"] == "leave-one-out over the registry's chunks"
+    assert trained["ridge_leave_one_out_first_guess"][f"{model.ridge_:g}"] == model.loo_[model.ridge_]
 
 
 def test_cpa_audit_with_the_learned_attacker_on_the_sample_data(sample_paths, tmp_path):
@@ -55,5 +58,9 @@ def test_cpa_audit_with_the_learned_attacker_on_the_sample_data(sample_paths, tm
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["attacker"]["attacker"] == "learned" and manifest["attacker"]["ridge"] == "auto"
     assert manifest["inputs"]["learned"]["temperature"] > 0
+    # what it trained on: the sample's short profiles are one chunk each, so auto has nothing to hold out
+    assert manifest["inputs"]["trained"] == {"chunks": 400, "chunk_words": 300, "ridge": FALLBACK_RIDGE,
+                                             "ridge_chosen": "fallback"}
+    assert "trained on the registry: ridge" in (out / "report.html").read_text(encoding="utf-8")
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["attacker"] == "learned" and summary["confidence"]["0.9"]["n_test"] == 1000

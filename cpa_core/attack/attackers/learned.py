@@ -412,6 +412,19 @@ class LearnedAttacker(RetrievalAttacker):
             self._trained = (registry.sha256, len(registry), level)
         return self.model_
 
+    def trained(self) -> dict:
+        """The model of the last attack: its chunks, their length, the ridge penalty and, when ``auto`` chose it, each
+        grid penalty's leave-one-out first-guess share over the registry's chunks."""
+        model = self.model_
+        if model is None:
+            return {}
+        loo = getattr(model, "loo_", {})
+        return {"chunks": int(model.owners_.size), "chunk_words": int(model.chunk_length_),
+                "ridge": float(model.ridge_), "ridge_chosen": "leave-one-out over the registry's chunks"
+                if self.ridge == AUTO and loo else ("fallback" if self.ridge == AUTO else "declared"),
+                **({"ridge_leave_one_out_first_guess": {f"{ridge:g}": share for ridge, share in loo.items()}}
+                   if self.ridge == AUTO and loo else {})}
+
     def similarities(self, doc_ids, texts, registry, level, progress=None):
         model = self.model(registry, level, progress)
         queries = self.queries(doc_ids, texts, level, progress)

@@ -357,3 +357,17 @@ def test_the_docstring_table_is_a_valid_declaration():
     assert declared["attacker"]["name"] == "learned"
     section = declared["attacker"]["learned"]
     assert set(section) == {p.name for p in SPEC.params} and SPEC.resolve(section) == SPEC.resolve({})
+
+
+def test_what_it_trained_on_the_registry_is_said_for_the_manifest(registry):
+    attacker = LearnedAttacker(temperature=1.0, ridge=0.5)
+    assert attacker.trained() == {}  # nothing trained yet
+    attacker.attack(["d0"], ["the chess club"], registry, LEVEL)
+    trained = attacker.trained()
+    assert trained["ridge"] == 0.5 and trained["ridge_chosen"] == "declared"
+    assert trained["chunks"] == attacker.model_.owners_.size and "ridge_leave_one_out_first_guess" not in trained
+    auto = LearnedAttacker(temperature=1.0)
+    auto.attack(["d0"], ["the chess club"], registry, LEVEL)
+    chosen = auto.trained()
+    assert chosen["ridge"] == auto.model_.ridge_ and chosen["ridge_chosen"] in (
+        "leave-one-out over the registry's chunks", "fallback")
