@@ -254,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the attacker that verifies the redacted release, which the search never consults "
                              "(default: the first of learned, lexical_fusion, bm25, tfidf, dense that is no member "
                              "of the audit's panel)")
+    add_audit_history_options(redact)
     redact.add_argument("--generalization", metavar="FILE",
                         help="with --strategy generalize: a table (CSV, JSONL or Parquet) of your own "
                              "generalisations, columns value,general and optionally field (a registry field); "
@@ -731,6 +732,7 @@ def cmd_redact(args) -> int:
     from cpa_core.redaction.suggestions import decided_frame, redacted_release, replacement_for, suggested_worklist
     from cpa_core.report.worklist import panel_worklist, worklist, worklist_csv, worklist_json
     from cpa_core.store.bundle import CONFIG_FILE, declared_panel_toml
+    from cpa_core.store.records import PANEL_FOLDER
 
     if args.generalization is not None and args.decisions is None and args.strategy != "generalize":
         raise ConfigError(f"--generalization {args.generalization} applies to --strategy generalize only; "
@@ -751,7 +753,9 @@ def cmd_redact(args) -> int:
     documents_file = _input_file(manifest, "documents", audit_dir / "manifest.json")
     registry_file = _input_file(manifest, "registry", audit_dir / "manifest.json")
     claimed = (audit_dir, documents_file, registry_file, args.decisions, args.generalization)
-    with OutputFolder(args.out, "redaction", inputs=claimed, writes={"the cache folder": cache_root()}) as folder:
+    writes = {**history_paths(args), "the cache folder": cache_root()}
+    with OutputFolder(args.out, "redaction", inputs=claimed, writes=writes) as folder:
+        check_audit_history(args)  # the audit of the redacted release is recorded there
         out = folder.staging
         sources = _audit_members(audit_dir, manifest)
         projects = [load_config(config_file) for config_file, _ in sources]
@@ -860,6 +864,8 @@ def cmd_redact(args) -> int:
         return 0
     if verified is not None:
         _say_verified(verified, out / REAUDIT_FOLDER)
+        for name, member in zip(verified[2].names, verified[2].members):  # the History reopens each, as of its panel
+            record_cli_audit(args, member, out / REAUDIT_FOLDER / PANEL_FOLDER / name)
     _say("audit it again: " + shlex.join(["cpa", "audit", "--documents", str(release), "--registry", str(registry_file),
                                           "--config", str(out / CONFIG_FILE), "--out", "OUT"]))
     return 0
@@ -903,8 +909,9 @@ def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: 
                       audit_id: str, log: dict):
     """Audit the redacted release with the panel and the held-out attacker (each calibrated on its own, the verdict the
     worst of them), into the redaction's :data:`REAUDIT_FOLDER`; each attacker's first-guess rate before and after
-    goes into ``log`` (``redactions.json``) and the audit's summary. Returns the panel, or ``None`` when the redacted
-    release cannot be audited (said, and the redaction kept)."""
+    goes into ``log`` (``redactions.json``) and the audit's summary. Returns what it verified (each attacker before
+    and after), the summary and the panel, or ``None`` when the redacted release cannot be audited (said, and the
+    redaction kept)."""
     from dataclasses import replace as replaced
 
     from cpa_core.audit.panel import audit_panel
@@ -936,12 +943,12 @@ def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: 
                                   for name, member in zip(names, panel.members)]}
     summary = write_panel(panel, folder.staging / REAUDIT_FOLDER, explainers, redaction=verification)
     log["verification"] = {**verification, "verdict": summary["verdict"]}
-    return verification, summary
+    return verification, summary, panel
 
 
 def _say_verified(verified, folder: Path) -> None:
     """The verdict of the redacted release and each attacker's first-guess rate before and after."""
-    verification, summary = verified
+    verification, summary, _ = verified
     for entry in verification["attackers"]:
         shown = [f"{label} {_rate(entry[label])}" for label in ("before", "after") if entry[label] is not None]
         _say(f"{entry['attacker']}{' (held out of the search)' if entry['held_out'] else ''}: first guess right "

@@ -244,3 +244,12 @@ def test_a_table_saved_in_cp1252_or_utf16_is_applied_and_the_refusal_names_the_o
     assert released(tmp_path / "unicode") == released(sample["out"])
     assert_one_line_error(run_cli_inprocess("redact", "--audit", sample["audit"], "--out", tmp_path / "nothing",
                                             "--encoding", "cp1252"), "--encoding", "--decisions")
+
+
+def test_the_audit_of_the_redacted_release_is_recorded_in_the_history_attacker_by_attacker(sample):
+    redact = ok(sample["redact"])
+    recorded = [line for line in redact.stderr_lines if line.startswith("cpa: recorded ")]
+    assert [line.split()[2] for line in recorded] == ["tfidf", "learned"]  # each one of the panel, held-out included
+    listed = json.loads(ok(run_cli("history", "list", "--json")).stdout)
+    ids = {line.split(" as audit ")[1].split()[0] for line in recorded}
+    assert ids <= {str(entry["id"]) for entry in listed}
