@@ -368,7 +368,8 @@ def _folded(text: str) -> tuple[str, list[int]]:
 
 
 def _is_word(char: str) -> bool:
-    return char.isalnum() or char == "_"
+    """A character of a word: a letter, a digit, ``_``, or an accent stored apart from its letter (NFD)."""
+    return char.isalnum() or char == "_" or bool(unicodedata.combining(char))
 
 
 def find_clue(text: str, clue: str, regions: Sequence[tuple[int, int]] = (),

@@ -180,6 +180,8 @@ def test_clues_are_found_case_accents_and_spacing_aside_as_whole_words():
     assert find_clue(text, "leeds") == [] and find_clue(text, "Stra") == []  # inside a word
     assert [text[a:b] for a, b in find_clue(text, "STRASSE")] == ["Straße"]
     assert find_clue("Straße", "ss") == []                                   # half a character
+    assert find_clue("Jo\u0301ann and Ann", "ann") == [(11, 14)]          # not inside a word with an accent apart
+    assert [t[a:b] for t in ["Ann\u0301 went"] for a, b in find_clue(t, "ann")] == ["Ann\u0301"]
     assert find_clue(text, "  ") == [] and find_clue(text, "") == []
     assert inferred_clues(text, ["Gdansk", "gdańsk", "a nurse", "[REDACTED]", "Bus driver", "A NURSE"]) == [
         "a nurse", "[REDACTED]"]
