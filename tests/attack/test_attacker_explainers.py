@@ -83,9 +83,9 @@ def test_a_sentence_weighs_the_drop_of_the_summed_cosine_when_it_is_left_out(tmp
     assert [(s.start, s.end, s.text, s.term) for s in spans] == [
         (0, 15, "Alpha and beta.", "sentence: Alpha and beta.")]
     assert spans[0].weight == pytest.approx(2 / math.sqrt(6), abs=1e-6)
-    # the query and its three variants in one encoder call
+    # its three variants in one encoder call (the query itself is remembered from the attack)
     assert len(encoder.calls) == before + 1
-    assert sorted(encoder.calls[-1]) == sorted([text, " Gamma only! Nothing else", "Alpha and beta.  Nothing else",
+    assert sorted(encoder.calls[-1]) == sorted([" Gamma only! Nothing else", "Alpha and beta.  Nothing else",
                                                 "Alpha and beta. Gamma only! "])
 
     # with P2 = (gamma) too, the similarities add up: each of the first two sentences takes
@@ -259,8 +259,8 @@ def test_dense_clue_mode_by_hand_every_span_in_the_released_text(tmp_path):
         (16, 20, "beta", "clue: Beta")]
     assert [s_.weight for s_ in spans] == pytest.approx(
         [full - without_alpha, full - without_beta, full - without_beta], abs=1e-6)
-    assert sorted(encoder.calls[-1]) == sorted(["Alpha here. Met beta.\nBeta; gamma", " Met beta.\nBeta; gamma",
-                                                "Alpha here. \nBeta; gamma", "Alpha here. Met beta.\ngamma"])
+    assert sorted(encoder.calls[-1]) == sorted([" Met beta.\nBeta; gamma", "Alpha here. \nBeta; gamma",
+                                                "Alpha here. Met beta.\ngamma"])  # the query: the attack's
     assert driving_terms(spans) == ["Met beta.", "beta", "Alpha here."]
     assert document_inferred_clues(cert.split, 0, explainer) == ["gamma"]
 

@@ -42,6 +42,7 @@ import logging
 import numbers
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -81,6 +82,10 @@ WINDOW_POOLINGS = ("first", "max", "mean_best")
 DEFAULT_WINDOW_POOLING = "max"
 FALLBACK_WINDOW_TOKENS = 256  # an encoder without a tokenizer: windows of whitespace-separated words
 WORD = re.compile(r"\S+")
+RECENT_TEXTS = 20_000
+"""Distinct texts whose embeddings the attacker keeps in memory after encoding them, unless its cache is off (at most
+30 MiB with the packaged model): a redacted text's windows before its first edit are those of the text before it, and
+a redaction search re-scores a text many times."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -188,6 +193,7 @@ class DenseAttacker(RetrievalAttacker):
             self.encoder = SentenceTransformerEncoder(self.model, self.device, self.precision)
         self.encoder_calls_ = self.encoded_texts_ = self.cache_hits_ = self.cache_misses_ = 0
         self._cache = EmbeddingCache(self.cache_dir) if self.cache else None
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()  # the last texts encoded, for re-scored texts
         self._profiles: tuple | None = None  # (registry, level) and the profile embeddings of the last attack
         self._tokenizer: tuple | None = None  # (tokenizer or None, window size in word pieces)
         self.windows_: dict = {}  # windows of the last attack: texts and windows per side
@@ -258,13 +264,18 @@ class DenseAttacker(RetrievalAttacker):
         inverse = np.fromiter((slots.setdefault(t, len(slots)) for t in texts), dtype=np.int64, count=n)
         unique = list(slots)
         counts = np.bincount(inverse, minlength=len(unique))
+        remembered = [j for j, text in enumerate(unique) if text in self._recent] if self.cache else []
+        known = {j: self._recent[unique[j]] for j in remembered}
         # longest first over the whole list, as the encoder itself sorts one call's texts: batches
         # hold texts of similar length (little padding) although each call gets a single batch
-        order = sorted(range(len(unique)), key=lambda j: -len(unique[j]))
+        order = sorted((j for j in range(len(unique)) if j not in known), key=lambda j: -len(unique[j]))
+        dim = dim or (len(next(iter(known.values()))) if known else None)
         out = np.empty((len(unique), dim), dtype=np.float32) if dim else None
-        done = 0
+        if known:
+            out[remembered] = np.stack([known[j] for j in remembered])
+        done = int(counts[remembered].sum()) if remembered else 0
         if progress:
-            progress(0, n, step)
+            progress(done, n, step)
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
             batch = np.asarray(self.encoder.encode([unique[j] for j in rows], batch_size=self.batch_size,
@@ -283,7 +294,11 @@ class DenseAttacker(RetrievalAttacker):
                 progress(done, n, step)
         if not np.isfinite(out).all():
             raise ConfigError("the encoder returned non-finite embeddings")
-        log.info("%s: encoded %d distinct of %d texts", step, len(unique), n)
+        log.info("%s: encoded %d distinct of %d texts (%d remembered)", step, len(order), n, len(known))
+        for j in order if self.cache else ():  # the last distinct texts encoded, as the encoder gave them
+            self._recent[unique[j]] = out[j].copy()
+        while len(self._recent) > RECENT_TEXTS:
+            self._recent.popitem(last=False)
         return _normalise_rows(out)[inverse]
 
     # -- windows -------------------------------------------------------------------------------------

@@ -351,3 +351,20 @@ def test_int8_and_float32_embeddings_never_share_the_cache(cache_dir):
         warm = attacker(cache_dir, encoder=encoder, precision=precision)
         warm.attack(docs, texts, registry, WORDS)
         assert warm.cache_hits_ == 2 and warm.encoder_calls_ == 0, precision
+
+
+def test_an_edited_text_encodes_only_its_changed_windows_and_gets_the_same_embeddings(cache_dir):
+    rows = {"P1": "alpha beta", "P2": "gamma"}
+    encoder = HashingEncoder()
+    dense = attacker(cache_dir, encoder=encoder, window_pooling="max", window_tokens=4, window_overlap=1)
+    registry = make_registry(rows)
+    text = " ".join(f"t{i}" for i in range(11))  # windows "t0 t1 t2 t3", "t3 t4 t5 t6", "t6 t7 t8 t9", "t9 t10"
+    first = dense.attack(["d1"], [text], registry, WORDS)
+    edited = text.replace("t10", "[REDACTED]")  # the last window changes, the first three do not
+    before = len(encoder.calls)
+    again = dense.attack(["d1"], [edited], registry, WORDS)
+    assert sum(encoder.calls[before:], []) == ["t9 [REDACTED]"]  # the three unchanged windows are remembered
+    fresh = attacker(cache_dir, encoder=HashingEncoder(), cache=False, window_pooling="max", window_tokens=4,
+                     window_overlap=1).attack(["d1"], [edited], registry, WORDS)
+    assert np.array_equal(again.weights, fresh.weights) and np.array_equal(again.candidates, fresh.candidates)
+    assert first.candidates.shape == again.candidates.shape
