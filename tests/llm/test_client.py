@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import threading
 import time
 
@@ -372,12 +373,16 @@ def test_an_interrupt_stops_at_once_and_keeps_every_answer_received(tmp_path):
 
     client = LLMClient(settings(tmp_path, concurrency=1, timeout_s=120.0),
                        http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    # Ctrl-C raises KeyboardInterrupt only under Python's own SIGINT handler: a library that ran earlier in this
+    # process may have set another (interrupt_main then does nothing), so the test sets it for its duration
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
             client.complete(requests_for(5))
         assert time.monotonic() - interrupted_at[0] < 30.0
     finally:
         release.set()
+        signal.signal(signal.SIGINT, previous)
     assert len(client.cache) == 2  # the two answers received before the interrupt
 
 
