@@ -195,6 +195,7 @@ class DenseAttacker(RetrievalAttacker):
         self._cache = EmbeddingCache(self.cache_dir) if self.cache else None
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()  # the last texts encoded, for re-scored texts
         self._profiles: tuple | None = None  # (registry, level) and the profile embeddings of the last attack
+        self._profile_windows_memo: tuple | None = None  # the profiles' windows of the last attack (window pooling)
         self._tokenizer: tuple | None = None  # (tokenizer or None, window size in word pieces)
         self.windows_: dict = {}  # windows of the last attack: texts and windows per side
 
@@ -385,15 +386,28 @@ class DenseAttacker(RetrievalAttacker):
         self._profiles = ((texts_digest(profile_list), len(profile_list), self.cache_key), profiles_t.T)
         return queries, lambda start, stop: embedded[start:stop] @ profiles_t
 
-    def _window_similarities(self, doc_ids, texts, registry, level, progress=None):
+    def _profile_windows(self, registry, level, progress=None) -> tuple[np.ndarray, np.ndarray]:
+        """The profiles' window embeddings, transposed (``dim x windows``, contiguous), and each profile's first
+        window: those of the last attack on the same profile texts (a re-scored text tokenizes and reads no profile
+        again; not with the cache off), else cut, read from the cache or encoded."""
         profile_list = profile_texts(registry, level)
-        profiles, owners = self._window_embeddings(profile_list, "encoding profiles", progress)
+        key = (texts_digest(profile_list), len(profile_list), self.cache_key, self.window_pooling)
+        memo = self._profile_windows_memo
+        if not self.cache or memo is None or memo[0] != key:
+            profiles, owners = self._window_embeddings(profile_list, "encoding profiles", progress)
+            self._profile_windows_memo = (key, np.ascontiguousarray(profiles.T), owners,
+                                          self._pooled_profiles(profiles, owners))
+        elif progress:
+            progress(len(profile_list), len(profile_list), "encoding profiles")
+        memo = self._profile_windows_memo
+        self._profiles = (key[:3], memo[3])
+        return memo[1], memo[2]
+
+    def _window_similarities(self, doc_ids, texts, registry, level, progress=None):
+        profiles_t, owners = self._profile_windows(registry, level, progress)
         queries = self.queries(doc_ids, texts, level, progress)
-        embedded, doc_starts = self._window_embeddings(queries, "encoding queries", progress, dim=profiles.shape[1])
+        embedded, doc_starts = self._window_embeddings(queries, "encoding queries", progress, dim=profiles_t.shape[0])
         doc_bounds = np.append(doc_starts, len(embedded))
-        profiles_t = np.ascontiguousarray(profiles.T)
-        self._profiles = ((texts_digest(profile_list), len(profile_list), self.cache_key),
-                          self._pooled_profiles(profiles, owners))
         pooling = self.window_pooling
 
         def block(start: int, stop: int) -> np.ndarray:

@@ -368,3 +368,21 @@ def test_an_edited_text_encodes_only_its_changed_windows_and_gets_the_same_embed
                      window_overlap=1).attack(["d1"], [edited], registry, WORDS)
     assert np.array_equal(again.weights, fresh.weights) and np.array_equal(again.candidates, fresh.candidates)
     assert first.candidates.shape == again.candidates.shape
+
+
+def test_a_second_attack_on_the_same_profiles_reads_no_profile_again(cache_dir, monkeypatch):
+    rows = {"P1": "alpha beta gamma delta epsilon", "P2": "gamma"}
+    dense = attacker(cache_dir, encoder=HashingEncoder(), window_pooling="max", window_tokens=2, window_overlap=0)
+    registry = make_registry(rows)
+    dense.attack(["d1"], ["alpha beta"], registry, WORDS)
+    cut = []
+    original = dense.windows
+    monkeypatch.setattr(dense, "windows", lambda texts: cut.append(list(texts)) or original(texts))
+    again = dense.attack(["d1"], ["alpha gamma"], registry, WORDS)  # a re-scored text
+    assert cut == [["alpha gamma"]]  # the query's windows only: the profiles' are the first attack's
+    fresh = attacker(cache_dir, encoder=HashingEncoder(), cache=False, window_pooling="max", window_tokens=2,
+                     window_overlap=0).attack(["d1"], ["alpha gamma"], registry, WORDS)
+    assert np.array_equal(fresh.weights, again.weights) and np.array_equal(fresh.candidates, again.candidates)
+    other = make_registry({**rows, "P3": "zeta"})
+    dense.attack(["d1"], ["alpha gamma"], other, WORDS)
+    assert len(cut) == 3 and len(cut[1]) == 3  # another registry: its profiles are cut again
