@@ -282,9 +282,10 @@ class PanelStoredRisk:
     def costly(self) -> tuple[int, ...]:
         """The members whose attack of one edited text is costly (:attr:`~cpa_core.attack.base.AttackerBase.
         costly_rescoring`: a sentence-embedding model's encoding, an LLM's calls): a search attacks with them only
-        the step it would take (:func:`~cpa_core.redaction.suggestions.search_redactions`)."""
-        return tuple(i for i, stored in enumerate(self.stored)
-                     if getattr(stored.attacker, "costly_rescoring", False))
+        the step it would take (:func:`~cpa_core.redaction.suggestions.search_redactions`). None when every member
+        is: nothing cheaper would rank the proposals."""
+        costly = tuple(i for i, stored in enumerate(self.stored) if getattr(stored.attacker, "costly_rescoring", False))
+        return costly if len(costly) < len(self.stored) else ()
 
     def of(self, documents: Sequence[tuple[int, int]], texts: Sequence[str],
            members: Sequence[int] | None = None) -> list[Rescored]:

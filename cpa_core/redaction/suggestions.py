@@ -407,9 +407,9 @@ def _staged_best(tries: list[tuple], rescore: RescoreBatch, policy: ReleasePolic
     is attacked by the other members (one that raises their risk is rejected), then, best first by their risk, a
     search's proposals by the costly members, one per search and batch, until one lowers its whole risk (the others
     it raises are rejected)."""
-    risk = tries[0][0].current.risk
-    names = risk.names
-    cheap = [i for i in range(len(names)) if i not in set(costly)]
+    names = tries[0][0].current.risk.names
+    costly = list(costly)
+    cheap = [i for i in range(len(names)) if i not in costly]
     found = rescore([t[0].name for t in tries], [apply_edits(t[0].text, t[3]) for t in tries], members=cheap)
     queue: dict[int, list[tuple]] = {}
     searches = {}
@@ -425,10 +425,10 @@ def _staged_best(tries: list[tuple], rescore: RescoreBatch, policy: ReleasePolic
     while queue:
         heads = [(sid, proposals.pop(0)) for sid, proposals in queue.items()]
         checked = rescore([searches[sid].name for sid, _ in heads],
-                          [apply_edits(searches[sid].text, head[2]) for sid, head in heads], members=list(costly))
+                          [apply_edits(searches[sid].text, head[2]) for sid, head in heads], members=costly)
         for (sid, (key, term, edits, rescored)), verified in zip(heads, checked):
             search = searches[sid]
-            whole = joined([(cheap, rescored), (list(costly), verified)], names)
+            whole = joined([(cheap, rescored), (costly, verified)], names)
             if whole.risk.lower_than(search.current.risk):
                 best[sid] = (key, term, edits, whole)
                 del queue[sid]
@@ -544,8 +544,7 @@ def suggest_redactions(result: AuditResult | PanelResult, attacker: Attacker | S
             if progress is not None:
                 progress(out[:earlier] + done, total)
         out.extend(search_redactions(documents, stored.of, explainer, target, strategy, max_terms, deny,
-                                     progress=report, flagged_by=policy,
-                                     costly=stored.costly if len(stored.costly) < len(stored.names) else ()))
+                                     progress=report, flagged_by=policy, costly=stored.costly))
     return sorted(out, key=lambda s: order[s.doc_id])  # riskiest first
 
 

@@ -266,14 +266,15 @@ class DenseAttacker(RetrievalAttacker):
         unique = list(slots)
         counts = np.bincount(inverse, minlength=len(unique))
         remembered = [j for j, text in enumerate(unique) if text in self._recent] if self.cache else []
-        known = {j: self._recent[unique[j]] for j in remembered}
+        known = np.stack([self._recent[unique[j]] for j in remembered]) if remembered else None
         # longest first over the whole list, as the encoder itself sorts one call's texts: batches
         # hold texts of similar length (little padding) although each call gets a single batch
-        order = sorted((j for j in range(len(unique)) if j not in known), key=lambda j: -len(unique[j]))
-        dim = dim or (len(next(iter(known.values()))) if known else None)
+        skipped = set(remembered)
+        order = sorted((j for j in range(len(unique)) if j not in skipped), key=lambda j: -len(unique[j]))
+        dim = dim or (known.shape[1] if known is not None else None)
         out = np.empty((len(unique), dim), dtype=np.float32) if dim else None
-        if known:
-            out[remembered] = np.stack([known[j] for j in remembered])
+        if known is not None:
+            out[remembered] = known
         done = int(counts[remembered].sum()) if remembered else 0
         if progress:
             progress(done, n, step)
@@ -295,7 +296,7 @@ class DenseAttacker(RetrievalAttacker):
                 progress(done, n, step)
         if not np.isfinite(out).all():
             raise ConfigError("the encoder returned non-finite embeddings")
-        log.info("%s: encoded %d distinct of %d texts (%d remembered)", step, len(order), n, len(known))
+        log.info("%s: encoded %d distinct of %d texts (%d remembered)", step, len(order), n, len(remembered))
         for j in order if self.cache else ():  # the last distinct texts encoded, as the encoder gave them
             self._recent[unique[j]] = out[j].copy()
         while len(self._recent) > RECENT_TEXTS:
@@ -391,7 +392,7 @@ class DenseAttacker(RetrievalAttacker):
         window: those of the last attack on the same profile texts (a re-scored text tokenizes and reads no profile
         again; not with the cache off), else cut, read from the cache or encoded."""
         profile_list = profile_texts(registry, level)
-        key = (texts_digest(profile_list), len(profile_list), self.cache_key, self.window_pooling)
+        key = (texts_digest(profile_list), len(profile_list), self.cache_key)
         memo = self._profile_windows_memo
         if not self.cache or memo is None or memo[0] != key:
             profiles, owners = self._window_embeddings(profile_list, "encoding profiles", progress)
@@ -400,7 +401,7 @@ class DenseAttacker(RetrievalAttacker):
         elif progress:
             progress(len(profile_list), len(profile_list), "encoding profiles")
         memo = self._profile_windows_memo
-        self._profiles = (key[:3], memo[3])
+        self._profiles = (key, memo[3])
         return memo[1], memo[2]
 
     def _window_similarities(self, doc_ids, texts, registry, level, progress=None):
