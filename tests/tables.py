@@ -135,3 +135,19 @@ def mixed_release(n: int, m: int, rng: np.random.Generator, share_sure: float = 
     probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
     probabilities /= probabilities.sum(axis=1, keepdims=True)
     return probabilities, truth, sure
+
+
+def hub_release(seed: int, n: int = 1200, m: int = 200):
+    """Half the documents are their subject's, the other half nobody's: these put their weight on one of three hub
+    candidates, with the same spread of margins. The certainty cannot tell the halves apart; the hubs can. Returns
+    the table, each document's subject (``p<j>``) and whether the attacker's first guess is it."""
+    rng = np.random.default_rng(seed)
+    probabilities = rng.dirichlet(np.full(m, 0.5), size=n) * 0.2
+    truth = rng.integers(3, m, size=n)
+    placeable = rng.random(n) < 0.5
+    top = np.where(placeable, truth, rng.integers(0, 3, size=n))
+    probabilities[np.arange(n), top] += rng.uniform(0.1, 0.8, size=n)
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    table = table_from_matrix(probabilities)
+    first = table.candidates[:, 0]
+    return table, np.array([f"p{t}" for t in truth], dtype=object), first == truth

@@ -6,8 +6,8 @@ learned, e.g. its temperature) and scored with the audit's score. Its risk is re
 
 - its **set size** under the threshold of the stratum its certainty now falls in (its own threshold while it stays
   in its own stratum; the smallest threshold of another stratum's documents when the edit moves it there);
-- its **linkage probability** from the stored Venn-Abers fit (:attr:`AuditResult.linkage_model`), at its new
-  certainty;
+- its **linkage probability** from the stored fit (:attr:`AuditResult.linkage_model`), from the description of the
+  new attack on it;
 - its **certainty**, the attacker's top-1 margin (:func:`~cpa_core.audit.stratification.certainty`).
 
 A risk is *lower* than another when neither the set shrinks nor the probability rises, and one of the set, the
@@ -168,8 +168,7 @@ class StoredRisk:
     def linkage_floor(self) -> float:
         """The lowest linkage probability the stored fit gives a new document, at any certainty: what the stored
         calibration can show of the least identifiable documents of the release."""
-        cuts = self.result.linkage_model.cuts
-        return float(self.result.linkage_model.predict(np.concatenate([[-np.inf], cuts, [np.inf]])).p.min())
+        return self.result.linkage_model.floor
 
     def documents(self) -> dict[str, tuple[Certificate, int]]:
         """Every document of the release by doc id, as (certificate, row): the audited ones and, under the split
@@ -201,7 +200,7 @@ class StoredRisk:
                                for (cert, row), margin in zip(documents, margins)], dtype=float)
         sizes = set_sizes(scored.sorted_scores, scored.table.pool_sizes, thresholds)
         with_linkage = any(cert.linkage is not None for cert, _ in documents)
-        linkage = self.result.linkage_model.predict(margins).p if with_linkage else None
+        linkage = self.result.linkage_model.predict(scored.table).p if with_linkage else None
         out = []
         for i in range(len(documents)):
             pool = min(N_EVIDENCE_ROWS, int(scored.table.pool_sizes[i]))

@@ -11,6 +11,7 @@ import numpy as np
 
 from cpa_core.attack.candidates import CandidateTable, as_rows
 from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.linkage import LinkageModel, fit_linkage
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.stratification import certainty
 from cpa_core.conformal.calibration import (
@@ -24,7 +25,7 @@ from cpa_core.conformal.calibration import (
     set_sizes,
 )
 from cpa_core.conformal.scores import Score, get_score, tie_pessimistic_ranks
-from cpa_core.conformal.venn_abers import VennAbers, VennAbersModel, statistic_levels, venn_abers
+from cpa_core.conformal.venn_abers import VennAbers
 
 
 @dataclass(frozen=True)
@@ -281,38 +282,32 @@ class AuditResult:
         return self.test_split.labelled & (self.test_split.truth_ranks == 1)
 
     @cached_property
-    def _linkage_fits(self) -> tuple[VennAbers, VennAbers | None]:
-        """The Venn-Abers fits of the audited documents and (split protocol) of the calibration documents."""
+    def _linkage(self) -> tuple[VennAbers, VennAbers | None, LinkageModel]:
+        """The linkage fits of the audited documents and (split protocol) of the calibration documents, and the stored
+        fit (:func:`~cpa_core.audit.linkage.fit_linkage`): the release protocol's calibrating documents each
+        without its own label; the split protocol's calibration documents, the test documents never read."""
         test = self.test_split
         if self.config.protocol == "release":
-            return venn_abers(statistic_levels(certainty(test.table)), self.first_guess_right, self.calibrating), None
+            fit, model = fit_linkage([test.table], self.first_guess_right, self.calibrating, self.config.seed)
+            return fit, None, model
         cal = self.calibration_split
-        margin = np.concatenate([certainty(cal.table), certainty(test.table)])
         events = np.concatenate([cal.labelled & (cal.truth_ranks == 1), np.zeros(len(test), dtype=bool)])
         calibrating = np.concatenate([cal.labelled, np.zeros(len(test), dtype=bool)])
-        fit = venn_abers(statistic_levels(margin), events, calibrating)
+        fit, model = fit_linkage([cal.table, test.table], events, calibrating, self.config.seed)
         n = len(cal)
-        return VennAbers(fit.low[n:], fit.high[n:]), VennAbers(fit.low[:n], fit.high[:n])
+        return VennAbers(fit.low[n:], fit.high[n:]), VennAbers(fit.low[:n], fit.high[:n]), model
 
-    @cached_property
-    def linkage_model(self) -> VennAbersModel:
-        """The stored fit of :attr:`linkage_fit` for a new document (an edited text): the same calibration documents,
-        the same levels of the attacker's certainty."""
-        test = self.test_split
-        if self.config.protocol == "release":
-            return VennAbersModel.fit(certainty(test.table), self.first_guess_right, self.calibrating)
-        cal = self.calibration_split
-        margin = np.concatenate([certainty(cal.table), certainty(test.table)])
-        events = np.concatenate([cal.labelled & (cal.truth_ranks == 1), np.zeros(len(test), dtype=bool)])
-        calibrating = np.concatenate([cal.labelled, np.zeros(len(test), dtype=bool)])
-        return VennAbersModel.fit(margin, events, calibrating)
+    @property
+    def linkage_model(self) -> LinkageModel:
+        """The stored fit of :attr:`linkage_fit` for a new document (an edited text): the same release context, the
+        same scorers and calibration documents."""
+        return self._linkage[2]
 
     @property
     def linkage_fit(self) -> VennAbers:
         """Per audited document, the Venn-Abers probability that the attacker's first guess is its subject, given
-        the attacker's certainty (:func:`~cpa_core.audit.stratification.certainty`), from the calibration documents'
-        pairs (a calibration document's own pair left out; the split protocol's test documents never read)."""
-        return self._linkage_fits[0]
+        the description of the attack on it (:mod:`cpa_core.audit.linkage`), with its interval ``[low, high]``."""
+        return self._linkage[0]
 
     @property
     def linkage(self) -> np.ndarray:
@@ -362,7 +357,7 @@ class AuditResult:
 
     def calibration_certificate(self, confidence) -> Certificate:
         """The calibration documents' own sets (for the records; no guarantee applies to them)."""
-        own = self._linkage_fits[1]
+        own = self._linkage[1]
         return certify(self.calibration_split, self.calibration_for(confidence), confidence,
                        None if own is None else own.p)
 

@@ -8,6 +8,13 @@ pair is perfectly calibrated in the Venn sense, whatever the statistic.
 The statistic is first cut into at most :data:`LEVELS` levels at its quantiles over every document (a symmetric,
 label-free discretisation), so each fit is a weighted pool-adjacent-violators pass over a few dozen points. A
 calibration document is predicted without its own label (its own pair is taken out before its fits).
+
+**Cross Venn-Abers** (Vovk, Petej and Fedorova 2015) serves a statistic that is itself learned from labels: the
+calibration documents are cut into folds, fold ``k``'s statistic is learned from the *other* folds, and fold ``k``
+calibrates it (:func:`cross_venn_abers`). A calibration document of fold ``k`` gets fold ``k``'s pair alone (every
+other fold's statistic read its label); any other document gets the folds' pairs merged by their geometric means,
+``low = 1 - GM(1 - p0)`` and ``high = GM(p1)``, so that its single probability is the cross Venn-Abers
+``GM(p1) / (GM(1 - p0) + GM(p1))``. With one fold it is the inductive predictor above.
 """
 
 from __future__ import annotations
@@ -100,6 +107,33 @@ def venn_abers(levels: np.ndarray, events: np.ndarray, calibrating: np.ndarray) 
     return VennAbers(low, high)
 
 
+def merged(lows: np.ndarray, highs: np.ndarray) -> VennAbers:
+    """The pairs of several folds (rows) merged per document (column) by geometric means: ``low = 1 - GM(1 - p0)``,
+    ``high = GM(p1)`` (every ``p0 < 1`` and ``p1 > 0``: the document itself weighs in each fit with either label)."""
+    lows, highs = np.atleast_2d(lows), np.atleast_2d(highs)
+    return VennAbers(1.0 - np.exp(np.log1p(-lows).mean(axis=0)), np.exp(np.log(highs).mean(axis=0)))
+
+
+def cross_venn_abers(levels_by_fold: list[np.ndarray], events: np.ndarray, folds: np.ndarray) -> VennAbers:
+    """Cross Venn-Abers probabilities of every document's event.
+
+    Parameters
+    ----------
+    levels_by_fold : per fold ``k``, ndarray of shape (N,), int: every document's level under fold ``k``'s statistic
+        (learned without fold ``k``'s labels)
+    events : ndarray of shape (N,), bool: the event, read only where a document calibrates
+    folds : ndarray of shape (N,), int: the fold a calibration document belongs to, ``-1`` for any other document
+    """
+    folds = np.asarray(folds, dtype=np.int64)
+    fits = [venn_abers(levels, events, folds == k) for k, levels in enumerate(levels_by_fold)]
+    lows, highs = np.array([f.low for f in fits]), np.array([f.high for f in fits])
+    out = merged(lows, highs)
+    own = np.flatnonzero(folds >= 0)  # a calibration document: its own fold's pair, the one fit blind to its label
+    low, high = out.low.copy(), out.high.copy()
+    low[own], high[own] = lows[folds[own], own], highs[folds[own], own]
+    return VennAbers(low, high)
+
+
 @dataclass(frozen=True)
 class VennAbersModel:
     """A stored Venn-Abers fit for documents that do not calibrate: the statistic's cut points and, per level, the
@@ -124,7 +158,11 @@ class VennAbersModel:
 
     def predict(self, statistic: np.ndarray) -> VennAbers:
         """The Venn-Abers pair of new documents with these values of the statistic."""
-        codes = level_of(self.cuts, statistic)
+        return self.predict_levels(level_of(self.cuts, statistic))
+
+    def predict_levels(self, codes: np.ndarray) -> VennAbers:
+        """The Venn-Abers pair of new documents at these levels."""
+        codes = np.asarray(codes, dtype=np.int64)
         low, high = np.empty(codes.shape[0]), np.empty(codes.shape[0])
         for level in np.unique(codes).tolist():
             hits, totals = self.hits.copy(), self.totals.copy()
@@ -134,3 +172,24 @@ class VennAbersModel:
             rows = codes == level
             low[rows], high[rows] = p0, isotonic_at(hits, totals, level)
         return VennAbers(low, high)
+
+
+@dataclass(frozen=True)
+class CrossVennAbersModel:
+    """A stored cross Venn-Abers fit: one :class:`VennAbersModel` per fold (its calibration documents, the cuts of its
+    statistic). :meth:`predict` places a new document among them, as :func:`cross_venn_abers` places a document that
+    does not calibrate."""
+
+    folds: tuple[VennAbersModel, ...]
+
+    def predict(self, statistics: list[np.ndarray]) -> VennAbers:
+        """The merged pair of new documents, given each fold's statistic of them."""
+        fits = [model.predict(statistic) for model, statistic in zip(self.folds, statistics, strict=True)]
+        return merged(np.array([f.low for f in fits]), np.array([f.high for f in fits]))
+
+    @property
+    def floor(self) -> float:
+        """The lowest probability the fit gives a new document: each fold at its lowest level (both fits, hence the
+        merged probability, are non-decreasing in each fold's level)."""
+        fits = [model.predict_levels(np.array([0])) for model in self.folds]
+        return float(merged(np.array([f.low for f in fits]), np.array([f.high for f in fits])).p[0])

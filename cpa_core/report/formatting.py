@@ -149,6 +149,17 @@ def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: 
 
 # --- figures and tables --------------------------------------------------------------------------------------
 
+def linkage_method(description: dict) -> str:
+    """How the linkage probability was estimated, in words (from :meth:`LinkageModel.describe`)."""
+    calibrating = counted(int(description["calibrating"]), "calibrating document")
+    if description["method"] == "inductive Venn-Abers":
+        return (f"inductive Venn-Abers on the attacker's certainty (top-1 margin), {calibrating}: too few labelled "
+                "documents of each outcome for a learned description of the attack")
+    return (f"cross Venn-Abers over {len(description['features'])} label-free features of the attack on each document "
+            f"({', '.join(description['features'])}), a gradient-boosted statistic cross-fitted in "
+            f"{description['folds']} folds, {calibrating}; no document's probability reads its own label")
+
+
 def set_size_bins(set_sizes: np.ndarray, flag_below: int) -> pd.DataFrame:
     """Bins of set sizes: one bin per size up to just past ``k``, then widening bins up to the largest set.
 

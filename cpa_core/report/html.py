@@ -38,6 +38,7 @@ from cpa_core.report.formatting import (
     fmt_interval,
     fmt_number,
     fmt_percent,
+    linkage_method,
     set_size_bins,
     without_empty,
 )
@@ -492,6 +493,7 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
         ("protocol", config.protocol),
         *((f"chosen from the labelled documents: {name}", value) for name, value in inputs.get("learned", {}).items()),
         *((f"trained on the registry: {name}", value) for name, value in inputs.get("trained", {}).items()),
+        ("linkage probability", linkage_method(result.linkage_model.describe())),
     ]
     calibration = summary_of_levels.overall_frame()
     calibration["coverage_ci"] = [fmt_interval(low, high) for low, high in

@@ -203,6 +203,7 @@ def manifest(result: "AuditResult") -> dict:
                   "n_cal_per_group": {str(k): v for k, v in result.calibration.n_.items()},
                   "doc_ids_sha256": split_ids},
         "warnings": [note.message for note in result.calibration.notes_],
+        "linkage": result.linkage_model.describe(),
         "versions": package_versions(),
     }
 

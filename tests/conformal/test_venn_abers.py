@@ -120,3 +120,60 @@ def test_the_stored_model_places_a_new_document_as_the_fit_places_a_non_calibrat
     assert predicted.low == pytest.approx(with_new.low[n:], abs=1e-12)
     assert predicted.high == pytest.approx(with_new.high[n:], abs=1e-12)
     assert np.array_equal(levels[:n], statistic_levels(statistic, 5))  # the same levels as the audit's
+
+
+def test_cross_venn_abers_hand_computed():
+    """Two folds of two calibration documents each, one document that does not calibrate (the last)."""
+    from cpa_core.conformal.venn_abers import cross_venn_abers
+
+    events = np.array([0, 1, 0, 1, 0], dtype=bool)
+    folds = np.array([0, 0, 1, 1, -1])
+    # fold 0's statistic puts its miss at level 0 and its hit at level 1; fold 1's puts both at level 0
+    levels = [np.array([0, 1, 1, 0, 1]), np.array([1, 0, 0, 0, 0])]
+    out = cross_venn_abers(levels, events, folds)
+    # the new document: fold 0 at level 1 -> (0.5, 1); fold 1 at level 0 beside a miss and a hit -> (1/3, 2/3)
+    low = 1 - np.sqrt((1 - 0.5) * (1 - 1 / 3))
+    high = np.sqrt(1.0 * 2 / 3)
+    assert out.low[4] == pytest.approx(low) and out.high[4] == pytest.approx(high)
+    assert out.p[4] == pytest.approx(np.sqrt(2 / 3) / (np.sqrt(0.5 * 2 / 3) + np.sqrt(2 / 3)))
+    # a calibration document takes its own fold's pair alone, without its own label: fold 0's hit sees the miss
+    assert (out.low[1], out.high[1]) == pytest.approx((0.0, 1.0))
+    # fold 1's miss sees fold 1's hit at its own level 0: with itself labelled 0, 1/2; labelled 1, 1
+    assert (out.low[2], out.high[2]) == pytest.approx((0.5, 1.0))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.booleans(), st.booleans()), min_size=1, max_size=40))
+def test_cross_venn_abers_with_one_fold_is_the_inductive_predictor(triples):
+    from cpa_core.conformal.venn_abers import cross_venn_abers
+
+    levels = np.array([t[0] for t in triples])
+    events = np.array([t[1] for t in triples], dtype=bool)
+    calibrating = np.array([t[2] for t in triples], dtype=bool)
+    one = cross_venn_abers([levels], events, np.where(calibrating, 0, -1))
+    single = venn_abers(levels, events, calibrating)
+    assert one.low == pytest.approx(single.low, abs=1e-12) and one.high == pytest.approx(single.high, abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), st.booleans(), st.integers(-1, 1)), min_size=1,
+                max_size=40),
+       st.lists(st.tuples(st.floats(-0.5, 1.5), st.floats(-0.5, 1.5)), min_size=1, max_size=5))
+def test_the_stored_cross_model_places_a_new_document_as_the_fit_places_a_non_calibrating_one(rows, new):
+    """Two folds, each with its own statistic: a new document gets the merged pair a document that does not calibrate
+    gets, and never less than the floor."""
+    from cpa_core.conformal.venn_abers import CrossVennAbersModel, VennAbersModel, cross_venn_abers, level_of
+
+    statistics = [np.array([r[0] for r in rows]), np.array([r[1] for r in rows])]
+    events = np.array([r[2] for r in rows], dtype=bool)
+    folds = np.array([r[3] for r in rows])
+    models = tuple(VennAbersModel.fit(s, events, folds == k, levels=5) for k, s in enumerate(statistics))
+    fresh = [np.array([x[k] for x in new]) for k in range(2)]
+    predicted = CrossVennAbersModel(models).predict(fresh)
+    levels = [np.append(level_of(m.cuts, s), level_of(m.cuts, f)) for m, s, f in zip(models, statistics, fresh)]
+    with_new = cross_venn_abers(levels, np.append(events, np.zeros(len(new), dtype=bool)),
+                                np.append(folds, -np.ones(len(new), dtype=int)))
+    n = len(rows)
+    assert predicted.low == pytest.approx(with_new.low[n:], abs=1e-12)
+    assert predicted.high == pytest.approx(with_new.high[n:], abs=1e-12)
+    assert (predicted.p >= CrossVennAbersModel(models).floor - 1e-12).all()

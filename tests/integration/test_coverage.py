@@ -7,7 +7,14 @@ For exchangeable data, the mean test coverage over random splits lies in
 
 import numpy as np
 import pytest
-from tables import documents_and_registry, probability_matrix, sample_truth, table_from_matrix, toy_attacker
+from tables import (
+    documents_and_registry,
+    hub_release,
+    probability_matrix,
+    sample_truth,
+    table_from_matrix,
+    toy_attacker,
+)
 
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.pipeline import run_audit
@@ -325,3 +332,40 @@ def test_the_linkage_probability_is_calibrated_on_withheld_labels():
         p, o = predicted[inside].mean(), observed[inside].mean()
         se = np.sqrt(max(p * (1 - p), 0.01) / inside.sum())
         assert abs(o - p) < 4 * se + 0.03, (decile, p, o, inside.sum())
+
+
+def test_the_learned_linkage_probability_is_calibrated_on_withheld_labels_and_tells_documents_apart():
+    """Releases where half the documents fall on hub candidates with the same margins as the placeable half (the
+    learned, cross-fitted statistic of :mod:`cpa_core.audit.linkage`): over the documents whose labels were withheld,
+    the observed first-guess rate in each decile is the predicted one, and the probability tells linked from unlinked
+    documents apart far better than the certainty does."""
+    from sklearn.metrics import roc_auc_score
+
+    from cpa_core.audit.stratification import certainty
+
+    rng = np.random.default_rng(51)
+    predicted, observed, margins = [], [], []
+    for _ in range(20):
+        table, truth, _ = hub_release(int(rng.integers(1 << 30)), n=1000)
+        hidden = rng.random(len(truth)) < 0.4
+        documents, registry = documents_and_registry([None if h else t for t, h in zip(truth, hidden)],
+                                                     m=table.candidate_ids.size)
+        base = config(confidences=(0.9,), n_cal=None, n_test=None, protocol="release")
+        result = run_audit(documents, registry, None, base, table=table)
+        assert result.linkage_model.describe()["method"] == "cross Venn-Abers"
+        split = result.test_split.table
+        first = split.candidate_ids[split.candidates[:, 0]]
+        predicted.append(result.linkage[hidden])
+        observed.append((first == np.array(truth, dtype=object))[hidden])
+        margins.append(certainty(split)[hidden])
+    predicted, observed, margins = np.concatenate(predicted), np.concatenate(observed), np.concatenate(margins)
+    edges = np.quantile(predicted, np.linspace(0, 1, 11))
+    codes = np.clip(np.searchsorted(edges, predicted, side="right") - 1, 0, 9)
+    for decile in range(10):
+        inside = codes == decile
+        if inside.sum() < 300:
+            continue
+        p, o = predicted[inside].mean(), observed[inside].mean()
+        se = np.sqrt(max(p * (1 - p), 0.01) / inside.sum())
+        assert abs(o - p) < 4 * se + 0.03, (decile, p, o, inside.sum())
+    assert roc_auc_score(observed, predicted) > 0.95 > 0.6 > roc_auc_score(observed, margins)

@@ -1,0 +1,273 @@
+"""The linkage probability: how likely the attacker's first guess is a document's subject, from a label-free
+description of the attack on that document, calibrated on the labelled documents (METHOD, "Linkage probability").
+
+The description (:func:`attack_features`) reads the document's ranked candidates and what the whole release says
+about its first candidate, never a label:
+
+- the attacker's certainty (top-1 margin), its first weight, the log ratio of its first two weights, the gap between
+  its second and third, the entropy of its listed weights;
+- how many documents of the release the first candidate is the first guess of, and how many list it among their first
+  :data:`SHORTLIST` (a candidate every document falls on is a hub, not a match);
+- how many documents claim the first candidate more strongly than this one, how far this claim is below the
+  strongest, and the claim against the candidate's usual strongest claims (the cross-domain similarity local scaling
+  of Conneau et al. 2018): the claims are each document's weights of its first :data:`CLAIMS` candidates;
+- the length of the text the attacker read (a short post leaves little to match).
+
+With enough labelled documents of both outcomes (:data:`MIN_CALIBRATING`, :data:`MIN_EACH`), a gradient-boosted
+model turns the description into one statistic, cross-fitted: the calibrating documents are cut into :data:`FOLDS`
+folds at random (the audit's seed), fold ``k``'s statistic is learned from the other folds' labels, and cross
+Venn-Abers (:func:`~cpa_core.conformal.venn_abers.cross_venn_abers`) calibrates it, so that no probability reads its
+own document's label. A fold keeps the certainty as its statistic when its learned one does no better on training
+documents held out of its fit (:data:`HELD_OUT`). With fewer, the statistic is the certainty alone, calibrated by one
+inductive Venn-Abers fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from cpa_core.attack.candidates import CandidateTable
+from cpa_core.audit.stratification import certainty
+from cpa_core.conformal.venn_abers import (
+    CrossVennAbersModel,
+    VennAbers,
+    VennAbersModel,
+    cross_venn_abers,
+    level_of,
+)
+
+FOLDS = 5
+"""The folds the calibrating documents are cut into, each calibrating a statistic learned from the others."""
+MIN_CALIBRATING = 500
+"""The fewest calibrating documents for a learned statistic (below, the certainty alone)."""
+MIN_EACH = 50
+"""The fewest calibrating documents of each outcome (linked at first guess or not) for a learned statistic."""
+SHORTLIST = 5
+"""A candidate is on a document's shortlist when it is among its first five."""
+CLAIMS = 10
+"""A document claims its first ten candidates (their weights), for the reciprocal features."""
+FEATURES = ("certainty", "first_weight", "log_ratio", "second_gap", "entropy", "first_guess_of", "shortlisted_by",
+            "stronger_claims", "below_strongest", "local_scaling", "characters")
+"""The label-free description of the attack on a document, in :func:`attack_features`' column order."""
+HELD_OUT = 1 / 3
+"""The share of a fold's training documents held out to check its scorer against the certainty."""
+SCORER = {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 8, "min_samples_leaf": 40,
+          "early_stopping": False, "random_state": 0}
+"""The gradient-boosted scorer's settings (scikit-learn ``HistGradientBoostingClassifier``; deterministic)."""
+
+
+@dataclass(frozen=True)
+class ReleaseContext:
+    """What the attacked release as a whole says about each candidate, label-free: ``ids`` (sorted) and, per id, the
+    documents whose first guess it is (``firsts``), that list it among their first :data:`SHORTLIST`
+    (``shortlists``), and the claims on it (``claims[starts[i]:starts[i + 1]]``, descending: the weights it has
+    among documents' first :data:`CLAIMS` candidates)."""
+
+    ids: np.ndarray
+    firsts: np.ndarray
+    shortlists: np.ndarray
+    claims: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, tables: Sequence[CandidateTable]) -> ReleaseContext:
+        ids = np.unique(np.concatenate([np.asarray(t.candidate_ids).astype(str) for t in tables]))
+        firsts, shortlists = np.zeros(ids.size, dtype=np.int64), np.zeros(ids.size, dtype=np.int64)
+        owners, weights = [], []
+        for table in tables:
+            listed = _positions(table, ids)
+            if listed.shape[1] == 0:
+                continue
+            firsts += np.bincount(listed[:, 0][listed[:, 0] >= 0], minlength=ids.size)
+            short = listed[:, :SHORTLIST]
+            shortlists += np.bincount(short[short >= 0], minlength=ids.size)
+            claimed = listed[:, :CLAIMS]
+            owners.append(claimed[claimed >= 0])
+            weights.append(np.asarray(table.weights[:, :CLAIMS], dtype=float)[claimed >= 0])
+        owners = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
+        weights = np.concatenate(weights) if weights else np.zeros(0)
+        order = np.lexsort((-weights, owners))
+        starts = np.searchsorted(owners[order], np.arange(ids.size + 1))
+        return cls(ids, firsts, shortlists, weights[order], starts)
+
+    def stronger_claims(self, positions: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Per (candidate position, weight): the claims on the candidate strictly above the weight."""
+        out = np.zeros(positions.shape[0])
+        for position in np.unique(positions[positions >= 0]).tolist():
+            rows = positions == position
+            segment = self.claims[self.starts[position]:self.starts[position + 1]]
+            out[rows] = np.searchsorted(-segment, -weights[rows], side="left")
+        return out
+
+    def strongest(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per candidate position: its strongest claim and the mean of its :data:`CLAIMS` strongest (``nan``: none)."""
+        best, usual = np.full(positions.shape[0], np.nan), np.full(positions.shape[0], np.nan)
+        for position in np.unique(positions[positions >= 0]).tolist():
+            segment = self.claims[self.starts[position]:self.starts[position + 1]]
+            if segment.size:
+                rows = positions == position
+                best[rows], usual[rows] = segment[0], segment[:CLAIMS].mean()
+        return best, usual
+
+
+def _positions(table: CandidateTable, ids: np.ndarray) -> np.ndarray:
+    """The table's ranked candidates as positions in the sorted ``ids`` (``-1``: padding or an id not there)."""
+    names = np.asarray(table.candidate_ids).astype(str)
+    candidates = np.asarray(table.candidates)
+    if names.size == 0 or ids.size == 0:
+        return np.full(candidates.shape, -1, dtype=np.int64)
+    where = np.clip(np.searchsorted(ids, names), 0, ids.size - 1)
+    lookup = np.where(ids[where] == names, where, -1)
+    return np.where(candidates >= 0, lookup[np.maximum(candidates, 0)], -1)
+
+
+def attack_features(table: CandidateTable, context: ReleaseContext) -> np.ndarray:
+    """The description of the attack on each document of the table (columns :data:`FEATURES`; ``nan`` where a
+    feature does not apply, e.g. ratios of weights that are ranks)."""
+    n = table.weights.shape[0]
+    out = np.full((n, len(FEATURES)), np.nan)
+    if n == 0:
+        return out
+    out[:, 0] = certainty(table)
+    width = table.weights.shape[1]
+    if width == 0:
+        return out
+    weights = np.asarray(table.weights, dtype=float)
+    pools = np.minimum(table.pool_sizes, width)
+    first = np.where(pools > 0, weights[:, 0], np.nan)
+    second = np.where(pools > 1, weights[:, 1], np.nan) if width > 1 else np.full(n, np.nan)
+    third = np.where(pools > 2, weights[:, 2], np.nan) if width > 2 else np.full(n, np.nan)
+    probability = table.weight_kind == "probability"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[:, 1] = first
+        if probability:
+            out[:, 2] = np.log(first) - np.log(second)
+            listed = np.where(np.arange(width)[None, :] < pools[:, None], weights, 0.0)
+            out[:, 4] = -np.sum(np.where(listed > 0, listed * np.log(listed), 0.0), axis=1)
+        out[:, 3] = second - third
+    positions = _positions(table, context.ids)[:, 0]
+    known = positions >= 0
+    out[known, 5] = context.firsts[positions[known]]
+    out[known, 6] = context.shortlists[positions[known]]
+    claims = np.where(np.isfinite(first), first, -np.inf)
+    out[:, 7] = np.where(known, context.stronger_claims(positions, claims), np.nan)
+    best, usual = context.strongest(positions)
+    out[:, 8] = first - best
+    out[:, 9] = 2 * first - usual
+    if table.queries is not None:
+        out[:, 10] = np.log1p([len(query) for query in table.queries])
+    out[~np.isfinite(out)] = np.nan
+    return out
+
+
+@dataclass(frozen=True)
+class LinkageModel:
+    """A stored linkage fit, for any document attacked as the release was (an edited text, say): the release's
+    context and one scorer per fold (none: the statistic is the certainty), and the cross Venn-Abers calibration of
+    each fold's statistic."""
+
+    context: ReleaseContext | None
+    scorers: tuple
+    empty: tuple[int, ...]
+    calibration: CrossVennAbersModel
+
+    def statistics(self, table: CandidateTable) -> list[np.ndarray]:
+        """Each fold's statistic of the table's documents."""
+        if not self.scorers:
+            return [certainty(table)]
+        features = attack_features(table, self.context)
+        features[:, list(self.empty)] = 0.0
+        with threadpool_limits(1):
+            return [features[:, 0] if scorer is None else scorer.decision_function(features)
+                    for scorer in self.scorers]
+
+    def predict(self, table: CandidateTable) -> VennAbers:
+        """The linkage probability of the table's documents (each attacked as the release was) among the stored
+        calibration documents."""
+        return self.calibration.predict(self.statistics(table))
+
+    @property
+    def floor(self) -> float:
+        """The lowest linkage probability the fit gives a new document: what the stored calibration can show of the
+        least identifiable documents of the release."""
+        return self.calibration.floor
+
+    def describe(self) -> dict:
+        """How the probability is estimated, for the manifest and the report."""
+        calibrating = [int(model.totals.sum()) for model in self.calibration.folds]
+        if not self.scorers:
+            return {"method": "inductive Venn-Abers", "statistic": "certainty", "calibrating": sum(calibrating)}
+        return {"method": "cross Venn-Abers", "statistic": "gradient-boosted, cross-fitted",
+                "features": list(FEATURES), "folds": len(self.scorers), "calibrating": sum(calibrating),
+                "folds_on_certainty": sum(scorer is None for scorer in self.scorers), "scorer": dict(SCORER)}
+
+
+def fit_linkage(tables: Sequence[CandidateTable], events: np.ndarray, calibrating: np.ndarray,
+                seed: int) -> tuple[VennAbers, LinkageModel]:
+    """The linkage probability of every document of the tables (rows concatenated in order), each without its own
+    label, and the stored fit.
+
+    Parameters
+    ----------
+    events : ndarray of shape (N,), bool: the attacker's first guess is the document's subject (read only where
+        ``calibrating``)
+    calibrating : ndarray of shape (N,), bool: the documents whose label calibrates
+    seed : the folds' random cut
+    """
+    events = np.asarray(events, dtype=bool)
+    calibrating = np.asarray(calibrating, dtype=bool)
+    folds = np.full(events.shape[0], -1, dtype=np.int64)
+    members = np.flatnonzero(calibrating)
+    hits = int(events[members].sum())
+    if members.size < MIN_CALIBRATING or min(hits, members.size - hits) < MIN_EACH:
+        return _on_certainty(tables, events, calibrating)
+    context = ReleaseContext.of(tables)
+    features = np.concatenate([attack_features(t, context) for t in tables])
+    empty = tuple(np.flatnonzero(np.isnan(features).all(axis=0)).tolist())
+    features[:, list(empty)] = 0.0  # a feature no document has (ranks, say): one constant value
+    folds[np.random.default_rng(seed).permutation(members)] = np.arange(members.size) % FOLDS
+    scorers, models, levels = [], [], []
+    for k in range(FOLDS):
+        with threadpool_limits(1):  # threaded boosting is many times slower on a busy machine, at this size
+            scorer = _scorer(features, events, (folds >= 0) & (folds != k), seed + k)
+            statistic = features[:, 0] if scorer is None else scorer.decision_function(features)
+        model = VennAbersModel.fit(statistic, events, folds == k)
+        scorers.append(scorer)
+        models.append(model)
+        levels.append(level_of(model.cuts, statistic))
+    if all(scorer is None for scorer in scorers):  # the certainty in every fold: one fit over every fold is finer
+        return _on_certainty(tables, events, calibrating)
+    return cross_venn_abers(levels, events, folds), LinkageModel(context, tuple(scorers), empty,
+                                                                 CrossVennAbersModel(tuple(models)))
+
+
+def _on_certainty(tables: Sequence[CandidateTable], events: np.ndarray, calibrating: np.ndarray
+                  ) -> tuple[VennAbers, LinkageModel]:
+    """One inductive Venn-Abers fit of the certainty over every calibrating document."""
+    statistic = np.concatenate([certainty(t) for t in tables]) if tables else np.zeros(0)
+    model = VennAbersModel.fit(statistic, events, calibrating)
+    fit = cross_venn_abers([level_of(model.cuts, statistic)], events, np.where(calibrating, 0, -1))
+    return fit, LinkageModel(None, (), (), CrossVennAbersModel((model,)))
+
+
+def _scorer(features: np.ndarray, events: np.ndarray, train: np.ndarray, seed: int):
+    """A fold's scorer learned from the training documents, or ``None`` (the certainty) when, on a third of them held
+    out of its fit (:data:`HELD_OUT`), it tells linked from unlinked documents no better than the certainty does: a
+    small release, or an attacker whose margin says all there is."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.metrics import roc_auc_score
+
+    rows = np.flatnonzero(train)
+    held = np.zeros(rows.size, dtype=bool)
+    held[np.random.default_rng(seed).permutation(rows.size)[:int(rows.size * HELD_OUT)]] = True
+    fit_rows, check_rows = rows[~held], rows[held]
+    if np.unique(events[check_rows]).size == 2 and np.unique(events[fit_rows]).size == 2:
+        trial = HistGradientBoostingClassifier(**SCORER).fit(features[fit_rows], events[fit_rows])
+        learned = roc_auc_score(events[check_rows], trial.decision_function(features[check_rows]))
+        if learned <= roc_auc_score(events[check_rows], features[check_rows, 0]):
+            return None
+    return HistGradientBoostingClassifier(**SCORER).fit(features[rows], events[rows])

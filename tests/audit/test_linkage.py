@@ -1,0 +1,113 @@
+"""The linkage probability: the label-free description of an attack (hand-computed), the fit that never reads a
+document's own label, the small-calibration fallback to the certainty, and a release where the certainty cannot tell
+documents apart but the description can."""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+from tables import hub_release, table_from_matrix
+
+from cpa_core.attack.candidates import CandidateTable
+from cpa_core.audit.linkage import FEATURES, MIN_CALIBRATING, ReleaseContext, attack_features, fit_linkage
+from cpa_core.audit.stratification import certainty
+from cpa_core.conformal.venn_abers import statistic_levels, venn_abers
+
+
+def toy():
+    """Three documents over three candidates; d0 and d1 both guess p0 first."""
+    weights = np.array([[0.6, 0.3, 0.1], [0.5, 0.4, 0.1], [0.7, 0.2, 0.1]])
+    candidates = np.array([[0, 1, 2], [0, 2, 1], [2, 1, 0]])
+    return CandidateTable(np.array(["d0", "d1", "d2"], dtype=object), candidates, weights, np.full(3, 3),
+                          np.array(["p0", "p1", "p2"], dtype=object), ("abc", "a", "abcdefg"))
+
+
+def test_the_description_of_the_attack_hand_computed():
+    table = toy()
+    features = dict(zip(FEATURES, attack_features(table, ReleaseContext.of([table])).T))
+    assert features["certainty"] == pytest.approx([0.3, 0.1, 0.5])
+    assert features["first_weight"] == pytest.approx([0.6, 0.5, 0.7])
+    assert features["log_ratio"] == pytest.approx([math.log(2), math.log(1.25), math.log(3.5)])
+    assert features["second_gap"] == pytest.approx([0.2, 0.3, 0.1])
+    entropy = [-sum(w * math.log(w) for w in row) for row in table.weights]
+    assert features["entropy"] == pytest.approx(entropy)
+    assert features["first_guess_of"].tolist() == [2, 2, 1]  # p0 is the first guess of d0 and d1
+    assert features["shortlisted_by"].tolist() == [3, 3, 3]  # every candidate is on every shortlist of five
+    # claims on p0: 0.6 (d0), 0.5 (d1), 0.1 (d2); on p2: 0.7 (d2), 0.4 (d1), 0.1 (d0)
+    assert features["stronger_claims"].tolist() == [0, 1, 0]
+    assert features["below_strongest"] == pytest.approx([0.0, -0.1, 0.0])
+    assert features["local_scaling"] == pytest.approx([1.2 - 0.4, 1.0 - 0.4, 1.4 - 0.4])
+    assert features["characters"] == pytest.approx(np.log1p([3, 1, 7]))
+
+
+def test_a_new_document_is_described_against_the_release():
+    """An edited text attacked again: its first candidate's standing is read from the release's context, by id
+    (its table may list the candidates in another order)."""
+    release = toy()
+    context = ReleaseContext.of([release])
+    edited = CandidateTable(np.array(["d0"], dtype=object), np.array([[1, 0, 2]]), np.array([[0.55, 0.25, 0.2]]),
+                            np.array([3]), np.array(["p2", "p0", "p1"], dtype=object), ("ab",))
+    features = dict(zip(FEATURES, attack_features(edited, context)[0]))
+    assert features["first_guess_of"] == 2 and features["stronger_claims"] == 1  # p0: d0's 0.6 is above 0.55
+    assert features["below_strongest"] == pytest.approx(-0.05)
+
+
+def test_ranks_and_empty_pools_give_missing_features_not_errors():
+    weights = np.array([[-1.0, -2.0], [-1.0, -2.0]])
+    table = CandidateTable(np.array(["d0", "d1"], dtype=object), np.array([[0, 1], [-1, -1]]), weights,
+                           np.array([2, 0]), np.array(["p0", "p1"], dtype=object), weight_kind="rank")
+    features = attack_features(table, ReleaseContext.of([table]))
+    assert features.shape == (2, len(FEATURES))
+    assert np.isnan(features[1, 1:]).all() and features[1, 0] == 0.0  # an empty pool: certainty 0, nothing else
+    assert np.isnan(features[:, FEATURES.index("log_ratio")]).all()  # ratios of ranks mean nothing
+
+
+def test_too_few_calibrating_documents_calibrate_the_certainty_alone():
+    rng = np.random.default_rng(0)
+    probabilities = rng.dirichlet(np.full(8, 0.3), size=60)
+    table = table_from_matrix(probabilities)
+    events = rng.random(60) < 0.5
+    calibrating = rng.random(60) < 0.7
+    fit, model = fit_linkage([table], events, calibrating, seed=0)
+    expected = venn_abers(statistic_levels(certainty(table)), events, calibrating)
+    assert fit.low == pytest.approx(expected.low) and fit.high == pytest.approx(expected.high)
+    assert model.describe()["method"] == "inductive Venn-Abers"
+    assert model.predict(table).p[~calibrating] == pytest.approx(fit.p[~calibrating])
+
+
+def test_the_description_tells_apart_what_the_certainty_cannot():
+    table, _, linked = hub_release(1)
+    calibrating = np.random.default_rng(2).random(linked.size) < 0.6
+    fit, model = fit_linkage([table], linked, calibrating, seed=3)
+    withheld = ~calibrating
+    assert model.describe()["method"] == "cross Venn-Abers"
+    assert roc_auc_score(linked[withheld], certainty(table)[withheld]) < 0.6
+    assert roc_auc_score(linked[withheld], fit.p[withheld]) > 0.95
+    assert fit.p[withheld & ~linked].max() < 0.1  # a document nobody can place reads near chance
+
+
+def test_no_probability_reads_its_own_label():
+    """Flipping a calibrating document's label changes other documents' probabilities, never its own."""
+    table, _, linked = hub_release(4, n=900)
+    calibrating = np.arange(linked.size) % 3 != 0
+    assert calibrating.sum() >= MIN_CALIBRATING
+    fit, model = fit_linkage([table], linked, calibrating, seed=5)
+    assert model.describe()["method"] == "cross Venn-Abers"
+    for row in np.flatnonzero(calibrating)[:6]:
+        flipped = linked.copy()
+        flipped[row] = not flipped[row]
+        again, _ = fit_linkage([table], flipped, calibrating, seed=5)
+        assert (again.low[row], again.high[row]) == (fit.low[row], fit.high[row])
+    assert not np.allclose(again.p, fit.p)  # the label is read, by the others
+
+
+def test_the_stored_fit_places_a_document_that_does_not_calibrate_where_the_fit_did():
+    table, _, linked = hub_release(6, n=1000)
+    calibrating = np.random.default_rng(7).random(linked.size) < 0.6
+    fit, model = fit_linkage([table], linked, calibrating, seed=8)
+    assert model.describe()["method"] == "cross Venn-Abers"
+    predicted = model.predict(table)
+    assert predicted.low[~calibrating] == pytest.approx(fit.low[~calibrating])
+    assert predicted.high[~calibrating] == pytest.approx(fit.high[~calibrating])
+    assert predicted.p.min() >= model.floor - 1e-12
