@@ -730,6 +730,7 @@ def cmd_redact(args) -> int:
     )
     from cpa_core.redaction.replacements import load_generalization
     from cpa_core.redaction.suggestions import decided_frame, redacted_release, replacement_for, suggested_worklist
+    from cpa_core.redaction.whatif import release_what_if
     from cpa_core.report.worklist import panel_worklist, worklist, worklist_csv, worklist_json
     from cpa_core.store.bundle import CONFIG_FILE, declared_panel_toml
     from cpa_core.store.records import PANEL_FOLDER
@@ -822,6 +823,9 @@ def cmd_redact(args) -> int:
             work = suggested_worklist(work, suggestions)
             write_private(out / "worklist.csv", worklist_csv(work))
             write_private(out / "worklist.json", worklist_json(work))
+            what = release_what_if(panel, suggestions)
+            write_private(out / "whatif.csv", what.to_csv(index=False))
+            log["what_if"] = what.to_dict(orient="records")
         kept = len(texts) - len(withheld)
         release = redacted_release(documents_file, documents, edits, out, withheld)
         frame = decided_frame(documents.frame, edits, withheld)
@@ -846,6 +850,7 @@ def cmd_redact(args) -> int:
         against = f" of every attacker of the panel ({', '.join(names)})" if len(names) > 1 else ""
         _say(f"{len(suggestions)} flagged documents{where}: {safe} made acceptable to the policy{against} by their "
              f"suggested edits (indicative, under the stored calibration), {len(suggestions) - safe} to withhold")
+        _say_what_if(what, out / "whatif.csv")
     kinds = {}
     for document in edits.values():
         for edit in document:
@@ -869,6 +874,17 @@ def cmd_redact(args) -> int:
     _say("audit it again: " + shlex.join(["cpa", "audit", "--documents", str(release), "--registry", str(registry_file),
                                           "--config", str(out / CONFIG_FILE), "--out", "OUT"]))
     return 0
+
+
+def _say_what_if(what, path: Path) -> None:
+    """The what-if in one line: the documents kept at each end of the acceptable rates at the declared k."""
+    declared = what[what.declared].iloc[0]
+    at_k = what[what.flag_below == declared.flag_below].sort_values("acceptable_linkage")
+    low, high = at_k.iloc[0], at_k.iloc[-1]
+    _say(f"what-if (the stored search, no new attack): {int(low.documents_kept):,} documents kept at an acceptable "
+         f"rate of {low.acceptable_linkage:g}, {int(declared.documents_kept):,} at the declared "
+         f"{declared.acceptable_linkage:.4g}, {int(high.documents_kept):,} at {high.acceptable_linkage:g} (k = "
+         f"{int(declared.flag_below)}); every rate and k in {path}")
 
 
 REAUDIT_FOLDER = "audit"

@@ -130,6 +130,16 @@ def test_cpa_redact_writes_decisions_and_a_release_that_audits_again_and_applies
         figures["learned"]["before"]["n"] == before_summary["members"]["tfidf"]["confidence"]["0.9"]["n_labelled"]
     assert plan["verification"]["verdict"]["status"] == verified["verdict"]["status"]
     assert "learned (held out of the search): first guess right before" in redact.stderr
+    # the what-if from the stored search: the declared policy keeps what the decisions keep
+    what = pd.read_csv(tmp_path / "redacted" / "whatif.csv")
+    declared = what[what["declared"]].iloc[0]
+    assert int(declared["documents_kept"]) == len(edited) and int(declared["withheld"]) == len(withheld)
+    assert int(declared["released_as_is"]) + int(declared["edited"]) + int(declared["withheld"]) == len(original)
+    at_k = what[what["flag_below"] == declared["flag_below"]].sort_values("acceptable_linkage")
+    assert at_k["acceptable_linkage"].min() == 0.05 and at_k["acceptable_linkage"].max() == 0.2
+    assert (at_k["documents_kept"].diff().dropna() >= 0).all()  # a laxer rate never keeps fewer
+    assert [row["documents_kept"] for row in plan["what_if"]] == what["documents_kept"].tolist()
+    assert "what-if (the stored search, no new attack)" in redact.stderr
     after = run_cli("audit", "--documents", release, "--config", tmp_path / "redacted" / "audit.toml", *common,
                     "--out", tmp_path / "after")
     assert after.returncode == 0, after.describe()
