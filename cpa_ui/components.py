@@ -425,3 +425,18 @@ def redaction_columns() -> dict:
         "n_after": st.column_config.NumberColumn("documents after", format="%d",
                                                  help="The labelled documents the rate counts."),
     }
+
+
+def what_if_section(table, key: str, searched: bool) -> None:
+    """The curator's trade-off (:func:`~cpa_core.redaction.whatif.what_if`): what another acceptable rate or k would
+    release, as a chart over the rates and a table of every policy; the declared policy stays what the verdict uses."""
+    from cpa_ui.figures import fig_what_if
+
+    with st.expander("What if: another acceptable rate or k", icon=":material/tune:"):
+        st.caption(HELP["what_if"] + ("" if searched else " No search ran yet: every flagged document counts as "
+                                                          "withheld until 'Suggest redactions' on the Redact page."))
+        st.plotly_chart(fig_what_if(table), key=f"{key}.what_if_chart")
+        shown = table.drop(columns=["declared"])
+        shown.insert(0, "policy", ["declared" if d else "" for d in table["declared"]])
+        st.dataframe(shown, hide_index=True, width="stretch", height=300, key=f"{key}.what_if_table",
+                     column_config=table_columns(shown))

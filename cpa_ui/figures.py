@@ -353,6 +353,24 @@ def fig_drift(drift: pd.DataFrame, title: str = "Drift: coverage when calibrated
         yaxis={"title": {"text": "coverage on B's test split (%)"}, "range": [0, 105]})})
 
 
+def fig_what_if(table: pd.DataFrame, title: str = "What another acceptable rate would release") -> go.Figure:
+    """The what-if at the declared ``k`` (:func:`~cpa_core.redaction.whatif.what_if`): per acceptable linkage rate,
+    the documents released as they are, edited and withheld, stacked; the declared rate marked."""
+    declared = table[table["declared"]].iloc[0]
+    rows = table[table["flag_below"] == declared["flag_below"]].sort_values("acceptable_linkage")
+    x = rows["acceptable_linkage"].tolist()
+    bars = [("released as it is", "released_as_is", SAFE_COLOR), ("edited", "edited", SECOND_COLOR),
+            ("withheld", "withheld", FLAGGED_COLOR)]
+    data = [{"type": "bar", "name": name, "x": x, "y": rows[column].tolist(), "marker": {"color": color},
+             "hovertemplate": f"acceptable rate %{{x:.3f}}: %{{y:,}} {name}<extra></extra>"}
+            for name, column, color in bars if column != "edited" or rows[column].any()]
+    line, notes = _vline(float(declared["acceptable_linkage"]), TARGET_COLOR, "declared")
+    layout = _layout(title, 360, barmode="stack", xaxis={"title": {"text": f"acceptable linkage rate (k = "
+                                                                        f"{int(declared['flag_below'])})"}},
+                     yaxis={"title": {"text": "documents"}}, shapes=[line], annotations=notes)
+    return go.Figure({"data": data, "layout": layout})
+
+
 def fig_candidate_weights(candidates: pd.DataFrame, title: str = "Top candidates and their weights") -> go.Figure:
     """Bars of the attacker's weight per ranked candidate (``candidate``, ``weight``, ``in_set``, ``is_truth``)."""
     frame = candidates.iloc[::-1]

@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from cpa_core.redaction.suggestions import WITHHOLD, apply_edits
+from cpa_core.redaction.whatif import release_what_if
 from cpa_core.report.evidence import N_CANDIDATES, document_evidence, driving_terms
 from cpa_core.report.formatting import fmt_confidence, fmt_number
 from cpa_core.report.help import HELP
@@ -34,6 +35,7 @@ from cpa_ui.components import (
     results_page,
     show_warnings,
     table_columns,
+    what_if_section,
 )
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.redaction import (
@@ -78,6 +80,10 @@ else:
 picked = st.dataframe(shown, hide_index=True, width="stretch", height=320, key="flagged.table",
                       column_config=columns, on_select="rerun", selection_mode="single-row")
 st.caption("Click a row to open it below.")
+searched_review = None if panel_run.is_panel else current_review(panel_run)
+searched = () if searched_review is None else searched_review.suggestions
+what_if_section(release_what_if(panel_run.panel if panel_run.is_panel else panel_run.result, searched, policy,
+                                confidence), "flagged", bool(searched))
 run = member_choice("flagged", panel_run, "Attacker whose evidence and certified set the drill-down shows")
 result = run.result
 cert = result.certificate(confidence)

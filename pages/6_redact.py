@@ -21,11 +21,12 @@ from cpa_core.redaction.decisions import (
     redaction_log,
 )
 from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, suggested_worklist
+from cpa_core.redaction.whatif import release_what_if
 from cpa_core.report.formatting import fmt_confidence
 from cpa_core.report.worklist import worklist_csv
 from cpa_ui import nav
 from cpa_ui.cache import explained_worklist, explainer
-from cpa_ui.components import policy_controls, results_page, show_error, table_columns
+from cpa_ui.components import policy_controls, results_page, show_error, table_columns, what_if_section
 from cpa_ui.figures import fig_set_size_histogram
 from cpa_ui.history import record_calibration
 from cpa_ui.memory import adopt_run
@@ -176,6 +177,7 @@ columns[2].metric("To withhold", f"{len(withheld):,}", help="Documents no safe r
 columns[3].metric("Edits accepted", f"{int((is_edit & table['accept']).sum()):,} of {int(is_edit.sum()):,}")
 characters = [sum(e.length for e in document) for document in edits_of.values()]
 columns[4].metric("Characters per edited doc (median)", f"{int(np.median(characters)) if characters else 0:,}")
+what_if_section(release_what_if(result, review.suggestions, policy, confidence), "redact", True)
 
 source = data.documents_source
 declared = result.with_policy(confidence, policy)  # what the worklist declares, as on the Report page

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,9 @@ import pandas as pd
 from cpa_core.audit.panel import PanelCertificate, PanelResult
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.redaction.suggestions import Suggestion
+
+if TYPE_CHECKING:
+    from cpa_core.audit.results import AuditResult
 
 RATES = tuple(round(0.05 + 0.01 * i, 2) for i in range(16))
 """The acceptable linkage rates of the what-if: 0.05 to 0.20."""
@@ -100,13 +104,16 @@ def what_if(declared: ReleasePolicy, doc_ids: Sequence[str], flags: Callable[[Re
     return pd.DataFrame(rows, columns=list(WHAT_IF_COLUMNS))
 
 
-def release_what_if(panel: PanelResult, suggestions: Sequence[Suggestion] = (), confidence=None) -> pd.DataFrame:
-    """The what-if of an audited release (one attacker or a panel) at its flagging confidence: every document of the
-    release, the audited ones and under the split protocol the calibration documents (a search covers both)."""
+def release_what_if(result: AuditResult | PanelResult, suggestions: Sequence[Suggestion] = (),
+                    policy: ReleasePolicy | None = None, confidence=None) -> pd.DataFrame:
+    """The what-if of an audited release (one attacker or a panel) around ``policy`` at ``confidence`` (default: the
+    declared ones): every document of the release, the audited ones and under the split protocol the calibration
+    documents (a search covers both)."""
+    panel = result if isinstance(result, PanelResult) else PanelResult((result,))
     level = panel.config.policy_confidence if confidence is None else confidence
     parts = [panel.certificate(level)]
     if panel.config.protocol == "split":
         parts.append(PanelCertificate(panel.names, tuple(m.calibration_certificate(level) for m in panel.members)))
     doc_ids = [str(d) for cert in parts for d in cert.members[0].split.table.doc_ids]
-    return what_if(panel.config.policy, doc_ids,
-                   lambda policy: np.concatenate([cert.flags(policy) for cert in parts]), suggestions)
+    return what_if(policy or panel.config.policy, doc_ids,
+                   lambda rule: np.concatenate([cert.flags(rule) for cert in parts]), suggestions)

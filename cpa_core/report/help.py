@@ -114,6 +114,11 @@ HELP: dict[str, str] = {
     "empty_rate": "Share of audited documents with an empty set: the attacker is more certain of its top candidate "
                   "than the threshold requires. Counted as the highest risk (a document whose candidates all tie "
                   "gets the whole pool, never an empty set).",
+    "what_if": "What another release policy would release, read from the stored attack and search (no new attack): "
+               "released as they are (not flagged), edited (flagged, and a stored search step makes it acceptable: "
+               "the edits up to that step), withheld (no stored step does, or never searched). A stricter policy may "
+               "need steps the stored search never tried; only a new search and a new calibration decide. The "
+               "declared policy stays what the verdict uses.",
     "flag_below": "Release policy k: documents whose certified set has fewer than k members are flagged. "
                   "Sets of k − 1 or fewer correspond to a leakage proxy above 1/k (e.g. k = 12 ↔ 0.09).",
     "leakage_threshold": "Optional second rule: also flag documents whose leakage proxy exceeds this value.",
@@ -258,6 +263,14 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "calibrating": ("calibrating", "%d", "n_cal"),
     "mrr": ("MRR", "%.3f", "mrr"),
     "set_size": ("|C|", "%d", "set_size"),
+    "flag_below": ("k", "%d", "flag_below"),
+    "acceptable_linkage": ("acceptable rate a", "%.3f", "acceptable_linkage"),
+    "released_as_is": ("released as they are", "%d", "what_if"),
+    "edited": ("edited", "%d", "what_if"),
+    "withheld": ("withheld", "%d", "what_if"),
+    "not_searched": ("withheld, not searched", "%d", "what_if"),
+    "documents_kept": ("documents kept", "%d", "what_if"),
+    "characters_removed": ("characters removed", "%d", "what_if"),
     "leakage": ("leakage L", "%.3f", "leakage"),
     "warnings": ("warning", TEXT, None),
     "group": ("group", TEXT, "group"),

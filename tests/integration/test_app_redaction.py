@@ -131,6 +131,11 @@ def test_review_the_redactions_build_the_release_and_certify_it_in_place(sample_
     assert not {"the", "and"} & set(review.table["term"])
     withhold = {s.doc_id for s in suggestions if s.action == "withhold"}
     assert _number(metric(at, "To withhold")) == len(withhold)
+    # the what-if over acceptable rates and k, from the stored search: the declared policy withholds what it withholds
+    what = next(frame.value for frame in at.dataframe if "documents_kept" in frame.value.columns)
+    declared = what[what["policy"] == "declared"].iloc[0]
+    assert int(declared["withheld"]) == len(withhold) and int(declared["edited"]) == len(suggestions) - len(withhold)
+    assert set(what["acceptable_linkage"].round(2)) >= {0.05, 0.1, 0.2}
     # reject every edit of one evidence term, in bulk
     term = review.table.loc[review.table["action"] == "edit", "term"].value_counts().index[0]
     at.selectbox(key="redact.term").set_value(term).run()
