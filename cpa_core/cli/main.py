@@ -730,6 +730,7 @@ def cmd_redact(args) -> int:
     )
     from cpa_core.redaction.replacements import load_generalization
     from cpa_core.redaction.suggestions import decided_frame, redacted_release, replacement_for, suggested_worklist
+    from cpa_core.redaction.utility import packaged_embedder, release_utility
     from cpa_core.redaction.whatif import release_what_if
     from cpa_core.report.worklist import panel_worklist, worklist, worklist_csv, worklist_json
     from cpa_core.store.bundle import CONFIG_FILE, declared_panel_toml
@@ -815,6 +816,9 @@ def cmd_redact(args) -> int:
                             deny=_words(args.deny), allow=_words(args.allow), applied=args.decisions,
                             common_share=None if reviewed is not None else (args.common or None), notes=notes,
                             config_id=audit_id, held_out=held_out)
+        utility = release_utility(texts, edits, withheld, packaged_embedder(ProgressBar()))
+        log["utility"] = {**utility.summary(), "per_document": [
+            d.to_dict() for d in utility.documents if d.withheld or d.characters_kept < d.characters]}
         if reviewed is None:
             level = config.policy_confidence
             work = (worklist(panel.members[0].certificate(level), config.policy, audit_id,
@@ -860,6 +864,7 @@ def cmd_redact(args) -> int:
     _say(f"{n_edits} accepted edits{f' ({said})' if said else ''} in {len(edits)} documents, "
          f"{sum(e.length for d in edits.values() for e in d):,} characters; {apart}{len(withheld)} documents withheld; "
          f"decisions {out / 'decisions.csv'}; redacted release {release} ({kept} documents)")
+    _say_utility(utility)
     for reason, ids in allow_list_kept(decisions).items():
         shown = ", ".join(ids[:KEPT_LIMIT]) + (", ..." if len(ids) > KEPT_LIMIT else "")
         _say(f"allow list: its words stay in {len(ids)} released document{'s' if len(ids) > 1 else ''} ({shown}): "
@@ -874,6 +879,17 @@ def cmd_redact(args) -> int:
     _say("audit it again: " + shlex.join(["cpa", "audit", "--documents", str(release), "--registry", str(registry_file),
                                           "--config", str(out / CONFIG_FILE), "--out", "OUT"]))
     return 0
+
+
+def _say_utility(utility) -> None:
+    """What the redacted release keeps, in one line."""
+    summary = utility.summary()
+    meaning = ("" if summary["meaning_edited_mean"] is None else
+               f"; meaning kept in the edited texts {summary['meaning_edited_mean']:.3f} on average, "
+               f"{summary['meaning_lowest']:.3f} at the lowest (cosine of the packaged model's embeddings)")
+    _say(f"kept: {summary['documents_kept']:,} of {summary['documents']:,} documents ({summary['edited']:,} edited), "
+         f"{summary['characters_kept']:,} of {summary['characters']:,} characters "
+         f"({summary['characters_kept_share']:.1%}){meaning}")
 
 
 def _say_what_if(what, path: Path) -> None:

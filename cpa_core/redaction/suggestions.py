@@ -380,10 +380,14 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
     return [finished[id(search)] for search in searches]
 
 
-def _key(risk, policy: ReleasePolicy, weight: float) -> tuple:
-    """How good a proposal's risk is (the larger the better): acceptable first, then the larger set, the lower linkage
-    probability, the lower certainty, the heavier term."""
-    return risk.acceptable(policy), risk.set_size, -(risk.linkage or 0.0), -risk.certainty, weight
+def _key(risk, policy: ReleasePolicy, edits: Sequence[Edit], weight: float) -> tuple:
+    """How good a proposal is (the larger the better): acceptable first, and among acceptable ones the one that keeps
+    more of the text (removes fewer characters); then the larger set, the lower linkage probability, the lower
+    certainty, the fewer characters removed, the heavier term."""
+    removed = sum(edit.length for edit in edits)
+    acceptable = risk.acceptable(policy)
+    return (acceptable, -removed if acceptable else 0, risk.set_size, -(risk.linkage or 0.0), -risk.certainty,
+            -removed, weight)
 
 
 def _best(tries: list[tuple], rescore: RescoreBatch, policy: ReleasePolicy) -> dict[int, tuple]:
@@ -395,7 +399,7 @@ def _best(tries: list[tuple], rescore: RescoreBatch, policy: ReleasePolicy) -> d
         if not rescored.risk.lower_than(search.current.risk):
             search.rejected.append(term)
             continue
-        key = _key(rescored.risk, policy, weight)
+        key = _key(rescored.risk, policy, edits, weight)
         if id(search) not in best or key > best[id(search)][0]:
             best[id(search)] = (key, term, edits, rescored)
     return best
@@ -417,7 +421,7 @@ def _staged_best(tries: list[tuple], rescore: RescoreBatch, policy: ReleasePolic
         if not rescored.risk.no_higher_than(search.current.risk.part(cheap)):
             search.rejected.append(term)
             continue
-        queue.setdefault(id(search), []).append((_key(rescored.risk, policy, weight), term, edits, rescored))
+        queue.setdefault(id(search), []).append((_key(rescored.risk, policy, edits, weight), term, edits, rescored))
         searches[id(search)] = search
     for proposals in queue.values():
         proposals.sort(key=lambda proposal: proposal[0], reverse=True)

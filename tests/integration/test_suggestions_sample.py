@@ -140,6 +140,16 @@ def test_cpa_redact_writes_decisions_and_a_release_that_audits_again_and_applies
     assert (at_k["documents_kept"].diff().dropna() >= 0).all()  # a laxer rate never keeps fewer
     assert [row["documents_kept"] for row in plan["what_if"]] == what["documents_kept"].tolist()
     assert "what-if (the stored search, no new attack)" in redact.stderr
+    # what the redacted release keeps: documents, characters and the meaning of each edited text
+    kept = plan["utility"]
+    assert kept["documents_kept"] == len(edited) and kept["documents"] == len(original)
+    removed = sum(len(e["original"]) for d in plan["documents"] if d["doc_id"] not in withheld for e in d["edits"]
+                  if e.get("accepted", True))
+    assert kept["characters"] == int(original["text"].str.len().sum())
+    assert kept["characters_kept"] <= kept["characters"] - int(original.loc[original["doc_id"].isin(withheld),
+                                                                            "text"].str.len().sum())
+    assert removed >= 0 and 0.5 < kept["meaning_edited_mean"] < 1 and kept["meaning_lowest"] <= kept["meaning_edited_mean"]
+    assert f"kept: {len(edited):,} of {len(original):,} documents" in redact.stderr
     after = run_cli("audit", "--documents", release, "--config", tmp_path / "redacted" / "audit.toml", *common,
                     "--out", tmp_path / "after")
     assert after.returncode == 0, after.describe()

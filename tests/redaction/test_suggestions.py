@@ -165,3 +165,21 @@ def test_a_document_whose_pool_is_smaller_than_k_is_to_be_withheld_without_a_sea
                                policy=ReleasePolicy(pool + 1, acceptable_linkage=0.999))
     assert found and all(s.action == "withhold" and s.edits == () and f"fewer than k = {pool + 1}" in s.reason
                          for s in found)
+
+
+def test_between_two_edits_that_make_a_document_acceptable_the_one_that_keeps_more_wins():
+    """Either word alone makes the set reach k: the heavier but longer word stays, the short one goes."""
+    text = "Washingtonian Ann lived here"
+    weights = {"washingtonian": 2.0, "ann": 1.0}
+    explainer = TermExplainer(lambda query, rows: {t: w for t, w in weights.items() if t in query.lower()}, str.lower)
+
+    def rescore(edited):  # any redacted word lifts the set to 12, an acceptable one at k = 11
+        return Rescored(Risk(12 if "[REDACTED]" in edited else 2, None, 0.5), (0,))
+    done = suggest("d1", text, rescore, explainer, flag_below=11)
+    assert done.action == "redact" and [e.original for e in done.edits] == ["Ann"] and done.characters == 3
+    # until it is acceptable, risk decides: a longer word that lowers the risk more is taken first
+    def graded(edited):
+        size = 2 + (8 if "Washingtonian" not in edited else 0) + (1 if "Ann" not in edited else 0)
+        return Rescored(Risk(size, None, 0.5), (0,))
+    stepwise = suggest("d2", text, graded, explainer, flag_below=11)
+    assert [e.original for e in stepwise.edits] == ["Washingtonian", "Ann"]

@@ -356,6 +356,12 @@ class DenseAttacker(RetrievalAttacker):
         log.info("%s: %d texts in %d windows", step, len(texts), len(pieces))
         return self.embed(pieces, step, progress, dim), starts
 
+    def text_embeddings(self, texts: Sequence[str], step: str = "encoding texts",
+                        progress: Progress | None = None) -> np.ndarray:
+        """One L2-normalised embedding per text, whatever its length: the normalised mean of its windows."""
+        embeddings, starts = self._window_embeddings(texts, step, progress)
+        return self._pooled_profiles(embeddings, starts) if len(starts) else embeddings
+
     def _pooled_profiles(self, embeddings: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """One embedding per profile for the explainer: the normalised mean of its windows."""
         counts = np.diff(np.append(starts, len(embeddings)))
