@@ -24,20 +24,28 @@ def audited(release, **declared):
     return result, summary.level(confidence), release_verdict(summary, confidence)
 
 
-def test_a_blog_release_whose_authors_the_attacker_names_is_not_releasable():
+def test_a_blog_release_whose_authors_the_attacker_names_is_not_releasable_as_it_is():
+    """The linkage probability tells the posts the attacker can place from the rest: the flags catch nearly every post
+    it names at first guess, and what they leave is linked within the acceptable rate (upper bound), so the release
+    goes out only once the flagged posts are redacted or withheld."""
     release = blog_release()
     if release is None:
         pytest.skip(f"the Blog Authorship slice is not available (looked in {BLOG})")
     result, level, verdict = audited(release)
     assert level.n_test > 1500 and level.first_guess_rate > 0.3
-    assert verdict.status not in ("release", "redact") and verdict.status == "unsafe"
     assert f"first guess is the right person for {100 * level.first_guess_rate:.1f} %" in verdict.headline
     assert f"(95 % CI {100 * level.first_guess_low:.1f}–{100 * level.first_guess_high:.1f} %)" in verdict.headline
     cert = result.certificate(result.config.policy_confidence)
+    flagged = cert.flags(result.config.policy)
     named = result.first_guess_right
-    assert cert.flags(result.config.policy)[named].mean() > 0.8  # most of the posts it links at first guess
+    assert flagged[named].mean() > 0.95  # nearly every post it links at first guess
     assert level.n_flagged > 10 * level.n_flagged_by_set  # the linkage rule, not the set sizes, catches them
-    assert level.remainder_bound > result.config.policy.linkage_rate
+    rate = result.config.policy.linkage_rate
+    assert verdict.status not in ("release", "inconclusive")
+    if verdict.status == "redact":  # what the flags leave: hundreds of posts, linked within the acceptable rate
+        assert (~flagged).sum() > 300 and named[~flagged].mean() <= level.remainder_bound <= rate
+    else:
+        assert verdict.status == "unsafe" and level.remainder_bound > rate
 
 
 def test_a_textwash_release_is_not_released():
