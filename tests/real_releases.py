@@ -35,18 +35,22 @@ def _tables(documents: list[dict], registry: list[dict], name: str) -> tuple[Doc
             load_registry(parquet(registry), name=f"{name}-registry.parquet", fmt="parquet"))
 
 
+def _blog_authors():
+    """Each author of the Blog slice (its index row) with their non-empty posts, whitespace collapsed, in order."""
+    for row in pd.read_csv(BLOG / "index.tsv", sep="\t", dtype=str).itertuples():
+        raw = (BLOG / row.file).read_bytes().decode("utf-8", errors="replace")
+        posts = [" ".join(p.split()) for p in POST.findall(raw)]
+        yield row, [p for p in posts if p]
+
+
 def blog_release() -> tuple[Documents, Registry] | None:
     """The Blog Authorship slice, 1,000 authors: each author's registry profile is up to 10 of their posts; the release
     is 1 to 3 *other* posts of each author who wrote more than one (how many: fixed by the author's id), empty posts
     skipped."""
-    index = BLOG / "index.tsv"
-    if not index.is_file():
+    if not (BLOG / "index.tsv").is_file():
         return None
     documents, registry = [], []
-    for row in pd.read_csv(index, sep="\t", dtype=str).itertuples():
-        raw = (BLOG / row.file).read_bytes().decode("utf-8", errors="replace")
-        posts = [" ".join(p.split()) for p in POST.findall(raw)]
-        posts = [p for p in posts if p]
+    for row, posts in _blog_authors():
         released = min(1 + int(row.sha256_of_blogger_id[:8], 16) % BLOG_RELEASED_POSTS, len(posts) - 1)
         registry.append({"identity_id": row.blogger_id, "profile": " ".join(posts[released:released + BLOG_PROFILE_POSTS])})
         for number, post in enumerate(posts[:max(released, 0)]):
@@ -60,14 +64,10 @@ def blog_posts_release(withheld: float = 0.0, seed: int = 0, posts_per_author: i
     one (all but one), each author's registry profile the first ``profile_characters`` characters of their *other*
     posts; 8,090 posts by 1,000 authors. A random share ``withheld`` of the posts (``seed``) comes without its
     author's id; every post's author is returned by doc id beside the tables."""
-    index = BLOG / "index.tsv"
-    if not index.is_file():
+    if not (BLOG / "index.tsv").is_file():
         return None
     documents, registry = [], []
-    for row in pd.read_csv(index, sep="\t", dtype=str).itertuples():
-        raw = (BLOG / row.file).read_bytes().decode("utf-8", errors="replace")
-        posts = [" ".join(p.split()) for p in POST.findall(raw)]
-        posts = [p for p in posts if p]
+    for row, posts in _blog_authors():
         released = max(min(posts_per_author, len(posts) - 1), 0)
         registry.append({"identity_id": row.blogger_id, "profile": " ".join(posts[released:])[:profile_characters]})
         for number, post in enumerate(posts[:released]):

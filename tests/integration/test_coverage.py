@@ -303,6 +303,20 @@ def test_coverage_holds_within_each_certainty_stratum(protocol):
         assert joined.mean() >= 0.9 - 4 * se, (label, joined.mean(), len(joined))
 
 
+def assert_calibrated_by_decile(predicted: np.ndarray, observed: np.ndarray) -> None:
+    """In each decile of the predicted probability (of at least 300 documents), the observed rate is the predicted
+    one within four standard errors and 0.03."""
+    edges = np.quantile(predicted, np.linspace(0, 1, 11))
+    codes = np.clip(np.searchsorted(edges, predicted, side="right") - 1, 0, 9)
+    for decile in range(10):
+        inside = codes == decile
+        if inside.sum() < 300:
+            continue
+        p, o = predicted[inside].mean(), observed[inside].mean()
+        se = np.sqrt(max(p * (1 - p), 0.01) / inside.sum())
+        assert abs(o - p) < 4 * se + 0.03, (decile, p, o, inside.sum())
+
+
 def test_the_linkage_probability_is_calibrated_on_withheld_labels():
     """Predicted against observed first-guess rate, by decile of the linkage probability, over the documents whose
     labels were withheld in many random releases."""
@@ -323,15 +337,7 @@ def test_the_linkage_probability_is_calibrated_on_withheld_labels():
         predicted.append(result.linkage[hidden])
         observed.append((first == np.array(ids, dtype=object))[hidden])
     predicted, observed = np.concatenate(predicted), np.concatenate(observed)
-    edges = np.quantile(predicted, np.linspace(0, 1, 11))
-    codes = np.clip(np.searchsorted(edges, predicted, side="right") - 1, 0, 9)
-    for decile in range(10):
-        inside = codes == decile
-        if inside.sum() < 300:
-            continue
-        p, o = predicted[inside].mean(), observed[inside].mean()
-        se = np.sqrt(max(p * (1 - p), 0.01) / inside.sum())
-        assert abs(o - p) < 4 * se + 0.03, (decile, p, o, inside.sum())
+    assert_calibrated_by_decile(predicted, observed)
 
 
 def test_the_learned_linkage_probability_is_calibrated_on_withheld_labels_and_tells_documents_apart():
@@ -359,13 +365,5 @@ def test_the_learned_linkage_probability_is_calibrated_on_withheld_labels_and_te
         observed.append((first == np.array(truth, dtype=object))[hidden])
         margins.append(certainty(split)[hidden])
     predicted, observed, margins = np.concatenate(predicted), np.concatenate(observed), np.concatenate(margins)
-    edges = np.quantile(predicted, np.linspace(0, 1, 11))
-    codes = np.clip(np.searchsorted(edges, predicted, side="right") - 1, 0, 9)
-    for decile in range(10):
-        inside = codes == decile
-        if inside.sum() < 300:
-            continue
-        p, o = predicted[inside].mean(), observed[inside].mean()
-        se = np.sqrt(max(p * (1 - p), 0.01) / inside.sum())
-        assert abs(o - p) < 4 * se + 0.03, (decile, p, o, inside.sum())
+    assert_calibrated_by_decile(predicted, observed)
     assert roc_auc_score(observed, predicted) > 0.95 > 0.6 > roc_auc_score(observed, margins)
