@@ -13,7 +13,6 @@ from cpa_core.attack.candidates import CandidateTable, as_rows
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.linkage import LinkageModel, fit_linkage
 from cpa_core.audit.policy import ReleasePolicy
-from cpa_core.audit.stratification import certainty
 from cpa_core.conformal.calibration import (
     ALL,
     Calibration,

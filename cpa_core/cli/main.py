@@ -817,8 +817,8 @@ def cmd_redact(args) -> int:
                             common_share=None if reviewed is not None else (args.common or None), notes=notes,
                             config_id=audit_id, held_out=held_out)
         utility = release_utility(texts, edits, withheld, packaged_embedder(ProgressBar()))
-        log["utility"] = {**utility.summary(), "per_document": [
-            d.to_dict() for d in utility.documents if d.withheld or d.characters_kept < d.characters]}
+        log["utility"] = {**utility.summary(), "per_document": [d.to_dict() for d in utility.documents
+                                                                if d.withheld or d.edited]}
         if reviewed is None:
             level = config.policy_confidence
             work = (worklist(panel.members[0].certificate(level), config.policy, audit_id,

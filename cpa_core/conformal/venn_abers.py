@@ -19,6 +19,7 @@ other fold's statistic read its label); any other document gets the folds' pairs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,10 +108,10 @@ def venn_abers(levels: np.ndarray, events: np.ndarray, calibrating: np.ndarray) 
     return VennAbers(low, high)
 
 
-def merged(lows: np.ndarray, highs: np.ndarray) -> VennAbers:
-    """The pairs of several folds (rows) merged per document (column) by geometric means: ``low = 1 - GM(1 - p0)``,
-    ``high = GM(p1)`` (every ``p0 < 1`` and ``p1 > 0``: the document itself weighs in each fit with either label)."""
-    lows, highs = np.atleast_2d(lows), np.atleast_2d(highs)
+def merged(fits: Sequence[VennAbers]) -> VennAbers:
+    """The pairs of several folds merged per document by geometric means: ``low = 1 - GM(1 - p0)``, ``high = GM(p1)``
+    (every ``p0 < 1`` and ``p1 > 0``: the document itself weighs in each fit with either label)."""
+    lows, highs = np.array([f.low for f in fits]), np.array([f.high for f in fits])
     return VennAbers(1.0 - np.exp(np.log1p(-lows).mean(axis=0)), np.exp(np.log(highs).mean(axis=0)))
 
 
@@ -126,11 +127,11 @@ def cross_venn_abers(levels_by_fold: list[np.ndarray], events: np.ndarray, folds
     """
     folds = np.asarray(folds, dtype=np.int64)
     fits = [venn_abers(levels, events, folds == k) for k, levels in enumerate(levels_by_fold)]
-    lows, highs = np.array([f.low for f in fits]), np.array([f.high for f in fits])
-    out = merged(lows, highs)
-    own = np.flatnonzero(folds >= 0)  # a calibration document: its own fold's pair, the one fit blind to its label
+    out = merged(fits)
     low, high = out.low.copy(), out.high.copy()
-    low[own], high[own] = lows[folds[own], own], highs[folds[own], own]
+    for k, fit in enumerate(fits):  # a calibration document: its own fold's pair, the one fit blind to its label
+        own = folds == k
+        low[own], high[own] = fit.low[own], fit.high[own]
     return VennAbers(low, high)
 
 
@@ -184,12 +185,10 @@ class CrossVennAbersModel:
 
     def predict(self, statistics: list[np.ndarray]) -> VennAbers:
         """The merged pair of new documents, given each fold's statistic of them."""
-        fits = [model.predict(statistic) for model, statistic in zip(self.folds, statistics, strict=True)]
-        return merged(np.array([f.low for f in fits]), np.array([f.high for f in fits]))
+        return merged([model.predict(statistic) for model, statistic in zip(self.folds, statistics, strict=True)])
 
     @property
     def floor(self) -> float:
         """The lowest probability the fit gives a new document: each fold at its lowest level (both fits, hence the
         merged probability, are non-decreasing in each fold's level)."""
-        fits = [model.predict_levels(np.array([0])) for model in self.folds]
-        return float(merged(np.array([f.low for f in fits]), np.array([f.high for f in fits])).p[0])
+        return float(merged([model.predict_levels(np.array([0])) for model in self.folds]).p[0])

@@ -30,6 +30,11 @@ class DocumentUtility:
     withheld: bool
     meaning: float | None  # None: withheld, or no embedding model
 
+    @property
+    def edited(self) -> bool:
+        """Released with some of its characters replaced."""
+        return not self.withheld and self.characters_kept < self.characters
+
     def to_dict(self) -> dict:
         return {"doc_id": self.doc_id, "characters": self.characters, "characters_kept": self.characters_kept,
                 "withheld": self.withheld, "meaning": None if self.meaning is None else round(self.meaning, 4)}
@@ -47,7 +52,7 @@ class ReleaseUtility:
 
     @property
     def edited(self) -> int:
-        return sum(not d.withheld and d.characters_kept < d.characters for d in self.documents)
+        return sum(d.edited for d in self.documents)
 
     @property
     def characters(self) -> int:
@@ -60,7 +65,7 @@ class ReleaseUtility:
     @property
     def meaning(self) -> float | None:
         """The mean meaning score of the edited documents (``None``: none edited, or no model)."""
-        scores = [d.meaning for d in self.documents if not d.withheld and d.characters_kept < d.characters]
+        scores = [d.meaning for d in self.documents if d.edited]
         return None if not scores or any(s is None for s in scores) else float(np.mean(scores))
 
     @property
