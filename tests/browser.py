@@ -248,7 +248,12 @@ def edit_and_rescore_seconds(driver, text: str, label: str = "|C| of the edited 
 def choose_attackers(driver, labels: tuple[str, ...]) -> None:
     """On the Threat model page, declare exactly the attackers ``labels`` (their labels, in order) in the attacker
     panel's multiselect: every chosen one removed, then each typed and picked."""
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import (
+        ElementClickInterceptedException,
+        ElementNotInteractableException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
@@ -265,9 +270,29 @@ def choose_attackers(driver, labels: tuple[str, ...]) -> None:
         click(driver, f"({box}//button[starts-with(@aria-label, 'Remove ')])[1]", "a chosen attacker's remove button")
         wait(driver, lambda d: settled(d) and len(chosen(d)) < before, "the attacker to be removed")
     for label in labels:
-        click(driver, f"{box}//input", "the attacker panel's input")
-        driver.find_element(By.XPATH, f"{box}//input").send_keys(label)
-        click(driver, f"//*[@role='option'][normalize-space(.)='{label}']", f"the option {label}")
+        option = f"//*[@role='option'][normalize-space(.)='{label}']"
+
+        def pick(d) -> bool:
+            """Click the option once it is listed; until then (a rerun may close the list or drop what was typed)
+            open the input again and type the label again."""
+            if not settled(d):
+                return False
+            try:
+                shown = [o for o in d.find_elements(By.XPATH, option) if o.is_displayed()]
+                if shown:
+                    shown[0].click()
+                    return True
+                field = d.find_element(By.XPATH, f"{box}//input")
+                field.click()
+                if field.get_attribute("value") != label:
+                    field.send_keys(Keys.CONTROL, "a")
+                    field.send_keys(Keys.DELETE)
+                    field.send_keys(label)
+            except (ElementClickInterceptedException, ElementNotInteractableException, NoSuchElementException,
+                    StaleElementReferenceException):
+                pass
+            return False
+        wait(driver, pick, f"the option {label}")
         wait(driver, lambda d: settled(d) and label in chosen(d), f"the attacker {label} to be chosen")
         driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
     wait(driver, settled, "the threat model to settle")
