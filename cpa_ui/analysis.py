@@ -20,7 +20,7 @@ from cpa_core.report.formatting import GROUP_COLUMNS, fmt_interval, without_empt
 from cpa_core.report.html import member_frame
 from cpa_core.report.metrics import AuditSummary, LevelSummary, summarize
 from cpa_core.report.verdict import PanelVerdict
-from cpa_core.report.worklist import panel_worklist
+from cpa_core.report.worklist import linkage_figures, panel_worklist
 
 CALIBRATION_COLUMNS = ["confidence", "threshold", "coverage", "coverage_conditional", "candidate_miss_rate",
                        "open_world_bound", "median_set_size", "whole_pool_rate", "n_cal", "n_cal_needed"]
@@ -112,7 +112,7 @@ def document_facts(cert: Certificate, row: int) -> dict:
         "true_rank": int(split.truth_ranks[row]) if in_pool else None,
         "pool_size": int(split.table.pool_sizes[row]),
         "q_hat": float(cert.q_hat[row]),
-        "linkage_probability": None if cert.linkage is None else float(cert.linkage[row]),
+        **linkage_figures(cert, row),
         "stratum": None if split.strata is None else str(split.strata[row]),
         "uninformative": bool(split.uninformative[row]),
     }

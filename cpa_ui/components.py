@@ -381,7 +381,7 @@ def panel_flagged_columns(frame) -> dict:
                                                              help=HELP["linkage_probability"] + " The largest over "
                                                              "the attackers."),
         "linkage_by": st.column_config.TextColumn("largest by", help="The attacker that gave the largest linkage "
-                                                  "probability."),
+                                                  "probability; its interval and its first guess are shown."),
         "set_size": st.column_config.NumberColumn("smallest |C|", format="%d", help=HELP["set_size"] + " The "
                                                   "smallest over the attackers: no certificate of its own, the "
                                                   "smallest of valid ones."),

@@ -24,7 +24,7 @@ from cpa_ui.text import plain
 
 HISTORY_COLUMNS = ("id", "created_at", "source", "redacted_from", "config_id", "knowledge", "attacker", "members",
                    "documents_sha256", "verdict", "first_guess_rate", "flag_confidence", "k", "n_flagged",
-                   "median_set_size")
+                   "median_set_size", "documents_kept", "characters_kept_share", "meaning")
 """The History page's list of audits (labelled by :data:`~cpa_core.report.help.COLUMNS`)."""
 MEMBER_COLUMNS = ("id", "attacker", "config_id", "verdict", "first_guess_rate", "n_flagged", "median_set_size")
 """An attacker panel's members, each recorded as an audit of its own."""

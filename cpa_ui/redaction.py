@@ -40,6 +40,7 @@ from cpa_core.redaction.suggestions import (
     redacted_name,
     suggest_redactions,
 )
+from cpa_core.redaction.utility import ReleaseUtility, packaged_embedder, release_utility
 from cpa_core.store.reopen import declared_attacker
 from cpa_ui.analysis import row_of
 from cpa_ui.attackers import declare_panel
@@ -142,7 +143,8 @@ def _with_accept(review: Review, accept, redraw: bool) -> Review:
     table = review.table.copy()
     table["accept"] = np.asarray(accept, dtype=bool)
     drawn = None if redraw else review.drawn if review.drawn is not None else review.table
-    return replace(review, table=table, drawn=drawn, version=review.version + redraw, after=None, after_data=None)
+    return replace(review, table=table, drawn=drawn, version=review.version + redraw, after=None, after_data=None,
+                   utility=None)
 
 
 def with_curator_text(review: Review, doc_id: str, released: str, edited: str) -> Review:
@@ -150,7 +152,8 @@ def with_curator_text(review: Review, doc_id: str, released: str, edited: str) -
     text (:func:`~cpa_core.redaction.decisions.curator_rows`)."""
     table = review.table if review.table is not None else decisions_table([])
     return replace(review, table=curator_rows(table, doc_id, released, edited), drawn=None,
-                   version=review.version + 1, after=None, after_data=None)
+                   version=review.version + 1, after=None, after_data=None,
+                   utility=None)
 
 
 def current_review(run: AuditRun) -> Review | None:
@@ -214,23 +217,29 @@ def redacted_data(data: DataSet, table: pd.DataFrame) -> DataSet:
                    fingerprint=fingerprint(data.fingerprint, "redacted", sha256))
 
 
-def reaudit(review: Review, threat, scores) -> tuple[AuditRun, DataSet]:
-    """The audit of the release the review's accepted rows make: the same declared threat model and release
-    policy, calibrated on the redacted release, recording what it was redacted from."""
+def reaudit(review: Review, threat, scores) -> Review:
+    """The review with the audit of the release its accepted rows make (the same declared threat model and release
+    policy, calibrated on the redacted release, recording what it was redacted from and what it keeps) and that
+    release's utility."""
     before = review.before
+    utility = release_utility(texts_of(review.data.documents), *accepted(review.table), packaged_embedder())
     after_data = redacted_data(review.data, review.table)
     attacker = reaudit_attacker(before, review.data, threat, scores)
     run = audit_run(after_data, redacted_config(before.result.config, after_data.documents.frame), attacker,
                     label=f"{before.label} · redacted" + (f" from audit {before.audit_id}" if before.audit_id else ""))
     lineage = {"from_audit": before.audit_id, "from_config_id": before.result.config.config_id,
-               "decisions": decisions_summary(review.table, before.result.config.config_id)}
-    return replace(run, result=run.result.with_inputs(redaction=lineage)), after_data
+               "decisions": decisions_summary(review.table, before.result.config.config_id),
+               "kept": utility.summary()}
+    return replace(review, after=replace(run, result=run.result.with_inputs(redaction=lineage)), after_data=after_data,
+                   utility=utility)
 
 
-def before_after(before: Certificate, after: Certificate, policy: ReleasePolicy, table: pd.DataFrame) -> pd.DataFrame:
+def before_after(before: Certificate, after: Certificate, policy: ReleasePolicy, table: pd.DataFrame,
+                 utility: ReleaseUtility | None = None) -> pd.DataFrame:
     """Per document of the release before: its certified |C| and linkage probability before and after (each under
-    its own calibration), what the decisions did to it (edited, withheld or unchanged), and whether it is flagged
-    before and after; flagged-before documents first."""
+    its own calibration), what the decisions did to it (edited, withheld or unchanged), whether it is flagged
+    before and after and, with the release's ``utility``, the characters it keeps and its meaning score;
+    flagged-before documents first."""
     edits, withheld = accepted(table)
     ids_before = before.split.table.doc_ids.astype(str)
     ids_after = after.split.table.doc_ids.astype(str)
@@ -247,6 +256,11 @@ def before_after(before: Certificate, after: Certificate, policy: ReleasePolicy,
         "flagged_before": before.flags(policy),
         "flagged_after": [bool(flag_after.get(d, False)) for d in ids_before],
     })
+    if utility is not None:
+        kept = {d.doc_id: d for d in utility.documents}
+        frame["characters_kept"] = pd.array([kept[d].characters_kept if d in kept else None for d in ids_before],
+                                            dtype="Int64")
+        frame["meaning"] = pd.array([kept[d].meaning if d in kept else None for d in ids_before], dtype="Float64")
     order = np.lexsort((frame["doc_id"].to_numpy(), frame["set_size_before"].to_numpy(),
                         ~frame["flagged_after"].to_numpy(), ~frame["flagged_before"].to_numpy()))
     return frame.iloc[order].reset_index(drop=True)

@@ -27,6 +27,7 @@ from cpa_core.audit.project import ProjectConfig
 from cpa_core.audit.results import AuditResult
 from cpa_core.io.candidate_scores import CandidateScores
 from cpa_core.io.tables import Documents, Registry
+from cpa_core.redaction.utility import ReleaseUtility
 
 T = TypeVar("T")
 CUSTOM_LEVEL = "custom"
@@ -167,7 +168,7 @@ class Review:
     """The review of a run's redactions: what was asked (``ask``: run key, strategy, level, policy, deny and allow
     lists), the search's suggestions (``total``: the flagged documents; fewer suggestions when it was stopped), the
     decisions table as the curator left it (``table``; ``version`` names the table editor drawn from it), and, once
-    run, the audit of the release the accepted rows make (``after``, with its data). ``before`` and ``data`` are
+    run, the audit of the release the accepted rows make (``after``, with its data and what it keeps, ``utility``). ``before`` and ``data`` are
     the audit and data it redacts. The review table is drawn from ``drawn`` (the table when it was last redrawn) and
     keeps the curator's ticks since as its own edits, so that a tick never redraws it."""
 
@@ -181,6 +182,7 @@ class Review:
     drawn: pd.DataFrame | None = field(default=None, compare=False)  # the table the review table was drawn from
     after: AuditRun | None = field(default=None, compare=False)
     after_data: DataSet | None = field(default=None, compare=False)
+    utility: ReleaseUtility | None = field(default=None, compare=False)  # what the release ``after`` audits keeps
 
     @property
     def complete(self) -> bool:

@@ -123,11 +123,13 @@ if panel_run.is_panel:
 level = result.config.knowledge
 columns = st.columns(6)
 columns[0].metric("Set size |C|", f"{facts['set_size']:,}", help=HELP["set_size"],
-                  delta="no information: every candidate ties" if facts["uninformative"] else None, delta_color="off")
+                  delta="no information: every candidate ties" if facts["uninformative"] else
+                  None if facts["stratum"] is None else plain(f"stratum {facts['stratum']}"), delta_color="off")
 columns[1].metric("Linkage probability", "–" if facts["linkage_probability"] is None else
                   fmt_number(facts["linkage_probability"]),
-                  delta=None if facts["stratum"] is None else plain(f"stratum {facts['stratum']}"), delta_color="off",
-                  help=HELP["linkage_probability"])
+                  delta=None if facts["linkage_low"] is None else
+                  f"interval {fmt_number(facts['linkage_low'])}–{fmt_number(facts['linkage_high'])}", delta_color="off",
+                  help=HELP["linkage_probability"] + " " + HELP["linkage_interval"])
 columns[2].metric("True identity's rank", "not in pool" if facts["true_rank"] is None else f"{facts['true_rank']:,}",
                   help=HELP["true_rank"])
 columns[3].metric("Truth in the set", "yes" if facts["covered"] else "no",

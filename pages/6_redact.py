@@ -21,8 +21,10 @@ from cpa_core.redaction.decisions import (
     redaction_log,
 )
 from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, suggested_worklist
+from cpa_core.redaction.utility import release_utility
 from cpa_core.redaction.whatif import release_what_if
-from cpa_core.report.formatting import fmt_confidence
+from cpa_core.report.formatting import fmt_confidence, kept_text
+from cpa_core.report.help import HELP
 from cpa_core.report.worklist import worklist_csv
 from cpa_ui import nav
 from cpa_ui.cache import explained_worklist, explainer
@@ -177,6 +179,9 @@ columns[2].metric("To withhold", f"{len(withheld):,}", help="Documents no safe r
 columns[3].metric("Edits accepted", f"{int((is_edit & table['accept']).sum()):,} of {int(is_edit.sum()):,}")
 characters = [sum(e.length for e in document) for document in edits_of.values()]
 columns[4].metric("Characters per edited doc (median)", f"{int(np.median(characters)) if characters else 0:,}")
+kept_now = release_utility(texts_of(data.documents), edits_of, withheld).summary()
+st.caption(f"Kept as accepted now: {kept_text(kept_now)}. The meaning each edited text keeps is scored when the "
+           "redacted release is audited below.")  # figures only
 what_if_section(release_what_if(result, review.suggestions, policy, confidence), "redact", True)
 
 source = data.documents_source
@@ -218,20 +223,19 @@ if review.after is None:
         placeholder = st.empty()
         try:
             with placeholder.container():
-                after, after_data = reaudit(review, state.threat, state.scores)
+                audited = reaudit(review, state.threat, state.scores)
         except CPAError as error:
             show_error(error, "The redacted release could not be audited: ")
             st.stop()
         finally:
             placeholder.empty()
-        after = record_calibration(after)
-        state.review = review = replace(review, after=after, after_data=after_data)
+        state.review = review = replace(audited, after=record_calibration(audited.after))
     else:
         st.stop()
 
 after = review.after
 after_cert = after.result.certificate(confidence)
-sides = before_after(cert, after_cert, policy, table)
+sides = before_after(cert, after_cert, policy, table, review.utility)
 counts = change_counts(sides)
 columns = st.columns(4)
 columns[0].metric("Flagged before", f"{counts['flagged_before']:,}")
@@ -241,6 +245,8 @@ columns[2].metric("Withheld", f"{counts['withheld']:,}")
 columns[3].metric("First guess right", f"{after.result.first_guess_right.mean():.1%}",
                   delta=f"{(after.result.first_guess_right.mean() - result.first_guess_right.mean()) * 100:+.1f} points",
                   delta_color="inverse", help="The declared attacker's first-guess rate on the redacted release.")
+if review.utility is not None:
+    st.markdown(f"**Kept:** {kept_text(review.utility.summary())}.", help=HELP["meaning"])  # figures only
 st.plotly_chart(fig_set_size_histogram({"before": cert.set_sizes, "after redaction": after_cert.set_sizes},
                                        policy.flag_below, f"Certified set sizes at {fmt_confidence(confidence)}, "
                                                           "before and after redaction"),

@@ -139,7 +139,7 @@ def audit_exports(run: AuditRun, in_panel: bool) -> None:
         st.subheader("Before and after redaction")
         before_cert = redaction.before.result.certificate(confidence)
         after_cert = run.result.certificate(confidence)
-        sides = before_after(before_cert, after_cert, policy, redaction.table)
+        sides = before_after(before_cert, after_cert, policy, redaction.table, redaction.utility)
         counts = change_counts(sides)
         origin = f"audit {redaction.before.audit_id}" if redaction.before.audit_id else plain(redaction.before.label)
         st.caption(f"This audit certifies the release redacted from {origin}: the same threat model and release "

@@ -169,6 +169,7 @@ class Certificate:
     split: ScoredSplit = field(repr=False)
     left_out: np.ndarray | None = field(default=None, repr=False)  # (n,) bool: calibrated without its own score
     linkage: np.ndarray | None = field(default=None, repr=False)  # (n,) the linkage probability (Venn-Abers)
+    linkage_interval: VennAbers | None = field(default=None, repr=False)  # its interval [low, high] per document
 
     @cached_property
     def leakage(self) -> np.ndarray:
@@ -198,24 +199,30 @@ def release_ranking(split: ScoredSplit, members: np.ndarray) -> LeaveOneOutRanki
 
 
 def certify_release(split: ScoredSplit, ranking: LeaveOneOutRanking, confidence,
-                    linkage: np.ndarray | None = None) -> Certificate:
+                    linkage: VennAbers | None = None) -> Certificate:
     """Every document's set: members with the threshold of the other members (leave-one-out), the others
     with the threshold of all members; per group when the ranking is (:func:`release_ranking`)."""
     split.check_candidates()
     q_hat = ranking.thresholds([confidence])[0]
     sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
     covered = split.in_pool & (split.truth_positions < sizes)
-    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, ranking.members, linkage)
+    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, ranking.members,
+                       *_linkage_fields(linkage))
 
 
-def certify(split: ScoredSplit, calibration: Calibration, confidence, linkage: np.ndarray | None = None
+def certify(split: ScoredSplit, calibration: Calibration, confidence, linkage: VennAbers | None = None
             ) -> Certificate:
     """Apply the calibrated thresholds to a scored split at one confidence level."""
     split.check_candidates()
     q_hat = split.thresholds(calibration, confidence)
     sizes = set_sizes(split.sorted_scores, split.table.pool_sizes, q_hat)
     covered = split.in_pool & (split.truth_positions < sizes)
-    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, linkage=linkage)
+    return Certificate(exact_fraction(confidence), q_hat, sizes, covered, split, None, *_linkage_fields(linkage))
+
+
+def _linkage_fields(linkage: VennAbers | None) -> tuple:
+    """A certificate's ``linkage`` and ``linkage_interval`` from a linkage fit."""
+    return (None, None) if linkage is None else (linkage.p, linkage)
 
 
 KEPT_CERTIFICATES = 16
@@ -324,9 +331,9 @@ class AuditResult:
         found = self._certificates.pop(label, None)
         if found is None:
             if self.config.protocol == "release":
-                found = certify_release(self.test_split, self.release_ranking, confidence, self.linkage)
+                found = certify_release(self.test_split, self.release_ranking, confidence, self.linkage_fit)
             else:
-                found = certify(self.test_split, self.calibration_for(confidence), confidence, self.linkage)
+                found = certify(self.test_split, self.calibration_for(confidence), confidence, self.linkage_fit)
         self._certificates[label] = found  # the most recent last
         for stale in list(self._certificates)[:-KEPT_CERTIFICATES]:  # list(): one step, safe across sessions
             self._certificates.pop(stale, None)
@@ -352,13 +359,11 @@ class AuditResult:
             left_out = None
         sizes = set_size_table(split.sorted_scores, split.table.pool_sizes, thresholds)
         return [Certificate(level, thresholds[i], sizes[i], split.in_pool & (split.truth_positions < sizes[i]), split,
-                            left_out, self.linkage) for i, level in enumerate(levels)]
+                            left_out, *_linkage_fields(self.linkage_fit)) for i, level in enumerate(levels)]
 
     def calibration_certificate(self, confidence) -> Certificate:
         """The calibration documents' own sets (for the records; no guarantee applies to them)."""
-        own = self._linkage[1]
-        return certify(self.calibration_split, self.calibration_for(confidence), confidence,
-                       None if own is None else own.p)
+        return certify(self.calibration_split, self.calibration_for(confidence), confidence, self._linkage[1])
 
     def with_policy(self, confidence, policy: ReleasePolicy) -> AuditResult:
         """The same audit declared to flag at ``confidence`` under ``policy`` (:meth:`AuditConfig.with_policy`):

@@ -840,7 +840,7 @@ def cmd_redact(args) -> int:
         verified = None
         if kept and held is not None:
             verified = _verify_redaction(folder, release, out / CONFIG_FILE, registry, drop, before, held_out,
-                                         audit_id, log)
+                                         audit_id, log, utility.summary())
         write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
         folder.complete(audit_id)
     _say_claimed(folder)
@@ -883,13 +883,9 @@ def cmd_redact(args) -> int:
 
 def _say_utility(utility) -> None:
     """What the redacted release keeps, in one line."""
-    summary = utility.summary()
-    meaning = ("" if summary["meaning_edited_mean"] is None else
-               f"; meaning kept in the edited texts {summary['meaning_edited_mean']:.3f} on average, "
-               f"{summary['meaning_lowest']:.3f} at the lowest (cosine of the packaged model's embeddings)")
-    _say(f"kept: {summary['documents_kept']:,} of {summary['documents']:,} documents ({summary['edited']:,} edited), "
-         f"{summary['characters_kept']:,} of {summary['characters']:,} characters "
-         f"({summary['characters_kept_share']:.1%}){meaning}")
+    from cpa_core.report.formatting import kept_text
+
+    _say(f"kept: {kept_text(utility.summary())}")
 
 
 def _say_what_if(what, path: Path) -> None:
@@ -938,7 +934,7 @@ def _member_progress(names: list[str], engine=None):
 
 
 def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: str, before: dict, held_out: str,
-                      audit_id: str, log: dict):
+                      audit_id: str, log: dict, kept: dict):
     """Audit the redacted release with the panel and the held-out attacker (each calibrated on its own, the verdict the
     worst of them), into the redaction's :data:`REAUDIT_FOLDER`; each attacker's first-guess rate before and after
     goes into ``log`` (``redactions.json``) and the audit's summary. Returns what it verified (each attacker before
@@ -968,7 +964,7 @@ def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: 
         _say(f"warning: the redacted release was not audited again ({error}); audit it with the command below")
         log["verification"] = {"held_out": held_out, "error": str(error)}
         return None
-    verification = {"held_out": held_out, "source_config_id": audit_id, "config_id": panel.config_id,
+    verification = {"held_out": held_out, "source_config_id": audit_id, "config_id": panel.config_id, "kept": kept,
                     "attackers": [{"attacker": name, "held_out": name == held_out,
                                    "before": first_guess_figures(before[name]) if name in before else None,
                                    "after": first_guess_figures(member)}

@@ -149,6 +149,17 @@ def configuration_summary(config: AuditConfig, *, n_documents: int, n_profiles: 
 
 # --- figures and tables --------------------------------------------------------------------------------------
 
+def kept_text(kept: dict) -> str:
+    """What a redacted release keeps (:meth:`~cpa_core.redaction.utility.ReleaseUtility.summary`), in one sentence:
+    documents and characters kept and the meaning score of the edited texts."""
+    meaning = ("" if kept.get("meaning_edited_mean") is None else
+               f"; meaning kept in the edited texts {kept['meaning_edited_mean']:.3f} on average, "
+               f"{kept['meaning_lowest']:.3f} at the lowest (cosine of the packaged model's embeddings, 1 = unchanged)")
+    return (f"{kept['documents_kept']:,} of {kept['documents']:,} documents kept ({kept['edited']:,} edited), "
+            f"{kept['characters_kept']:,} of {kept['characters']:,} characters "
+            f"({fmt_percent(kept['characters_kept_share'])}){meaning}")
+
+
 def linkage_method(description: dict) -> str:
     """How the linkage probability was estimated, in words (from :meth:`LinkageModel.describe`)."""
     calibrating = counted(int(description["calibrating"]), "calibrating document")

@@ -64,10 +64,17 @@ HELP: dict[str, str] = {
                           f"({UPPER_BOUND}). Default 1/k (0.09 at k = 11, the per-record threshold of Ontario's "
                           "privacy commissioner and the EMA).",
     "linkage_probability": "Linkage probability: the calibrated chance that the attacker's first guess is the "
-                           "document's subject, given how sure the attacker is about it (its top-1 margin), learnt "
-                           "from the labelled documents by Venn–Abers calibration without the document's own label. "
-                           "It holds on average over documents of similar certainty: it is not a certificate about "
-                           "one document, and a low value does not prove a document is safe.",
+                           "document's subject, given a label-free description of the attack on it (how sure the "
+                           "attacker is, how its first candidate stands among the release's other documents, the "
+                           "text's length), learnt from the labelled documents by cross Venn–Abers calibration "
+                           "without the document's own label. It holds on average over documents described alike: "
+                           "it is not a certificate about one document, and a low value does not prove a document "
+                           "is safe.",
+    "linkage_interval": "The Venn–Abers interval of the linkage probability: the probability the calibration gives "
+                        "when the document's own outcome is taken to be a miss (from) or a first-guess hit (to). A "
+                        "wide interval means few labelled documents are described like this one.",
+    "first_guess_candidate": "The attacker's first guess: the registry identity it ranks first for this document "
+                             "(for several attackers, the one that gave the largest linkage probability).",
     "flagged_by": "Which rule flagged the document: set (its certified set has fewer than k members), linkage (its "
                   "linkage probability exceeds the acceptable rate) or both.",
     "remainder_bound": "What is left after the flagged documents are withheld or redacted: the exact "
@@ -163,6 +170,11 @@ HELP: dict[str, str] = {
                       "on the redacted release).",
     "reaches_k": "Whether the suggested edits lift the set to at least k (indicative).",
     "characters": "Characters of the released text the edits replace: the utility cost of the redaction.",
+    "characters_kept": "Characters of the released text that no edit replaced (0 for a withheld document).",
+    "meaning": "Meaning kept: the cosine similarity of the packaged sentence-transformers model's embeddings of the "
+               "original and the edited text (each the mean of its windows). 1 when the edits changed nothing a "
+               "reader of meaning sees, lower as more of it is gone; an untouched document scores 1, a withheld one "
+               "has none.",
     "edits": "Spans of the released text the suggestion replaces.",
     "flagged_before": "Flagged by the audit of the released text.",
     "flagged_after": "Flagged by the audit of the redacted release.",
@@ -256,6 +268,9 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "flagged_by": ("flagged by", TEXT, "flagged_by"),
     "verdict": ("verdict", TEXT, "verdict"),
     "linkage_probability": ("linkage probability", "%.3f", "linkage_probability"),
+    "linkage_low": ("linkage from", "%.3f", "linkage_interval"),
+    "linkage_high": ("linkage to", "%.3f", "linkage_interval"),
+    "first_guess": ("first guess", TEXT, "first_guess_candidate"),
     "stratum": ("stratum", TEXT, "strata"),
     "margin_low": ("margin from", "%.3g", "strata"),
     "margin_high": ("margin to", "%.3g", "strata"),
@@ -286,6 +301,9 @@ COLUMNS: dict[str, tuple[str, str | None, str | None]] = {
     "set_size_after": ("|C| after (recalibrated)", "%d", "set_size_after"),
     "reaches_k": ("reaches k", TEXT, "reaches_k"),
     "characters": ("characters redacted", "%d", "characters"),
+    "characters_kept": ("characters kept", "%d", "characters_kept"),
+    "characters_kept_share": ("characters kept", PERCENT, "characters_kept"),
+    "meaning": ("meaning kept", "%.3f", "meaning"),
     "edits": ("edits", "%d", "edits"),
     "flagged_before": ("flagged before", TEXT, "flagged_before"),
     "flagged_after": ("flagged after", TEXT, "flagged_after"),

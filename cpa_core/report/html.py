@@ -38,6 +38,7 @@ from cpa_core.report.formatting import (
     fmt_interval,
     fmt_number,
     fmt_percent,
+    kept_text,
     linkage_method,
     set_size_bins,
     without_empty,
@@ -575,6 +576,7 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
 <p class="subtitle">Conformal Privacy Auditing · configuration {_e(config.config_id)} · generated {_e(generated)}</p>
 {verdict_block(verdict)}
 {signoff}
+{redacted_from_block(inputs.get('redaction'))}
 
 <h2>Summary</h2>
 <p>At <b>{level}</b> confidence, <b>{metrics.n_flagged:,}</b> of {n_test:,}
@@ -771,6 +773,33 @@ that the redaction is graded by an attacker it was not fitted to. Before: the au
 (configuration {_e(redaction.get('source_config_id'))}).</p>
 <table class="keep redaction"><thead><tr><th>attacker</th><th>role</th><th>first guess right before (interval)</th>
 <th>first guess right after (interval)</th></tr></thead><tbody>{rows}</tbody></table>
+{kept_paragraph(redaction.get('kept'))}
+</section>"""
+
+
+def kept_paragraph(kept: Mapping | None) -> str:
+    """What a redacted release keeps (:func:`~cpa_core.report.formatting.kept_text`), as a paragraph; nothing when it
+    was not measured."""
+    return f"<p id='kept'>What the redacted release keeps: {_e(kept_text(kept))}.</p>" if kept else ""
+
+
+def redacted_from_block(redaction: Mapping | None) -> str:
+    """The report's section on the release an audit of a redacted release was redacted from (``summary.json``'s
+    ``redaction``: the audit and configuration, the decisions, what the release keeps); nothing for an audit of a
+    release as it was given."""
+    if not redaction:
+        return ""
+    decisions = redaction.get("decisions") or {}
+    origin = (f"audit {redaction['from_audit']}, " if redaction.get("from_audit") else "") + \
+        f"configuration {redaction.get('from_config_id')}"
+    withheld = decisions.get("withheld") or ()
+    return f"""<section class="keep" id="redacted-from">
+<h2>A redacted release</h2>
+<p>This audit certifies a release redacted from {_e(origin)}: {len(withheld):,} documents withheld,
+{decisions.get('documents_edited', 0):,} edited by {decisions.get('applied_edits', 0):,} edits
+({decisions.get('characters', 0):,} characters); decisions table SHA-256
+<span class="hash">{_e(decisions.get('sha256'))}</span>.</p>
+{kept_paragraph(redaction.get('kept'))}
 </section>"""
 
 

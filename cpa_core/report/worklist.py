@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 from cpa_core.audit.policy import ReleasePolicy
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-WORKLIST_COLUMNS = ("doc_id", "group", "flagged_by", "linkage_probability", "set_size", "leakage", "top_candidates",
-                    "top_weights", "driving_terms", "evidence", "inferred_clues", "config_id", "confidence")
+WORKLIST_COLUMNS = ("doc_id", "group", "flagged_by", "linkage_probability", "linkage_low", "linkage_high",
+                    "first_guess", "set_size", "leakage", "top_candidates", "top_weights", "driving_terms", "evidence",
+                    "inferred_clues", "config_id", "confidence")
 
 
 def risk_order(cert: Certificate, row: int) -> tuple:
@@ -32,10 +33,24 @@ def risk_order(cert: Certificate, row: int) -> tuple:
     return (-round(linkage, 12), int(cert.set_sizes[row]), str(cert.split.table.doc_ids[row]))
 
 
+def linkage_figures(cert: Certificate, row: int) -> dict:
+    """A document's linkage probability and its Venn-Abers interval ``[low, high]`` (``None`` where the certificate
+    has none), rounded for a table, and the attacker's first guess (the top candidate; ``None`` for an empty pool)."""
+    interval = cert.linkage_interval
+    table = cert.split.table
+    return {
+        "linkage_probability": None if cert.linkage is None else round(float(cert.linkage[row]), 6),
+        "linkage_low": None if interval is None else round(float(interval.low[row]), 6),
+        "linkage_high": None if interval is None else round(float(interval.high[row]), 6),
+        "first_guess": str(table.candidate_ids[table.candidates[row, 0]]) if table.pool_sizes[row] > 0 else None,
+    }
+
+
 def worklist(cert: Certificate, policy: ReleasePolicy, config_id: str, *, explain: Explainer | None = None,
              n_candidates: int = N_CANDIDATES) -> pd.DataFrame:
     """The redaction worklist: flagged documents, riskiest first (:func:`risk_order`), with the rule that flagged each
-    (``flagged_by``: ``set``, ``linkage`` or both), its linkage probability and the evidence of each
+    (``flagged_by``: ``set``, ``linkage`` or both), its linkage probability with its interval, the attacker's first
+    guess (:func:`linkage_figures`) and the evidence of each
     (:func:`~cpa_core.report.evidence.document_evidence`: ``evidence`` as spans with offset and length in the released
     text, ``driving_terms`` as the text writes them; ``inferred_clues``: the LLM clues of a ``direct_plus_clues``
     query that the text does not write, which no span can show)."""
@@ -51,7 +66,7 @@ def worklist(cert: Certificate, policy: ReleasePolicy, config_id: str, *, explai
             "doc_id": split.table.doc_ids[row],
             "group": None if split.groups is None else split.groups[row],
             "flagged_by": reasons[row],
-            "linkage_probability": None if cert.linkage is None else round(float(cert.linkage[row]), 6),
+            **linkage_figures(cert, int(row)),
             "set_size": int(cert.set_sizes[row]),
             "leakage": float(cert.leakage[row]),
             "top_candidates": [str(c) for c in split.table.candidate_ids[index]],
@@ -107,15 +122,16 @@ def worklist_json(frame: pd.DataFrame) -> str:
     return json.dumps(frame.to_dict(orient="records"), indent=2, ensure_ascii=False, default=str)
 
 
-PANEL_WORKLIST_COLUMNS = ("doc_id", "group", "flagged_by", "linkage_probability", "linkage_by", "set_size",
-                          "set_size_by", "config_id", "confidence")
+PANEL_WORKLIST_COLUMNS = ("doc_id", "group", "flagged_by", "linkage_probability", "linkage_low", "linkage_high",
+                          "linkage_by", "first_guess", "set_size", "set_size_by", "config_id", "confidence")
 
 
 def panel_worklist(cert: PanelCertificate, policy: ReleasePolicy, config_id: str) -> pd.DataFrame:
     """The worklist of an attacker panel: every document any member flags, riskiest first (the largest linkage
     probability over the members, then the smallest set, then doc id), with the members that flag it
     (``flagged_by``: ``tfidf (set+linkage), learned (linkage)``), the member that gave the largest linkage probability
-    and the one that gave the smallest set. Each member's own worklist, with its evidence, is in its folder."""
+    (with its interval and its first guess, :func:`linkage_figures`; the first member's when no member has a linkage
+    probability) and the one that gave the smallest set. Each member's own worklist, with its evidence, is in its folder."""
     reasons = np.stack([member.flag_reasons(policy) for member in cert.members], axis=1)
     flagged = np.flatnonzero((reasons != "").any(axis=1))
     linkage = cert.linkage
@@ -128,7 +144,7 @@ def panel_worklist(cert: PanelCertificate, policy: ReleasePolicy, config_id: str
             "doc_id": split.table.doc_ids[row],
             "group": None if split.groups is None else split.groups[row],
             "flagged_by": ", ".join(f"{name} ({reason})" for name, reason in zip(cert.names, reasons[row]) if reason),
-            "linkage_probability": None if linkage is None else round(float(linkage[row]), 6),
+            **linkage_figures(cert.members[0 if linkage is None else int(cert.linkage_by[row])], row),
             "linkage_by": None if linkage is None else cert.names[int(cert.linkage_by[row])],
             "set_size": int(cert.set_sizes[row]),
             "set_size_by": cert.names[int(cert.smallest_by[row])],

@@ -106,7 +106,8 @@ SCHEMA = (
 )
 LIST_COLUMNS = ("id", "created_at", "source", "config_id", "knowledge", "attacker", "protocol", "documents_sha256",
                 "registry_sha256", "n_documents", "flag_confidence", "k", "first_guess_rate", "verdict", "n_flagged",
-                "median_set_size", "redacted_from", "panel", "panel_attackers", "out_dir", "unreadable")
+                "median_set_size", "redacted_from", "documents_kept", "characters_kept_share", "meaning", "panel",
+                "panel_attackers", "out_dir", "unreadable")
 SHORT_SHA = 12
 
 
@@ -536,10 +537,18 @@ def _figures(summary, checksums, flag_confidence) -> dict:
                 "verdict": verdict.get("status") if isinstance(verdict, dict) else None,
                 "n_flagged": level.get("n_flagged"), "median_set_size": level.get("median_set_size"),
                 "redacted_from": (summary.get("redaction") or {}).get("from_audit"),
+                **_kept((summary.get("redaction") or {}).get("kept") or {}),
                 "panel": (summary.get("panel") or {}).get("config_id"),
                 "panel_attackers": tuple((summary.get("panel") or {}).get("attackers") or ()) or None}
     except (AttributeError, TypeError):  # a member of another type than the tool writes
         raise ValueError("its stored summary or checksums are not of the form the tool records") from None
+
+
+def _kept(kept: dict) -> dict:
+    """What a redacted release keeps (``summary.json``'s ``redaction.kept``) as a history row's columns: the documents
+    kept, the share of characters kept and the mean meaning score of the edited texts (``None`` when not measured)."""
+    return {"documents_kept": kept.get("documents_kept"), "characters_kept_share": kept.get("characters_kept_share"),
+            "meaning": kept.get("meaning_edited_mean")}
 
 
 def list_audits(path: str | Path | None = None) -> pd.DataFrame:

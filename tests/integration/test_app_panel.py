@@ -210,6 +210,11 @@ def test_flagged_documents_are_those_any_attacker_flags_with_the_worst_over_them
         assert row["set_size"] == cert.set_sizes[i] and row["set_size_by"] == PANEL[cert.smallest_by[i]]
         assert row["linkage_probability"] == pytest.approx(cert.linkage[i], abs=1e-6)
         assert row["linkage_by"] == PANEL[cert.linkage_by[i]]
+        worst = cert.members[cert.linkage_by[i]]  # the interval and the first guess of the attacker that gave it
+        assert row["linkage_low"] == pytest.approx(worst.linkage_interval.low[i], abs=1e-6)
+        assert row["linkage_high"] == pytest.approx(worst.linkage_interval.high[i], abs=1e-6)
+        assert row["linkage_low"] <= row["linkage_probability"] <= row["linkage_high"]
+        assert row["first_guess"] == str(worst.split.table.candidate_ids[worst.split.table.candidates[i, 0]])
         assert set(re.findall(r"(\w+) \(", row["flagged_by"])) == {name for name, member in zip(PANEL, cert.members)
                                                                    if member.flags(policy)[i]}
     # the document opened: under each attacker, the worst marked

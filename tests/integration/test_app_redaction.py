@@ -174,6 +174,20 @@ def test_review_the_redactions_build_the_release_and_certify_it_in_place(sample_
     sides = at.dataframe[-1].value
     assert int(sides["flagged_after"].sum()) == flagged_after and set(sides["redaction"]) <= {"edited", "withheld",
                                                                                                 "unchanged"}
+    # what the redacted release keeps: per document in the table, overall on the page, in the summary and the History
+    texts = dict(zip(data.documents.frame["doc_id"].astype(str), data.documents.frame["text"]))
+    by_id = sides.set_index("doc_id")
+    for doc_id in withheld:
+        assert by_id.at[doc_id, "characters_kept"] == 0 and pd.isna(by_id.at[doc_id, "meaning"])
+    for doc_id in set(edits) - withheld:
+        removed = sum(edit.length for edit in edits[doc_id])
+        assert by_id.at[doc_id, "characters_kept"] == len(texts[doc_id]) - removed
+        assert (by_id.at[doc_id, "meaning"] < 1) == (removed > 0) and 0.3 < by_id.at[doc_id, "meaning"] <= 1 + 1e-6
+    kept = after.result.inputs["redaction"]["kept"]
+    assert kept["documents_kept"] == len(texts) - len(withheld) and kept["edited"] == len(set(edits) - withheld)
+    assert any(f"**Kept:** {kept['documents_kept']:,} of {len(texts):,} documents kept" in m.value for m in at.markdown)
+    assert audits.iloc[-1]["documents_kept"] == kept["documents_kept"]
+    assert audits.iloc[-1]["meaning"] == pytest.approx(kept["meaning_edited_mean"])
     figure = json.loads(at.get("plotly_chart")[-1].proto.spec)
     assert {trace.get("name") for trace in figure["data"]} >= {"before", "after redaction"}
     # the current audit, on every page: the report certifies it, beside the audit before, and reproduces the chain
@@ -184,6 +198,11 @@ def test_review_the_redactions_build_the_release_and_certify_it_in_place(sample_
     at.switch_page(nav.REPORT).run()
     assert_clean(at)
     assert any("Before and after redaction" in h.value for h in at.subheader)
+    report = downloads[next(n for n in downloads if n.endswith("-report.html"))]
+    report = (report() if callable(report) else report)
+    report = report.decode() if isinstance(report, bytes) else report
+    assert f"redacted from audit {run.audit_id}, configuration {run.result.config.config_id}" in report
+    assert f"{len(withheld):,} documents withheld" in report and "What the redacted release keeps" in report
     import zipfile
     bundle = downloads[next(n for n in downloads if n.endswith("-reproduce.zip"))]
     archive = zipfile.ZipFile(io.BytesIO(bundle() if callable(bundle) else bundle))

@@ -150,6 +150,10 @@ def test_cpa_redact_writes_decisions_and_a_release_that_audits_again_and_applies
                                                                             "text"].str.len().sum())
     assert removed >= 0 and 0.5 < kept["meaning_edited_mean"] < 1 and kept["meaning_lowest"] <= kept["meaning_edited_mean"]
     assert f"kept: {len(edited):,} of {len(original):,} documents" in redact.stderr
+    # the verified release's report says what it keeps
+    assert verified["redaction"]["kept"] == {k: v for k, v in kept.items() if k != "per_document"}
+    report = (tmp_path / "redacted" / "audit" / "report.html").read_text(encoding="utf-8")
+    assert f"What the redacted release keeps: {len(edited):,} of {len(original):,} documents kept" in report
     after = run_cli("audit", "--documents", release, "--config", tmp_path / "redacted" / "audit.toml", *common,
                     "--out", tmp_path / "after")
     assert after.returncode == 0, after.describe()

@@ -20,6 +20,7 @@ from cpa_core.report.formatting import (
     fmt_interval,
     fmt_number,
     fmt_percent,
+    kept_text,
     percent_from_confidence,
     set_size_bins,
     without_empty,
@@ -146,3 +147,13 @@ def test_counts_agree_with_their_nouns_and_ranks_read_as_ordinals():
     assert counted(1, "stratum", "strata") == "1 stratum" and counted(3, "stratum", "strata") == "3 strata"
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111, 257, 1_000)] == \
         ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th", "257th", "1,000th"]
+
+
+def test_what_a_redacted_release_keeps_in_one_sentence():
+    kept = {"documents": 1000, "documents_kept": 90, "edited": 43, "characters": 500_000, "characters_kept": 42_000,
+            "characters_kept_share": 0.084, "meaning_edited_mean": 0.96, "meaning_lowest": 0.7591}
+    assert kept_text(kept) == ("90 of 1,000 documents kept (43 edited), 42,000 of 500,000 characters (8.4 %); meaning "
+                               "kept in the edited texts 0.960 on average, 0.759 at the lowest (cosine of the packaged "
+                               "model's embeddings, 1 = unchanged)")
+    unscored = {**kept, "edited": 0, "meaning_edited_mean": None, "meaning_lowest": None}
+    assert kept_text(unscored) == "90 of 1,000 documents kept (0 edited), 42,000 of 500,000 characters (8.4 %)"

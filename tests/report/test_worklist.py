@@ -46,15 +46,18 @@ def toy():
 def test_the_toy_worklist_by_hand(toy):
     """Linkage probabilities by hand: margins d3 0 < d1 .1 < d0 .3 (a miss) < d2 .5 (a hit), one level each; d1 and
     d3 lie below both calibration documents, so p0 = 0, p1 = 1/2 (pooled with the miss) and p = .5 / 1.5 = 1/3,
-    not above the acceptable 1/3 at k = 3: flagged by their sets alone."""
+    not above the acceptable 1/3 at k = 3: flagged by their sets alone. The interval is [p0, p1] = [0, 1/2]; the first
+    guess is each one's top candidate."""
     frame = worklist(toy.certificate(0.5), ReleasePolicy(3), "cfg-1")
     assert list(frame.columns) == list(WORKLIST_COLUMNS)
     assert frame.to_dict(orient="records") == [
-        {"doc_id": "d1", "group": None, "flagged_by": "set", "linkage_probability": 0.333333, "set_size": 2,
+        {"doc_id": "d1", "group": None, "flagged_by": "set", "linkage_probability": 0.333333, "linkage_low": 0.0,
+         "linkage_high": 0.5, "first_guess": "p1", "set_size": 2,
          "leakage": 0.5, "top_candidates": ["p1", "p0", "p2"],
          "top_weights": [0.5, 0.4, 0.1], "driving_terms": [], "evidence": [], "inferred_clues": [],
          "config_id": "cfg-1", "confidence": 0.5},
-        {"doc_id": "d3", "group": None, "flagged_by": "set", "linkage_probability": 0.333333, "set_size": 2,
+        {"doc_id": "d3", "group": None, "flagged_by": "set", "linkage_probability": 0.333333, "linkage_low": 0.0,
+         "linkage_high": 0.5, "first_guess": "p0", "set_size": 2,
          "leakage": 0.5, "top_candidates": ["p0", "p2", "p1"],
          "top_weights": [0.4, 0.4, 0.2], "driving_terms": [], "evidence": [], "inferred_clues": [],
          "config_id": "cfg-1", "confidence": 0.5}]
