@@ -195,12 +195,13 @@ def load_config(path: str | Path) -> ProjectConfig:
     return parse_config(text, str(path))
 
 
-def make_llm_client(llm: Mapping[str, Any], http_client=None):
-    """An :class:`~cpa_core.llm.client.LLMClient` for the ``[llm]`` settings (endpoint, model, decoding, budget)."""
+def make_llm_client(llm: Mapping[str, Any], http_client=None, purpose: str = "an LLM attacker"):
+    """An :class:`~cpa_core.llm.client.LLMClient` for the ``[llm]`` settings (endpoint, model, decoding, budget);
+    ``purpose`` names what needs it when they lack an endpoint."""
     from cpa_core.llm.client import LLMClient, LLMSettings
 
     if not llm.get("base_url") or not llm.get("model"):
-        raise ConfigError("an LLM attacker needs an endpoint: declare [llm] base_url and model "
+        raise ConfigError(f"{purpose} needs an endpoint: declare [llm] base_url and model "
                           "(or --llm-url and --llm-model)")
     settings = {k: v for k, v in check_table(LLM_PARAMS, llm, "[llm]").items() if v is not None}
     return LLMClient(LLMSettings(**settings), http_client)

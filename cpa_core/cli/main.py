@@ -18,7 +18,7 @@ from cpa_core.attack.base import close_clients
 from cpa_core.attack.registry import attacker_specs
 from cpa_core.audit.configuration import AUDIT_PARAMS
 from cpa_core.audit.pipeline import estimate_llm_calls, run_audit
-from cpa_core.audit.project import ProjectConfig, declare_audit, load_config
+from cpa_core.audit.project import ProjectConfig, declare_audit, load_config, make_llm_client
 from cpa_core.cli.history_command import (
     add_audit_history_options,
     add_history_command,
@@ -254,6 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the attacker that verifies the redacted release, which the search never consults "
                              "(default: the first of learned, lexical_fusion, bm25, tfidf, dense that is no member "
                              "of the audit's panel)")
+    redact.add_argument("--rewrite", action="store_true",
+                        help="offer every document the search would withhold to an LLM rewrite through the [llm] "
+                             "endpoint of the audit's configuration (or the options below): the rewrite is kept only "
+                             "when every attacker of the audit finds it within the policy and none finds it riskier "
+                             "than the released text; otherwise the document stays withheld. Sends those documents' "
+                             "text to the endpoint")
+    rewrite = redact.add_argument_group("LLM endpoint of --rewrite (overrides [llm] of the audit's configuration)")
+    for param in LLM_PARAMS:
+        if param.option:
+            _add_option(rewrite, param)
     add_audit_history_options(redact)
     redact.add_argument("--generalization", metavar="FILE",
                         help="with --strategy generalize: a table (CSV, JSONL or Parquet) of your own "
@@ -729,6 +739,7 @@ def cmd_redact(args) -> int:
         review_decisions,
     )
     from cpa_core.redaction.replacements import load_generalization
+    from cpa_core.redaction.rewrite import Rewriter
     from cpa_core.redaction.suggestions import decided_frame, redacted_release, replacement_for, suggested_worklist
     from cpa_core.redaction.utility import packaged_embedder, release_utility
     from cpa_core.redaction.whatif import release_what_if
@@ -745,6 +756,9 @@ def cmd_redact(args) -> int:
     if args.decisions is not None and (args.deny or args.allow):
         raise ConfigError("--decisions applies a reviewed table as it is: --deny and --allow shape a new search; "
                           "give one or the other")
+    if args.rewrite and args.decisions is not None:
+        raise ConfigError("--rewrite offers the documents a new search would withhold to an LLM; --decisions applies a "
+                          "reviewed table as it is: give one or the other")
     if args.encoding is not None and args.decisions is None:
         raise ConfigError(f"--encoding declares the encoding of the --decisions file; expected --decisions FILE "
                           f"with it, found --encoding {args.encoding} alone")
@@ -792,7 +806,7 @@ def cmd_redact(args) -> int:
             raise ConfigError(f"no attacker of the audit ({', '.join(names)}) says which words drive its matches, so "
                               "no redaction can be suggested; edit the release yourself, or apply a decisions table "
                               "with --decisions")
-        suggestions = []
+        suggestions, rewriter = [], None
         try:
             panel = audit_panel(documents, registry, declared, _member_progress(names))
             before = {name: member for name, member in zip(names, panel.members)}
@@ -801,21 +815,28 @@ def cmd_redact(args) -> int:
                 before[held_out] = run_audit(documents, registry, held[1], held[0], ProgressBar())
             if reviewed is None:
                 bar = ProgressBar()
+                if args.rewrite:
+                    rewriter = Rewriter(make_llm_client({**project.llm, **_checked_options(args, LLM_PARAMS)},
+                                                        purpose="--rewrite"), seed=config.seed)
                 decisions, suggestions = proposed_decisions(
                     panel, attackers, registry, texts, strategy=replacer, deny=_words(args.deny),
                     allow=_words(args.allow), common_share=args.common or None,
-                    progress=lambda done, total: bar(len(done), total, "searching redactions"))
+                    progress=lambda done, total: bar(len(done), total, "searching redactions"), rewriter=rewriter)
             else:
                 decisions = reviewed
         finally:
             for attacker in attackers + ([] if held is None else [held[1]]):
                 close_clients(attacker)
+            if rewriter is not None:
+                rewriter.client.close()
         edits, withheld = accepted(decisions)
         write_private(out / "decisions.csv", decisions_csv(decisions, audit_id, held_out))
         log = redaction_log(config, replacer, suggestions, generalization=table, decisions=decisions,
                             deny=_words(args.deny), allow=_words(args.allow), applied=args.decisions,
                             common_share=None if reviewed is not None else (args.common or None), notes=notes,
                             config_id=audit_id, held_out=held_out)
+        if rewriter is not None:
+            log["rewrite"] = rewriter.params()
         utility = release_utility(texts, edits, withheld, packaged_embedder(ProgressBar()))
         log["utility"] = {**utility.summary(), "per_document": [d.to_dict() for d in utility.documents
                                                                 if d.withheld or d.edited]}
@@ -855,6 +876,11 @@ def cmd_redact(args) -> int:
         _say(f"{len(suggestions)} flagged documents{where}: {safe} made acceptable to the policy{against} by their "
              f"suggested edits (indicative, under the stored calibration), {len(suggestions) - safe} to withhold")
         _say_what_if(what, out / "whatif.csv")
+        if rewriter is not None:
+            rewritten = sum(any(e.kind == "rewrite" for e in s.edits) for s in suggestions)
+            refused = sum("an LLM rewrite was refused" in s.reason for s in suggestions)
+            _say(f"LLM rewrite: {rewritten} documents the search would withhold are rewritten within the policy of "
+                 f"every attacker; {refused} rewrites refused (their documents stay withheld)")
     kinds = {}
     for document in edits.values():
         for edit in document:

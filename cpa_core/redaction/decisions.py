@@ -50,8 +50,10 @@ from cpa_core.redaction.suggestions import (
     edit_kinds,
     replacement_for,
     panel_members,
+    reachable,
     suggest_redactions,
 )
+from cpa_core.redaction.rewrite import Rewriter, rewrite_withheld
 from cpa_core.report.worklist import neutralise_cell, restore_cell
 
 if TYPE_CHECKING:
@@ -469,17 +471,27 @@ def proposed_decisions(result: AuditResult | PanelResult, attacker: Attacker | S
                        policy: ReleasePolicy | None = None, confidence=None,
                        strategy: str | Replacement | Replacer = "placeholder", generalization=None,
                        deny: Iterable[str] = (), allow: Iterable[str] = (), common_share: float | None = COMMON_SHARE,
-                       progress=None) -> tuple[pd.DataFrame, list[Suggestion]]:
+                       progress=None, rewriter: Rewriter | None = None) -> tuple[pd.DataFrame, list[Suggestion]]:
     """The review table a search proposes, and its suggestions: every flagged document searched
     (:func:`~cpa_core.redaction.suggestions.suggest_redactions`, never redacting a ``deny`` word nor a word in more
     than ``common_share`` of the released documents, :func:`common_words`), then every occurrence of an ``allow``
     word in any document of the release, accepted unless it overlaps a suggested edit or raises its document's risk
     under the stored calibration: the risk of the document with its suggested edits made, the text the release
-    will hold, against that text with the allow list's edits made too."""
+    will hold, against that text with the allow list's edits made too. With a ``rewriter``, every document the search
+    would withhold is offered to an LLM rewrite, kept only when it is safe (:func:`~cpa_core.redaction.rewrite.
+    rewrite_withheld`, under the same target as the search)."""
     replacer = replacement_for(strategy, registry, generalization) if isinstance(strategy, str) else strategy
     never = tuple(deny) + tuple(common_words(texts.values(), common_share))
     suggestions = suggest_redactions(result, attacker, registry, dict(texts), policy=policy, confidence=confidence,
                                      strategy=replacer, deny=never, progress=progress)
+    if rewriter is not None:
+        members = panel_members(result, attacker)
+        stored = PanelStoredRisk(members, registry, confidence)
+        target = reachable(policy or members[0][0].config.policy, stored.linkage_floor)
+        pools = stored.certificates()
+        names = {doc_id: (part, row) for doc_id, (part, row) in stored.documents().items()
+                 if pools[part].split.table.pool_sizes[row] >= target.flag_below}  # no rewrite gives a set of k else
+        suggestions = rewrite_withheld(suggestions, names, dict(texts), stored.of, rewriter, target)
     rows = []
     allow = [w for w in allow if str(w).strip()]
     if allow:

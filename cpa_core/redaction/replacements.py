@@ -56,7 +56,7 @@ STRATEGIES = {
                   "curator's table), else the category placeholder",
 }
 """The named replacement strategies."""
-KINDS = ("delete", "placeholder", "generalize")
+KINDS = ("delete", "placeholder", "generalize", "rewrite")  # rewrite: an LLM rewrite (cpa_core.redaction.rewrite)
 """What an edit's replacement is (recorded on each edit)."""
 REDACTED = "[REDACTED]"
 FREE_TEXT_WORDS = 8

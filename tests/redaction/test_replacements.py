@@ -241,7 +241,7 @@ def test_the_greedy_records_each_edits_kind_and_never_edits_what_it_wrote(toy):
     # the "Yorkshire" that Leeds became is evidence of the term "yorkshire" too, and is left alone
     assert apply_edits(text, done.edits) == "A 30-39-year-old [OCCUPATION] from Yorkshire, UK, seen in the 2010s."
     assert all(text[e.offset:e.offset + e.length] == e.original for e in done.edits)
-    assert done.kinds() == {"delete": 0, "placeholder": 1, "generalize": 4}
+    assert done.kinds() == {"delete": 0, "placeholder": 1, "generalize": 4, "rewrite": 0}
     assert done.to_dict()["edits"][0] == {"offset": 2, "length": 2, "original": "39", "replacement": "30-39",
                                           "term": "39", "kind": "generalize"}
     placeholders = heaviest_first("d1", text, stuck, _explainer(weights), 11, Replacer.from_registry(toy, "placeholder"))
@@ -304,7 +304,7 @@ def test_the_log_records_the_strategy_the_table_and_the_kinds(toy, tmp_path):
     config = SimpleNamespace(config_id="abc", policy=ReleasePolicy(11), policy_confidence=0.9)
     log = redaction_log(config, replacer, [done])
     assert log["strategy"] == "generalize" and log["generalization"]["sha256"] == table.sha256
-    assert log["edits_by_kind"] == {"delete": 0, "placeholder": 1, "generalize": 1}
+    assert log["edits_by_kind"] == {"delete": 0, "placeholder": 1, "generalize": 1, "rewrite": 0}
     assert log["derived"]["hierarchies"] == {"city": "region", "region": "country"}
     assert json.loads(json.dumps(log))["documents"][0]["edits"][1]["replacement"] == "North"
     assert redaction_log(config, "delete", [])["generalization"] is None
