@@ -7,7 +7,7 @@ import streamlit as st
 
 from cpa_core.redaction.suggestions import WITHHOLD, apply_edits
 from cpa_core.redaction.whatif import release_what_if
-from cpa_core.report.evidence import N_CANDIDATES, document_evidence, driving_terms
+from cpa_core.report.evidence import N_CANDIDATES, document_evidence, driving_terms, release_function_words
 from cpa_core.report.formatting import fmt_confidence, fmt_number
 from cpa_core.report.help import HELP
 from cpa_core.report.worklist import worklist
@@ -150,7 +150,9 @@ with text_column:
     st.caption("Highlighted: the passages of this text (words, sentences or LLM clues, as the attacker explains "
                "its matches) that weigh most in its match to its top "
                f"{N_CANDIDATES} candidates ({plain(', '.join(terms)) if terms else 'none'}); anonymiser placeholders "
-               "are never evidence. The worklist lists the same spans." if explain else
+               "and the release's function words are never evidence ("
+               + plain(release_function_words(cert.split).describe()["rule"]) + "). The worklist lists the same "
+               "spans." if explain else
                "This attacker does not say which terms drive its matches.")
 with set_column:
     st.markdown(f"**Certified set** ({facts['set_size']:,} people; fields the attacker sees under "

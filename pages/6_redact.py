@@ -10,9 +10,9 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
+from cpa_core.attack.function_words import COMMON_SHARE, MIN_DOCUMENTS
 from cpa_core.common.errors import CPAError
 from cpa_core.redaction.decisions import (
-    COMMON_SHARE,
     EDIT,
     accepted,
     decisions_csv,
@@ -102,8 +102,10 @@ allow = words(right.text_input("Always redact (allow list)", key=widget_key("red
                                     "document, unless that raises the document's risk."))
 common = st.number_input("Never redact words found in more than this share of the documents", min_value=0.0,
                          max_value=0.99, step=0.05, format="%.2f", key=widget_key("redact.common", COMMON_SHARE),
-                         help="Such words identify no one in this release (a link token, its function words); 0 "
-                              "proposes every word of the evidence.")
+                         help="Such words identify no one in this release (a link token, its function words): a "
+                              "word in more than this share of the documents, or of the documents of its language "
+                              f"where they number at least {MIN_DOCUMENTS} (each document's language is detected), is "
+                              "never suggested in a document of that language; 0 proposes every word of the evidence.")
 ask = (run.key, strategy, float(confidence), policy, deny, allow, float(common))
 review = current_review(run)
 searched = review is not None and review.ask == ask

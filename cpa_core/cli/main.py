@@ -240,8 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="comma-separated words never to redact (e.g. a link token or the release's stop words); "
                              "repeatable")
     redact.add_argument("--common", type=float, default=0.1, metavar="SHARE",
-                        help="never redact a word found in more than this share of the released documents: it "
-                             "identifies no one (default 0.1; 0 proposes every word of the evidence)")
+                        help="never redact a word found in more than this share of the released documents, or of "
+                             "the documents of its language where they number at least 50 (each document's language "
+                             "is detected): it identifies no one (default 0.1; 0 proposes every word of the evidence; "
+                             "the rule and what it found are in redactions.json, function_words)")
     redact.add_argument("--allow", action="append", default=[], metavar="WORDS",
                         help="comma-separated words or phrases always to redact, in every document (unless that "
                              "raises the document's risk); repeatable")
@@ -739,6 +741,7 @@ def cmd_redact(args) -> int:
         review_decisions,
     )
     from cpa_core.redaction.replacements import load_generalization
+    from cpa_core.attack.function_words import function_words
     from cpa_core.redaction.rewrite import Rewriter
     from cpa_core.redaction.suggestions import decided_frame, redacted_release, replacement_for, suggested_worklist
     from cpa_core.redaction.utility import packaged_embedder, release_utility
@@ -835,6 +838,8 @@ def cmd_redact(args) -> int:
                             deny=_words(args.deny), allow=_words(args.allow), applied=args.decisions,
                             common_share=None if reviewed is not None else (args.common or None), notes=notes,
                             config_id=audit_id, held_out=held_out)
+        if reviewed is None:
+            log["function_words"] = function_words(texts.values(), args.common or None).describe()
         if rewriter is not None:
             log["rewrite"] = rewriter.params()
         utility = release_utility(texts, edits, withheld, packaged_embedder(ProgressBar()))

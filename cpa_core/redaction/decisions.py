@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from cpa_core.attack.explainers import Span, find_clue, fold
+from cpa_core.attack.function_words import COMMON_SHARE, function_words
 from cpa_core.audit.rescoring import PanelStoredRisk
 from cpa_core.common.errors import DataError
 from cpa_core.io.reading import FORMATS, read_table, short
@@ -86,7 +87,6 @@ RAISES_RISK = "the allow list's edits would raise this document's risk (indicati
 OVERLAPS = "overlaps a suggested edit"
 """Why an allow-list edit is not accepted."""
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]", re.UNICODE)
-_WORD = re.compile(r"(?u)\b\w\w+\b")
 _ANY_WORD = re.compile(r"\w+")
 
 
@@ -448,42 +448,24 @@ def _check_overlaps(name: str, table: pd.DataFrame) -> None:
             reach, last = max(reach, int(offset) + int(length)), (int(offset), int(length))
 
 
-COMMON_SHARE = 0.1
-"""Words in more than this share of the released documents are never proposed by default: they identify no one
-(a link token, the release's function words)."""
-
-
-def common_words(texts: Iterable[str], share: float | None = COMMON_SHARE) -> list[str]:
-    """The words (folded, of two characters or more) that appear in more than ``share`` of the texts, most frequent
-    first (none when ``share`` is ``None`` or 0)."""
-    texts = list(texts)
-    if not share or not texts:
-        return []
-    counts: dict[str, int] = {}
-    for text in texts:
-        for word in {fold(w) for w in _WORD.findall(text)}:
-            counts[word] = counts.get(word, 0) + 1
-    limit = share * len(texts)
-    return [w for w, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])) if n > limit]
-
-
 def proposed_decisions(result: AuditResult | PanelResult, attacker: Attacker | Sequence[Attacker], registry: Registry, texts: Mapping[str, str], *,
                        policy: ReleasePolicy | None = None, confidence=None,
                        strategy: str | Replacement | Replacer = "placeholder", generalization=None,
                        deny: Iterable[str] = (), allow: Iterable[str] = (), common_share: float | None = COMMON_SHARE,
                        progress=None, rewriter: Rewriter | None = None) -> tuple[pd.DataFrame, list[Suggestion]]:
     """The review table a search proposes, and its suggestions: every flagged document searched
-    (:func:`~cpa_core.redaction.suggestions.suggest_redactions`, never redacting a ``deny`` word nor a word in more
-    than ``common_share`` of the released documents, :func:`common_words`), then every occurrence of an ``allow``
+    (:func:`~cpa_core.redaction.suggestions.suggest_redactions`, never redacting a ``deny`` word nor, in a document,
+    a function word of the release: a word in more than ``common_share`` of the released documents or of those of
+    its language, :func:`~cpa_core.attack.function_words.function_words`), then every occurrence of an ``allow``
     word in any document of the release, accepted unless it overlaps a suggested edit or raises its document's risk
     under the stored calibration: the risk of the document with its suggested edits made, the text the release
     will hold, against that text with the allow list's edits made too. With a ``rewriter``, every document the search
     would withhold is offered to an LLM rewrite, kept only when it is safe (:func:`~cpa_core.redaction.rewrite.
     rewrite_withheld`, under the same target as the search)."""
     replacer = replacement_for(strategy, registry, generalization) if isinstance(strategy, str) else strategy
-    never = tuple(deny) + tuple(common_words(texts.values(), common_share))
     suggestions = suggest_redactions(result, attacker, registry, dict(texts), policy=policy, confidence=confidence,
-                                     strategy=replacer, deny=never, progress=progress)
+                                     strategy=replacer, deny=tuple(deny), progress=progress,
+                                     function_words=function_words(texts.values(), common_share))
     if rewriter is not None:
         members = panel_members(result, attacker)
         stored = PanelStoredRisk(members, registry, confidence)

@@ -44,6 +44,8 @@ import numpy as np
 import pandas as pd
 
 from cpa_core.attack.explainers import Explainer, PanelExplainer, Span, fold
+from cpa_core.attack.function_words import NONE as NO_FUNCTION_WORDS
+from cpa_core.attack.function_words import FunctionWords
 from cpa_core.audit.panel import PanelResult
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.rescoring import PanelRisk, PanelStoredRisk, Rescored, Risk, joined
@@ -244,6 +246,7 @@ class _Search:
     rejected: list[str] = field(default_factory=list)
 
     flagged: bool = False  # flagged as released: never left unchanged
+    deny: frozenset[str] = frozenset()  # folded words never redacted in it: the deny list and its function words
 
     def safe(self, policy: ReleasePolicy) -> bool:
         """Acceptable to the policy (to every member of a panel) as edited so far, and changed if it was flagged."""
@@ -314,13 +317,15 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
                       max_terms: int = MAX_TERMS, deny: Collection[str] = (),
                       before: Sequence[Risk] | None = None, proposals: int = PROPOSALS,
                       progress: Callable[[list[Suggestion], int], None] | None = None,
-                      flagged_by: ReleasePolicy | None = None, costly: Sequence[int] = ()) -> list[Suggestion]:
+                      flagged_by: ReleasePolicy | None = None, costly: Sequence[int] = (),
+                      function_words: FunctionWords = NO_FUNCTION_WORDS) -> list[Suggestion]:
     """The greedy search of the module's docstring over ``documents``: each ``(name, doc_id, released text)``,
     ``name`` naming the document for ``rescore``; the suggestions in the order of ``documents``. ``flagged_by``: the
     release policy, when ``policy`` is the target a search can reach (:func:`reachable`): a document it flags as
     released is never left unchanged, even when it is within the target (at least one step that lowers its risk, else
     it is to be withheld). ``before``: each
-    document's risk as released (default: its text re-scored); ``deny``: words never redacted; ``proposals``:
+    document's risk as released (default: its text re-scored); ``deny``: words never redacted, and in each document
+    its ``function_words`` (:mod:`cpa_core.attack.function_words`) neither; ``proposals``:
     the heaviest terms tried per round (1: the heaviest term whenever it lowers the risk); ``progress(finished
     suggestions, total)`` is called after each round (stopping it there keeps the finished ones).
     ``costly``: members of a panel whose attack of one text is costly (indices; ``rescore`` then takes ``members=``
@@ -337,7 +342,8 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
     for i, ((name, doc_id, text), found) in enumerate(zip(documents, start)):
         risk = found.risk if before is None else before[i]
         searches.append(_Search(name, str(doc_id), text, risk, Rescored(risk, found.rows, found.clues),
-                                flagged=flagged_by is not None and not risk.acceptable(flagged_by)))
+                                flagged=flagged_by is not None and not risk.acceptable(flagged_by),
+                                deny=deny | function_words.of(text)))
     finished: dict[int, Suggestion] = {}
 
     def finish(done: Iterable[_Search]) -> None:
@@ -353,7 +359,7 @@ def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: Res
         tries = []  # (search, term, weight, edits)
         for search, spans in zip(active, evidence):
             room = min(proposals, MAX_TRIED - search.tried())
-            offered = _proposals(search, spans, deny, room) if room > 0 else {}
+            offered = _proposals(search, spans, search.deny, room) if room > 0 else {}
             for term in offered:
                 new = [_edit(choose, s, search.text) for s in offered[term]]
                 tries.append((search, term, max(s.weight for s in offered[term]),
@@ -503,13 +509,15 @@ def suggest_redactions(result: AuditResult | PanelResult, attacker: Attacker | S
                        strategy: str | Replacement = "placeholder", max_terms: int = MAX_TERMS,
                        generalization: GeneralizationTable | None = None,
                        doc_ids: Iterable[str] | None = None, deny: Collection[str] = (),
+                       function_words: FunctionWords = NO_FUNCTION_WORDS,
                        progress: Callable[[list[Suggestion], int], None] | None = None) -> list[Suggestion]:
     """A suggestion for every document of the release the policy flags at ``confidence`` (default: the declared
     ones; see :func:`release_flags`), riskiest first; ``texts`` maps doc ids to the released texts. ``result`` is one
     attacker's audit (``attacker`` its attacker) or an attacker panel's (``attacker``: each member's, in order):
     every member's evidence is read and every member's risk is kept from rising (see the module's docstring). A
     named ``strategy`` is built once from the registry (and, for ``generalize``, the ``generalization`` table);
-    ``doc_ids`` keeps only those flagged documents; ``deny``: words never redacted. Documents are searched
+    ``doc_ids`` keeps only those flagged documents; ``deny``: words never redacted, nor in a document its
+    ``function_words``. Documents are searched
     :data:`CHUNK` at a time, in lockstep; ``progress(finished suggestions, total)`` is called after each round."""
     members = panel_members(result, attacker)
     policy = policy or members[0][0].config.policy
@@ -548,7 +556,8 @@ def suggest_redactions(result: AuditResult | PanelResult, attacker: Attacker | S
             if progress is not None:
                 progress(out[:earlier] + done, total)
         out.extend(search_redactions(documents, stored.of, explainer, target, strategy, max_terms, deny,
-                                     progress=report, flagged_by=policy, costly=stored.costly))
+                                     progress=report, flagged_by=policy, costly=stored.costly,
+                                     function_words=function_words))
     return sorted(out, key=lambda s: order[s.doc_id])  # riskiest first
 
 

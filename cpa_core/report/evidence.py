@@ -1,7 +1,8 @@
 """A document's evidence, as every surface shows it (the drill-down, the worklist, the report).
 
 :func:`document_evidence` is the one computation: the same candidates (the document's top
-``n_candidates``), the same terms (the ``n_terms`` heaviest), every occurrence of each.
+``n_candidates``), the same terms (the ``n_terms`` heaviest that are not function words of the release,
+:func:`release_function_words`), every occurrence of each.
 :func:`audit_explainer` is the attacker's explainer with the declared configuration's placeholders:
 every caller goes through it.
 """
@@ -10,13 +11,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import threading
+import weakref
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from cpa_core.audit.configuration import AuditConfig
     from cpa_core.audit.results import ScoredSplit
     from cpa_core.io.tables import Registry
-from cpa_core.attack.explainers import N_TERMS, Explainer, Span, inferred_clues, released_text
+from cpa_core.attack.explainers import N_TERMS, Explainer, Span, fold, heaviest_terms, inferred_clues, released_text
+from cpa_core.attack.function_words import FunctionWords, function_words
 from cpa_core.io.placeholders import DEFAULT_PLACEHOLDERS
 
 N_CANDIDATES = 3
@@ -93,12 +97,35 @@ def documents_evidence(split: "ScoredSplit", rows: Sequence[int], explainer: Exp
     found = [(i, query) for i, query in found if query is not None]
     if not found:
         return out
-    explained = explainer.spans_batch([text for _, (text, _) in found],
-                                      [evidence_rows(split, rows[i], n_candidates) for i, _ in found],
-                                      n_terms, [clues for _, (_, clues) in found])
-    for (i, _), spans in zip(found, explained):
-        out[i] = spans
+    explained = explainer.evidence_batch([text for _, (text, _) in found],
+                                         [evidence_rows(split, rows[i], n_candidates) for i, _ in found],
+                                         [clues for _, (_, clues) in found])
+    common = release_function_words(split)
+    for (i, (text, _)), spans in zip(found, explained):
+        never = common.of(text)
+        out[i] = heaviest_terms([span for span in spans if fold(span.term) not in never], n_terms)
     return out
+
+
+_FUNCTION_WORDS: dict[int, tuple[weakref.ref, FunctionWords]] = {}  # by candidate table, while it lives
+_FUNCTION_WORDS_LOCK = threading.Lock()
+
+
+def release_function_words(split: "ScoredSplit") -> FunctionWords:
+    """The function words of the documents of ``split`` (:func:`~cpa_core.attack.function_words.function_words` at
+    its default share, as the redaction search reads them by default): never evidence. Found once per candidate
+    table."""
+    table = split.table
+    with _FUNCTION_WORDS_LOCK:
+        entry = _FUNCTION_WORDS.get(id(table))
+    if entry is not None and entry[0]() is table:
+        return entry[1]
+    queries = (document_query(split, row) for row in range(len(table.doc_ids)))
+    found = function_words([query[0] for query in queries if query is not None])
+    key = id(table)
+    with _FUNCTION_WORDS_LOCK:
+        _FUNCTION_WORDS[key] = (weakref.ref(table, lambda _, key=key: _FUNCTION_WORDS.pop(key, None)), found)
+    return found
 
 
 def document_inferred_clues(split: "ScoredSplit", row: int, explainer: Explainer | None = None) -> list[str]:

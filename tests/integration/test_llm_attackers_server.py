@@ -7,7 +7,7 @@ at the short max_tokens: never cached) and the manifest (prompt
 sha256 and LLM settings, never the key). What is tested is the pipeline, not a 135M model's skill.
 
 Skipped, with the install command, when the server is not installed (see tests/llm_server.py). Sized for
-a 2-core machine, where llama.cpp on one thread evaluates about 100 prompt tokens per second: 20 documents
+a 2-core machine, where llama.cpp on one thread evaluates about 100 prompt tokens per second: 10 documents
 (``CPA_LLM_TEST_DOCS`` overrides) cut to 160 characters, m = 2, a shortlist of 3, short answers, mostly one
 request at a time (consecutive requests of a document then share their prompt prefix in llama.cpp's cache).
 """
@@ -37,7 +37,7 @@ from cpa_core.store.records import manifest
 
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_data"
 
-N_DOCS = int(os.environ.get("CPA_LLM_TEST_DOCS", "20"))  # even; 20 keeps the file under 3 minutes on 2 cores
+N_DOCS = int(os.environ.get("CPA_LLM_TEST_DOCS", "10"))  # even; 10 keeps the file near 4 minutes beside other tests
 TEXT_CHARS = 160
 SHORTLIST_K = 3
 CONFIDENCES = (0.8, 0.9)

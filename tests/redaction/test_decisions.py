@@ -145,15 +145,6 @@ def test_the_allow_list_redacts_every_whole_word_occurrence_and_says_when_it_rai
     assert set(frame.loc[frame["doc_id"] == "b", "reason"]) == {RAISES_RISK}
 
 
-def test_words_in_more_than_a_share_of_the_documents_are_common_case_and_accents_aside():
-    from cpa_core.redaction.decisions import common_words
-
-    texts = ["urlLink and Zoë", "URLLINK, zoe and the bus", "the urllink", "nothing"]
-    assert common_words(texts, 0.5) == ["urllink"]  # in 3 of 4 documents; "and", "the", "zoe" in 2: not more
-    assert common_words(texts, 0.25) == ["urllink", "and", "the", "zoe"]
-    assert common_words(texts, None) == [] and common_words(texts, 0) == [] and common_words([], 0.1) == []
-
-
 # ------------------------------------------------------------------------------------- through a spreadsheet
 
 HOSTILE = {"=cmd|' /C calc'!A0": "=SUM(A1) +44 -x @me 'tis\tTab and Kraków.", "'quoted": "plain words here"}
