@@ -17,6 +17,7 @@ import streamlit as st
 
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.explainers import Span
+from cpa_core.attack.function_words import COMMON_SHARE, FunctionWords, function_words
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.rescoring import StoredRisk
 from cpa_core.audit.results import Certificate
@@ -92,14 +93,46 @@ def texts_of(documents: Documents) -> dict[str, str]:
     return dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"].astype(str)))
 
 
+@st.cache_resource(show_spinner="Finding the release's function words…", max_entries=2)
+def release_words(fingerprint: str, share: float | None, _data: DataSet) -> FunctionWords:
+    """The function words of the data's documents at ``share`` (:func:`~cpa_core.attack.function_words.
+    function_words`), found once per data set and share."""
+    return function_words(texts_of(_data.documents).values(), share)
+
+
 @st.cache_data(show_spinner="Finding the fewest words whose redaction makes this document acceptable…",
                max_entries=256)
 def document_suggestion(key: str, doc_id: str, strategy: str, confidence: float, policy: ReleasePolicy,
-                        _run: AuditRun, _data: DataSet) -> Suggestion | None:
-    """The suggested redaction of one flagged document (``None`` when the attacker cannot explain its matches)."""
+                        deny: tuple[str, ...], share: float | None, _run: AuditRun, _data: DataSet
+                        ) -> Suggestion | None:
+    """The suggested redaction of one flagged document, by the search the Redact page runs (``deny``: words never
+    redacted; ``share``: of its function words); ``None`` when the attacker cannot explain its matches."""
     found = suggest_redactions(_run.result, _run.attacker, _data.registry, texts_of(_data.documents),
-                               policy=policy, confidence=confidence, strategy=strategy, doc_ids=[doc_id])
+                               policy=policy, confidence=confidence, strategy=strategy, doc_ids=[doc_id], deny=deny,
+                               function_words=release_words(_data.fingerprint, share, _data))
     return found[0] if found else None
+
+
+def drill_down_suggestion(run: AuditRun, data: DataSet, doc_id: str, strategy: str, confidence: float,
+                          policy: ReleasePolicy) -> Suggestion | None:
+    """What the drill-down suggests for a flagged document: the Redact page's suggestion when its search, with these
+    settings, went through the document; else the same search of this document alone, with the deny list and share of
+    the Redact page's last search (none and :data:`~cpa_core.attack.function_words.COMMON_SHARE` before any), so
+    that both pages propose the same edits."""
+    review = current_review(run)
+    deny, share = (), COMMON_SHARE
+    if review is not None and len(review.ask) == len(SEARCH_ASK):
+        asked = dict(zip(SEARCH_ASK, review.ask))
+        deny, share = tuple(asked["deny"]), float(asked["common"]) or None
+        if (asked["strategy"], asked["confidence"], asked["policy"]) == (strategy, float(confidence), policy):
+            found = next((s for s in review.suggestions if s.doc_id == str(doc_id)), None)
+            if found is not None:
+                return found
+    return document_suggestion(run.key, doc_id, strategy, float(confidence), policy, deny, share, run, data)
+
+
+SEARCH_ASK = ("run", "strategy", "confidence", "policy", "deny", "allow", "common")
+"""What a search of the Redact page was asked (:attr:`~cpa_ui.state.Review.ask`), in order."""
 
 
 def edits_table(suggestion: Suggestion) -> pd.DataFrame:

@@ -41,8 +41,8 @@ from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.redaction import (
     STRATEGIES,
     current_review,
-    document_suggestion,
     document_text,
+    drill_down_suggestion,
     edits_table,
     has_rows,
     new_review,
@@ -174,8 +174,7 @@ def edit_and_rescore(doc_id: str, certified: int, released: str, flagged: bool) 
     text as the curator's decision for the release: a fragment, so a committed edit reruns only this part."""
     strategy = st.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("flagged.strategy", STRATEGIES[0]),
                             format_func=strategy_label)
-    suggestion = document_suggestion(run.key, doc_id, strategy, float(confidence), policy, run, data) \
-        if flagged else None
+    suggestion = drill_down_suggestion(run, data, doc_id, strategy, float(confidence), policy) if flagged else None
     accepted = []
     if suggestion is not None and suggestion.edits:
         st.markdown(f"**Suggested:** {len(suggestion.edits)} edits, {suggestion.characters:,} characters; |C| "

@@ -34,6 +34,7 @@ def flagged_page(sample_paths):
 
 
 def test_the_drill_down_suggests_edits_rescores_the_edited_text_and_keeps_it_for_the_release(flagged_page):
+    from cpa_core.attack.function_words import function_words
     from cpa_core.audit.rescoring import StoredRisk
     from cpa_core.redaction.decisions import accepted
     from cpa_core.redaction.suggestions import apply_edits, suggest_redactions
@@ -46,8 +47,10 @@ def test_the_drill_down_suggests_edits_rescores_the_edited_text_and_keeps_it_for
     certified = int(cert.set_sizes[row])
     assert cert.flags(policy)[row]  # the first flagged document opens
     texts = dict(zip(data.documents.frame["doc_id"].astype(str), data.documents.frame["text"]))
+    # the search the Redact page runs, with its defaults: no deny list, the release's function words at 0.1
     expected = suggest_redactions(run.result, run.attacker, data.registry, texts, policy=policy,
-                                  confidence=cert.confidence, strategy="placeholder", doc_ids=[doc_id])[0]
+                                  confidence=cert.confidence, strategy="placeholder", doc_ids=[doc_id],
+                                  function_words=function_words(texts.values()))[0]
     assert expected.edits
     # every suggested edit is listed, accepted, and the text area starts from the redacted text
     text_key = f"flagged.edited.{doc_id}"
@@ -69,6 +72,35 @@ def test_the_drill_down_suggests_edits_rescores_the_edited_text_and_keeps_it_for
     assert apply_edits(texts[doc_id], edits[doc_id]) == own and not withheld
     assert set(review.table["source"]) == {"curator"}
     at.session_state["cpa.review"] = None
+
+
+def test_the_drill_down_proposes_the_edits_the_search_proposed(sample_paths):
+    """After a search of the Redact page (its own deny list and share of function words), the drill-down of a flagged
+    document shows the search's suggestion for it: the same edits, the same verdict."""
+    from cpa_core.redaction.suggestions import apply_edits
+
+    at = calibrate(new_app().run())
+    at.switch_page(nav.REDACT).run()
+    at.text_input(key="w.redact.deny").set_value("urlLink, the").run()
+    at.number_input(key="w.redact.common").set_value(0.3).run()
+    at.button(key="redact.suggest").click().run()
+    assert_clean(at)
+    review = at.session_state["cpa.review"]
+    by_id = {s.doc_id: s for s in review.suggestions}
+    at.switch_page(nav.FLAGGED).run()
+    assert_clean(at)
+    for doc_id in [s.doc_id for s in review.suggestions[:3]]:
+        at.selectbox(key="w.flagged.drilldown").set_value(doc_id).run()
+        assert_clean(at)
+        found = by_id[doc_id]
+        text = at.text_area(key=f"flagged.edited.{doc_id}").value
+        original = dict(zip(at.session_state["cpa.data"].documents.frame["doc_id"].astype(str),
+                            at.session_state["cpa.data"].documents.frame["text"]))[doc_id]
+        assert text == apply_edits(original, found.edits)
+        said = " ".join(m.value for m in at.markdown if "**Suggested:**" in m.value)
+        if found.edits:
+            assert f"**Suggested:** {len(found.edits)} edits, {found.characters:,} characters" in said
+            assert ("Not enough: withhold it" in said) == (found.action == "withhold")
 
 
 def test_a_clicked_row_opens_its_drill_down(flagged_page):

@@ -165,7 +165,8 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
             p.suffix == ".crdownload" for p in downloads.iterdir())
         wait(driver, finished, f"the download of {label}", 120)
     worklist = next(downloads.glob("*-worklist.csv")).read_text(encoding="utf-8")
-    assert worklist.startswith("doc_id,group,flagged_by,linkage_probability,set_size,leakage,top_candidates")
+    assert worklist.startswith("doc_id,group,flagged_by,linkage_probability,linkage_low,linkage_high,first_guess,"
+                               "set_size,leakage,top_candidates")
     config_id = pd.read_csv(next(downloads.glob("*-worklist.csv")), dtype=str)["config_id"].iloc[0]
     # every export declares one configuration
     assert all(name.name.startswith(f"cpa-{config_id}-") for name in downloads.iterdir())
