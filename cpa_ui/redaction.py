@@ -113,6 +113,13 @@ def document_suggestion(key: str, doc_id: str, strategy: str, confidence: float,
     return found[0] if found else None
 
 
+def rewrite_endpoint(data: DataSet) -> dict | None:
+    """The LLM endpoint a rewrite would use: the configuration file's ``[llm]`` settings with the endpoint declared on
+    the Threat model page; ``None`` when no base URL and model are declared."""
+    settings = {**data.project.llm, **{k: v for k, v in dict(state.threat.llm if state.threat else ()).items() if v}}
+    return settings if settings.get("base_url") and settings.get("model") else None
+
+
 def drill_down_suggestion(run: AuditRun, data: DataSet, doc_id: str, strategy: str, confidence: float,
                           policy: ReleasePolicy) -> Suggestion | None:
     """What the drill-down suggests for a flagged document: the Redact page's suggestion when its search, with these
@@ -131,7 +138,7 @@ def drill_down_suggestion(run: AuditRun, data: DataSet, doc_id: str, strategy: s
     return document_suggestion(run.key, doc_id, strategy, float(confidence), policy, deny, share, run, data)
 
 
-SEARCH_ASK = ("run", "strategy", "confidence", "policy", "deny", "allow", "common")
+SEARCH_ASK = ("run", "strategy", "confidence", "policy", "deny", "allow", "common", "rewrite")
 """What a search of the Redact page was asked (:attr:`~cpa_ui.state.Review.ask`), in order."""
 
 

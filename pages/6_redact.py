@@ -11,7 +11,9 @@ import numpy as np
 import streamlit as st
 
 from cpa_core.attack.function_words import COMMON_SHARE, MIN_DOCUMENTS
+from cpa_core.audit.project import make_llm_client
 from cpa_core.common.errors import CPAError
+from cpa_core.llm.client import redact_url
 from cpa_core.redaction.decisions import (
     EDIT,
     accepted,
@@ -21,6 +23,7 @@ from cpa_core.redaction.decisions import (
     redaction_log,
 )
 from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, suggested_worklist
+from cpa_core.redaction.rewrite import Rewriter
 from cpa_core.redaction.utility import release_utility
 from cpa_core.redaction.whatif import release_what_if
 from cpa_core.report.formatting import fmt_confidence, kept_text
@@ -39,6 +42,7 @@ from cpa_ui.redaction import (
     current_review,
     reaudit,
     review_rows,
+    rewrite_endpoint,
     strategy_label,
     texts_of,
     with_decisions,
@@ -106,7 +110,25 @@ common = st.number_input("Never redact words found in more than this share of th
                               "word in more than this share of the documents, or of the documents of its language "
                               f"where they number at least {MIN_DOCUMENTS} (each document's language is detected), is "
                               "never suggested in a document of that language; 0 proposes every word of the evidence.")
-ask = (run.key, strategy, float(confidence), policy, deny, allow, float(common))
+endpoint = rewrite_endpoint(data)
+left, right = st.columns([2, 1], vertical_alignment="bottom")
+rewrite = left.checkbox("Offer the documents the search would withhold to an LLM rewrite",
+                        key=widget_key("redact.rewrite", False), disabled=endpoint is None,
+                        help="The model of the LLM endpoint rewrites each such document without the clues the search "
+                             "weighed; every attacker attacks the rewrite, and it is kept only when it is within the "
+                             "policy and no riskier than the released text (else the document stays withheld, with the "
+                             "reason). Sends those documents' text to the endpoint."
+                             + ("" if endpoint is not None else " No LLM endpoint is declared: declare one on the "
+                                                                "Threat model page or in the configuration file's "
+                                                                "[llm] table."))
+most = right.number_input("At most this many documents", min_value=1, step=10, disabled=not rewrite,
+                          key=widget_key("redact.rewrite_max", 20),
+                          help="The riskiest documents to withhold offered to the rewrite (each is one or two calls "
+                               "to the endpoint).")
+if rewrite:
+    st.warning(f"The rewrite sends the text of up to {int(most):,} documents to "
+               f"{redact_url(endpoint['base_url'])}.", icon=":material/cloud_upload:")
+ask = (run.key, strategy, float(confidence), policy, deny, allow, float(common), int(most) if rewrite else None)
 review = current_review(run)
 searched = review is not None and review.ask == ask
 if not searched or not review.complete:
@@ -129,13 +151,21 @@ if not searched or not review.complete:
         def progress(done, total):
             state.review = with_search(ask, run, data, done, total, decisions_table(done), previous)
             bar.progress(len(done) / max(total, 1), text=f"{len(done):,} of {total:,} flagged documents done")
+        rewriter = None
         try:
+            if rewrite:
+                rewriter = Rewriter(make_llm_client(endpoint, purpose="The LLM rewrite"), seed=result.config.seed,
+                                    max_documents=int(most))
             table, found = proposed_decisions(result, run.attacker, data.registry, texts_of(data.documents),
                                               policy=policy, confidence=confidence, strategy=strategy, deny=deny,
-                                              allow=allow, common_share=float(common) or None, progress=progress)
+                                              allow=allow, common_share=float(common) or None, progress=progress,
+                                              rewriter=rewriter)
         except CPAError as error:
             show_error(error, "No redaction could be suggested: ")
             st.stop()
+        finally:
+            if rewriter is not None:
+                rewriter.client.close()
         state.review = review = with_search(ask, run, data, found, len(found), table, previous)
         bar.empty()
     elif review is None:

@@ -262,6 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "when every attacker of the audit finds it within the policy and none finds it riskier "
                              "than the released text; otherwise the document stays withheld. Sends those documents' "
                              "text to the endpoint")
+    redact.add_argument("--rewrite-max", type=int, metavar="N",
+                        help="with --rewrite: offer at most the N riskiest documents to withhold (default: every one)")
     rewrite = redact.add_argument_group("LLM endpoint of --rewrite (overrides [llm] of the audit's configuration)")
     for param in LLM_PARAMS:
         if param.option:
@@ -759,6 +761,9 @@ def cmd_redact(args) -> int:
     if args.decisions is not None and (args.deny or args.allow):
         raise ConfigError("--decisions applies a reviewed table as it is: --deny and --allow shape a new search; "
                           "give one or the other")
+    if args.rewrite_max is not None and (not args.rewrite or args.rewrite_max < 1):
+        raise ConfigError(f"--rewrite-max bounds the documents --rewrite offers; expected --rewrite with a count of at "
+                          f"least 1, found --rewrite-max {args.rewrite_max}" + ("" if args.rewrite else " alone"))
     if args.rewrite and args.decisions is not None:
         raise ConfigError("--rewrite offers the documents a new search would withhold to an LLM; --decisions applies a "
                           "reviewed table as it is: give one or the other")
@@ -810,6 +815,9 @@ def cmd_redact(args) -> int:
                               "no redaction can be suggested; edit the release yourself, or apply a decisions table "
                               "with --decisions")
         suggestions, rewriter = [], None
+        if args.rewrite:  # the endpoint is checked before the attack
+            rewriter = Rewriter(make_llm_client({**project.llm, **_checked_options(args, LLM_PARAMS)},
+                                                purpose="--rewrite"), seed=config.seed, max_documents=args.rewrite_max)
         try:
             panel = audit_panel(documents, registry, declared, _member_progress(names))
             before = {name: member for name, member in zip(names, panel.members)}
@@ -818,9 +826,6 @@ def cmd_redact(args) -> int:
                 before[held_out] = run_audit(documents, registry, held[1], held[0], ProgressBar())
             if reviewed is None:
                 bar = ProgressBar()
-                if args.rewrite:
-                    rewriter = Rewriter(make_llm_client({**project.llm, **_checked_options(args, LLM_PARAMS)},
-                                                        purpose="--rewrite"), seed=config.seed)
                 decisions, suggestions = proposed_decisions(
                     panel, attackers, registry, texts, strategy=replacer, deny=_words(args.deny),
                     allow=_words(args.allow), common_share=args.common or None,

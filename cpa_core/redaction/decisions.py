@@ -19,7 +19,8 @@ spreadsheet and reading back gives the values written.
 An applied edit must redact: a *no-op* (its replacement is its original) changes nothing and is not applied; an
 edit whose replacement writes words its original does not have (an inserted name) is refused unless it is a
 generalisation the tool gives for that original (a region, an age band, a decade, an entry of the curator's
-table); placeholders the tool writes (``[CITY]``, ``[REDACTED]``: :data:`PLACEHOLDER_FORM`) add no words; an edit
+table), or the curator's own or an LLM rewrite's (kind ``rewrite``, :mod:`cpa_core.redaction.rewrite`), applied as
+written and said; placeholders the tool writes (``[CITY]``, ``[REDACTED]``: :data:`PLACEHOLDER_FORM`) add no words; an edit
 that keeps words of its original is applied and counted apart (:func:`edit_words`, :func:`decisions_summary`).
 """
 
@@ -326,7 +327,8 @@ def review_decisions(source: str | Path | bytes, texts: Mapping[str, str], confi
         added, _ = edit_words(original, replacement)
         if added and not _generalises(generalizer, texts[table.at[index, "doc_id"]], int(offset), int(length),
                                       replacement):
-            if table.at[index, "source"] == CURATOR:  # the curator's own rewording ("a doctor" for a name)
+            if table.at[index, "source"] == CURATOR or table.at[index, "kind"] == "rewrite":
+                # the curator's own rewording ("a doctor" for a name), or an LLM rewrite the attack kept
                 rewritten.append(index + 1)
                 continue
             raise DataError(name, "the edit writes words its original does not have", row=index + 1,
@@ -336,9 +338,9 @@ def review_decisions(source: str | Path | bytes, texts: Mapping[str, str], confi
                                      "gives for it",
                             found=f"{added} new word{'s' if added > 1 else ''}")
     if rewritten:
-        notes.append(f"{name}: {_rows_text(rewritten)} of the curator write{'s' if len(rewritten) == 1 else ''} words "
-                     "the original does not have: applied as the curator wrote them; audit the redacted release "
-                     "again to judge them")
+        notes.append(f"{name}: {_rows_text(rewritten)} of the curator or of an LLM rewrite "
+                     f"write{'s' if len(rewritten) == 1 else ''} words the original does not have: applied as written; "
+                     "audit the redacted release again to judge them")
     return table, notes
 
 

@@ -87,10 +87,13 @@ class Rewriter:
     client: LLMClient
     rounds: int = ROUNDS
     seed: int = 0
+    max_documents: int | None = None  # the riskiest documents to withhold offered to it (None: every one)
 
     def params(self) -> dict:
-        """For the edit log: the endpoint's settings (no key), the prompt's id and hash, the attempts and the seed."""
-        return {"llm": self.client.params(), "prompt": REWRITE_V1.params(), "rounds": self.rounds, "seed": self.seed}
+        """For the edit log: the endpoint's settings (no key), the prompt's id and hash, the attempts, the seed and
+        the most documents offered."""
+        return {"llm": self.client.params(), "prompt": REWRITE_V1.params(), "rounds": self.rounds, "seed": self.seed,
+                "max_documents": self.max_documents}
 
     def rewrite(self, texts: Sequence[str], clues: Sequence[Sequence[str]], round_: int) -> list[str | None]:
         """One rewrite of each text (``None``: the model gave no usable answer)."""
@@ -103,10 +106,11 @@ def rewrite_withheld(suggestions: Sequence[Suggestion], names: dict[str, object]
                      progress: Callable[[int, int], None] | None = None) -> list[Suggestion]:
     """The suggestions with each document to withhold offered to ``rewriter``: a rewrite kept (within ``policy``
     under every attacker, no attacker's risk higher than on the released text) makes it a suggestion to ``redact``
-    with the rewrite's edits; a refused one leaves it withheld, its reason saying why the rewrite was refused.
+    with the rewrite's edits; a refused one leaves it withheld, its reason saying why the rewrite was refused. At most
+    the rewriter's ``max_documents`` are offered, in the order of ``suggestions`` (riskiest first).
     ``names`` maps a doc id to the name ``rescore`` attacks it by; a document without one (its pool is too small for
     any redaction) is left as it is. ``progress(done, total)`` after each round."""
-    todo = [s for s in suggestions if s.action == WITHHOLD and s.doc_id in names]
+    todo = [s for s in suggestions if s.action == WITHHOLD and s.doc_id in names][:rewriter.max_documents]
     if not todo:
         return list(suggestions)
     ids = [s.doc_id for s in todo]

@@ -95,3 +95,19 @@ def test_cpa_redact_refuses_a_bad_table_or_a_table_without_generalize(sample_aud
     wrong = run_cli_inprocess("redact", "--audit", sample_audit, "--out", tmp_path / "out2", "--generalization", bad)
     assert wrong.returncode == 2 and len(wrong.stderr_lines) == 1, wrong.describe()
     assert "applies to --strategy generalize only" in wrong.stderr and not (tmp_path / "out2").exists()
+
+
+def test_cpa_redact_refuses_a_rewrite_it_cannot_make_in_one_line(sample_audit, tmp_path):
+    """--rewrite with a reviewed table, --rewrite-max without --rewrite or below 1, and --rewrite without an endpoint
+    are refused in one line that says what to give, before anything is written."""
+    from conftest import run_cli_inprocess
+
+    base = ("redact", "--audit", sample_audit)
+    cases = [(("--rewrite", "--decisions", tmp_path / "d.csv"), "give one or the other"),
+             (("--rewrite-max", "3"), "expected --rewrite with a count of at least 1, found --rewrite-max 3 alone"),
+             (("--rewrite", "--rewrite-max", "0"), "found --rewrite-max 0"),
+             (("--rewrite",), "--rewrite needs an endpoint: declare [llm] base_url and model")]
+    for i, (options, said) in enumerate(cases):
+        done = run_cli_inprocess(*base, "--out", tmp_path / f"out{i}", *options)
+        assert done.returncode == 2 and len(done.stderr_lines) == 1 and said in done.stderr, done.describe()
+        assert "Traceback" not in done.output and not (tmp_path / f"out{i}").exists()

@@ -77,3 +77,43 @@ def test_a_rewrite_is_kept_exactly_when_safe_and_one_that_raises_risk_is_refused
             assert suggestion.reason.endswith(f"an LLM rewrite was refused: {why}")
             raised += not risk.no_higher_than(released[doc_id])
     assert raised >= 1, "no rewrite of the real model raised the risk: the refusal is not exercised"
+
+
+def test_the_redact_page_offers_the_riskiest_documents_to_withhold_to_the_rewrite(llm_server, sample_paths,  # noqa: F811
+                                                                                  tmp_path, monkeypatch):
+    """On the Redact page, with the endpoint the configuration declares: the search's documents to withhold, at most
+    the number asked and riskiest first, are offered to the rewrite, each kept or refused with its reason; the page
+    says where their text goes. Without an endpoint the option is off."""
+    from dataclasses import replace
+
+    from apptest import assert_clean, calibrate, new_app
+
+    from cpa_ui import nav
+
+    monkeypatch.setenv("CPA_LLM_CACHE_DIR", str(tmp_path / "llm-cache"))
+    at = calibrate(new_app().run())
+    at.switch_page(nav.REDACT).run()
+    assert at.checkbox(key="w.redact.rewrite").disabled  # the sample declares no endpoint
+    data = at.session_state["cpa.data"]
+    endpoint = {"base_url": llm_server.base_url, "model": llm_server.model, "max_tokens": 256, "max_retries": 1,
+                "concurrency": 1, "cache_dir": str(tmp_path / "llm-cache")}
+    at.session_state["cpa.data"] = replace(data, project=replace(data.project, llm=endpoint))  # as a file declares it
+    threat = at.session_state["cpa.threat"]  # as the Threat model page would then show it
+    at.session_state["cpa.threat"] = replace(threat, llm=(("base_url", endpoint["base_url"]),
+                                                          ("model", endpoint["model"])))
+    at.run()
+    at.checkbox(key="w.redact.rewrite").check().run()
+    at.number_input(key="w.redact.rewrite_max").set_value(2).run()
+    assert any(llm_server.base_url.split("//")[1].split("/")[0] in w.value for w in at.warning)
+    at.button(key="redact.suggest").click().run()
+    assert_clean(at)
+    suggestions = at.session_state["cpa.review"].suggestions
+    withheld_by_search = [s for s in suggestions
+                          if s.action == WITHHOLD or any(e.kind == "rewrite" for e in s.edits)]
+    offered = [s for s in withheld_by_search if "an LLM rewrite was refused" in s.reason
+               or any(e.kind == "rewrite" for e in s.edits)]
+    assert len(offered) == 2 and offered == withheld_by_search[:2]  # the riskiest two, in order
+    table = at.session_state["cpa.review"].table
+    for s in offered:
+        if s.action == REDACT:
+            assert set(table.loc[table["doc_id"] == s.doc_id, "kind"]) == {"rewrite"}

@@ -293,9 +293,17 @@ def test_the_curators_own_rewording_is_applied_and_said(tmp_path, generalizer):
     path = reviewed_file(tmp_path, rows)
     table, notes = review_decisions(path, APPLIED, CONFIG, generalizer=generalizer)
     assert apply_edits(APPLIED["a"], accepted(table)[0]["a"]).startswith("A woman, aged 34")
-    assert notes == [f"{path}: row 1 of the curator writes words the original does not have: applied as the curator "
-                     "wrote them; audit the redacted release again to judge them"]
+    assert notes == [f"{path}: row 1 of the curator or of an LLM rewrite writes words the original does not have: "
+                     "applied as written; audit the redacted release again to judge them"]
     assert "Ann" not in notes[0] and "woman" not in notes[0]
+    # an LLM rewrite the attack kept (kind rewrite) likewise; the same words as a suggested placeholder edit are refused
+    rewrite = [edit_row("a", "Ann Smith", "A woman", kind="rewrite", term="rewrite")]
+    table, notes = review_decisions(reviewed_file(tmp_path, rewrite, "rewrite.csv"), APPLIED, CONFIG,
+                                    generalizer=generalizer)
+    assert apply_edits(APPLIED["a"], accepted(table)[0]["a"]).startswith("A woman, aged 34") and len(notes) == 1
+    with pytest.raises(DataError, match="the edit writes words its original does not have"):
+        review_decisions(reviewed_file(tmp_path, [edit_row("a", "Ann Smith", "A woman", kind="placeholder")],
+                                       "forged.csv"), APPLIED, CONFIG, generalizer=generalizer)
 
 
 def test_the_tools_own_generalisations_and_placeholders_are_accepted(tmp_path, generalizer):

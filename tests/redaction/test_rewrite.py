@@ -136,3 +136,13 @@ def test_nothing_withheld_asks_nothing(tmp_path):
     kept = Suggestion("d", _risk((5, 5), (0.1, 0.1)), _risk((5, 5), (0.1, 0.1)), (), 3)
     with make_client(tmp_path, script) as client:
         assert rewrite_withheld([kept], {"d": 0}, {"d": "text"}, _rescore([]), Rewriter(client), POLICY) == [kept]
+
+
+def test_at_most_max_documents_are_offered_in_order(tmp_path):
+    texts = {"a": "Anna the nurse from Leeds.", "b": "Anna the nurse from Leeds. ", "c": "Anna the nurse from Leeds.  "}
+    script = Scripted(lambda body: REWRITES["safe"])
+    with make_client(tmp_path, script) as client:
+        out = rewrite_withheld([_withheld(d) for d in texts], {d: i for i, d in enumerate(texts)}, texts,
+                               _rescore([]), Rewriter(client, max_documents=2), POLICY)
+    assert [s.action for s in out] == [REDACT, REDACT, WITHHOLD] and len(script.bodies) == 2
+    assert out[2] == _withheld("c")  # never offered: as the search left it
