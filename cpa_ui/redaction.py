@@ -215,10 +215,11 @@ def curator_rows_of(review: Review | None) -> pd.DataFrame:
 
 
 def with_search(ask: tuple, run: AuditRun, data: DataSet, suggestions, total: int, table: pd.DataFrame,
-                previous: Review | None) -> Review:
-    """A review of a (possibly stopped) search, with the curator's rows of the previous review kept."""
+                previous: Review | None, rewrite: dict | None = None) -> Review:
+    """A review of a (possibly stopped) search, with the curator's rows of the previous review kept (``rewrite``: the
+    LLM rewrite's settings when the search used one)."""
     return Review(ask, run, data, tuple(suggestions), total,
-                  typed(pd.concat([table, curator_rows_of(previous)], ignore_index=True)))
+                  typed(pd.concat([table, curator_rows_of(previous)], ignore_index=True)), rewrite=rewrite)
 
 
 def has_rows(review: Review, doc_id: str) -> bool:

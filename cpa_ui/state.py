@@ -183,6 +183,7 @@ class Review:
     after: AuditRun | None = field(default=None, compare=False)
     after_data: DataSet | None = field(default=None, compare=False)
     utility: ReleaseUtility | None = field(default=None, compare=False)  # what the release ``after`` audits keeps
+    rewrite: dict | None = field(default=None, compare=False)  # the LLM rewrite's settings, when the search used one
 
     @property
     def complete(self) -> bool:

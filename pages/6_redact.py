@@ -41,6 +41,7 @@ from cpa_ui.redaction import (
     change_counts,
     current_review,
     reaudit,
+    release_words,
     review_rows,
     rewrite_endpoint,
     strategy_label,
@@ -166,7 +167,8 @@ if not searched or not review.complete:
         finally:
             if rewriter is not None:
                 rewriter.client.close()
-        state.review = review = with_search(ask, run, data, found, len(found), table, previous)
+        state.review = review = with_search(ask, run, data, found, len(found), table, previous,
+                                            None if rewriter is None else rewriter.params())
         bar.empty()
     elif review is None:
         st.stop()
@@ -242,7 +244,10 @@ right.download_button("Download the worklist with suggested edits (CSV)", workli
 last.download_button("Download the edit log (JSON)",
                      json.dumps(redaction_log(result.config, strategy, review.suggestions, policy, confidence,
                                               decisions=table, deny=deny, allow=allow,
-                                              common_share=float(common) or None), indent=2, ensure_ascii=False),
+                                              common_share=float(common) or None,
+                                              function_words=release_words(data.fingerprint, float(common) or None,
+                                                                           data),
+                                              rewrite=review.rewrite), indent=2, ensure_ascii=False),
                      file_name="redactions.json", mime="application/json", icon=":material/download:",
                      key="redact.log")
 

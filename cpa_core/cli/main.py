@@ -842,11 +842,10 @@ def cmd_redact(args) -> int:
         log = redaction_log(config, replacer, suggestions, generalization=table, decisions=decisions,
                             deny=_words(args.deny), allow=_words(args.allow), applied=args.decisions,
                             common_share=None if reviewed is not None else (args.common or None), notes=notes,
-                            config_id=audit_id, held_out=held_out)
-        if reviewed is None:
-            log["function_words"] = function_words(texts.values(), args.common or None).describe()
-        if rewriter is not None:
-            log["rewrite"] = rewriter.params()
+                            config_id=audit_id, held_out=held_out,
+                            function_words=None if reviewed is not None else function_words(texts.values(),
+                                                                                            args.common or None),
+                            rewrite=None if rewriter is None else rewriter.params())
         utility = release_utility(texts, edits, withheld, packaged_embedder(ProgressBar()))
         log["utility"] = {**utility.summary(), "per_document": [d.to_dict() for d in utility.documents
                                                                 if d.withheld or d.edited]}

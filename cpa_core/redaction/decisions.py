@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from cpa_core.attack.explainers import Span, find_clue, fold
-from cpa_core.attack.function_words import COMMON_SHARE, function_words
+from cpa_core.attack.function_words import COMMON_SHARE, FunctionWords, function_words
 from cpa_core.audit.rescoring import PanelStoredRisk
 from cpa_core.common.errors import DataError
 from cpa_core.io.reading import FORMATS, read_table, short
@@ -504,7 +504,8 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
                   generalization: GeneralizationTable | None = None, *, decisions: pd.DataFrame | None = None,
                   deny: Sequence[str] = (), allow: Sequence[str] = (), applied: str | None = None,
                   common_share: float | None = None, notes: Sequence[str] = (), config_id: str | None = None,
-                  held_out: str | None = None) -> dict:
+                  held_out: str | None = None, function_words: FunctionWords | None = None,
+                  rewrite: Mapping | None = None) -> dict:
     """The machine-readable record of a redaction (``redactions.json``): the configuration, strategy and
     generalisation table (file and sha256) used, what the replacer derived from the registry (field names:
     hierarchies, the age band field, the category fields), the policy, the deny and allow lists, counts of edits by
@@ -512,7 +513,9 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
     original, replacement, kind), the share of documents above which a word was never proposed
     (``common_share``), and the decisions (:func:`decisions_summary`; ``applied``: the reviewed file applied, if
     any, and ``notes``: what was said about it). ``config_id``: the audit's (an attacker panel's; default
-    ``config``'s); ``held_out``: the attacker the search never consulted, named in the decisions table."""
+    ``config``'s); ``held_out``: the attacker the search never consulted, named in the decisions table;
+    ``function_words``: the search's (:meth:`~cpa_core.attack.function_words.FunctionWords.describe`); ``rewrite``:
+    the LLM rewrite's settings (:meth:`~cpa_core.redaction.rewrite.Rewriter.params`) when one was offered."""
     policy = policy or config.policy
     config_id = config_id or config.config_id
     confidence = config.policy_confidence if confidence is None else confidence
@@ -530,6 +533,8 @@ def redaction_log(config: AuditConfig, strategy: str | Replacement, suggestions:
             "note": "set sizes after are indicative: the redacted release is a new release mechanism and needs its "
                     "own calibration",
             "deny": list(deny), "allow": list(allow), "common_share": common_share,
+            "function_words": None if function_words is None else function_words.describe(),
+            "rewrite": None if rewrite is None else dict(rewrite),
             "n_documents": len(suggestions), "n_reach_k": sum(s.reaches_k for s in suggestions),
             "n_withhold": sum(s.action == WITHHOLD for s in suggestions),
             "edits_by_kind": edit_kinds(suggestions),

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import threading
-import weakref
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
@@ -107,24 +108,28 @@ def documents_evidence(split: "ScoredSplit", rows: Sequence[int], explainer: Exp
     return out
 
 
-_FUNCTION_WORDS: dict[int, tuple[weakref.ref, FunctionWords]] = {}  # by candidate table, while it lives
+_FUNCTION_WORDS: "OrderedDict[str, FunctionWords]" = OrderedDict()  # by a digest of the texts, the latest last
+_FUNCTION_WORDS_KEPT = 4
 _FUNCTION_WORDS_LOCK = threading.Lock()
 
 
 def release_function_words(split: "ScoredSplit") -> FunctionWords:
     """The function words of the documents of ``split`` (:func:`~cpa_core.attack.function_words.function_words` at
-    its default share, as the redaction search reads them by default): never evidence. Found once per candidate
-    table."""
-    table = split.table
+    its default share, as the redaction search reads them by default): never evidence. Found once per set of texts
+    (the members of a panel share them)."""
+    queries = [document_query(split, row) for row in range(len(split.table.doc_ids))]
+    texts = [query[0] for query in queries if query is not None]
+    digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
     with _FUNCTION_WORDS_LOCK:
-        entry = _FUNCTION_WORDS.get(id(table))
-    if entry is not None and entry[0]() is table:
-        return entry[1]
-    queries = (document_query(split, row) for row in range(len(table.doc_ids)))
-    found = function_words([query[0] for query in queries if query is not None])
-    key = id(table)
+        found = _FUNCTION_WORDS.get(digest)
+        if found is not None:
+            _FUNCTION_WORDS.move_to_end(digest)
+            return found
+    found = function_words(texts)
     with _FUNCTION_WORDS_LOCK:
-        _FUNCTION_WORDS[key] = (weakref.ref(table, lambda _, key=key: _FUNCTION_WORDS.pop(key, None)), found)
+        _FUNCTION_WORDS[digest] = found
+        while len(_FUNCTION_WORDS) > _FUNCTION_WORDS_KEPT:
+            _FUNCTION_WORDS.popitem(last=False)
     return found
 
 

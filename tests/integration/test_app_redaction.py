@@ -189,6 +189,8 @@ def test_review_the_redactions_build_the_release_and_certify_it_in_place(sample_
     assert accepted(decisions) == (edits, withheld)
     log = json.loads(downloads["redactions.json"])
     assert log["deny"] == ["the", "and"] and log["decisions"]["withheld"] == sorted(withheld)
+    assert log["function_words"]["share"] == 0.1 and log["function_words"]["documents_by_language"] == {"en": 1000}
+    assert log["rewrite"] is None  # no rewrite offered
     # one click: the same threat model and policy on the redacted release, calibrated again, recorded as redacted
     at.button(key="redact.reaudit").click().run()
     assert_clean(at)

@@ -140,6 +140,9 @@ def test_cpa_redact_writes_decisions_and_a_release_that_audits_again_and_applies
     assert (at_k["documents_kept"].diff().dropna() >= 0).all()  # a laxer rate never keeps fewer
     assert [row["documents_kept"] for row in plan["what_if"]] == what["documents_kept"].tolist()
     assert "what-if (the stored search, no new attack)" in redact.stderr
+    # the function words the search left alone, stated; no rewrite asked
+    assert plan["function_words"]["documents_by_language"] == {"en": len(original)} and plan["rewrite"] is None
+    assert plan["function_words"]["release_words"] > 20 and "its language" in plan["function_words"]["rule"]
     # what the redacted release keeps: documents, characters and the meaning of each edited text
     kept = plan["utility"]
     assert kept["documents_kept"] == len(edited) and kept["documents"] == len(original)
