@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import entr
 from threadpoolctl import threadpool_limits
 
 from cpa_core.attack.candidates import CandidateTable
@@ -79,7 +80,7 @@ class ReleaseContext:
         firsts, shortlists = np.zeros(ids.size, dtype=np.int64), np.zeros(ids.size, dtype=np.int64)
         owners, weights = [], []
         for table in tables:
-            listed = _positions(table, ids)
+            listed = _positions(table, ids, max(SHORTLIST, CLAIMS))
             if listed.shape[1] == 0:
                 continue
             firsts += np.bincount(listed[:, 0][listed[:, 0] >= 0], minlength=ids.size)
@@ -114,15 +115,28 @@ class ReleaseContext:
         return best, usual
 
 
-def _positions(table: CandidateTable, ids: np.ndarray) -> np.ndarray:
-    """The table's ranked candidates as positions in the sorted ``ids`` (``-1``: padding or an id not there)."""
+def _positions(table: CandidateTable, ids: np.ndarray, columns: int) -> np.ndarray:
+    """The table's first ``columns`` ranked candidates as positions in the sorted ``ids`` (``-1``: padding or an id
+    not there)."""
     names = np.asarray(table.candidate_ids).astype(str)
-    candidates = np.asarray(table.candidates)
+    candidates = np.asarray(table.candidates)[:, :columns]
     if names.size == 0 or ids.size == 0:
         return np.full(candidates.shape, -1, dtype=np.int64)
     where = np.clip(np.searchsorted(ids, names), 0, ids.size - 1)
     lookup = np.where(ids[where] == names, where, -1)
     return np.where(candidates >= 0, lookup[np.maximum(candidates, 0)], -1)
+
+
+def _entropy(weights: np.ndarray, pools: np.ndarray, block: int = 1024) -> np.ndarray:
+    """The entropy of each row's listed weights (its first ``pools`` columns), a block of rows at a time (a table
+    without a shortlist is as wide as the registry)."""
+    out = np.empty(weights.shape[0])
+    columns = np.arange(weights.shape[1])[None, :]
+    for start in range(0, weights.shape[0], block):
+        rows = slice(start, start + block)
+        listed = np.where(columns < pools[rows, None], np.asarray(weights[rows], dtype=float), 0.0)
+        out[rows] = entr(listed).sum(axis=1)
+    return out
 
 
 def attack_features(table: CandidateTable, context: ReleaseContext) -> np.ndarray:
@@ -136,7 +150,7 @@ def attack_features(table: CandidateTable, context: ReleaseContext) -> np.ndarra
     width = table.weights.shape[1]
     if width == 0:
         return out
-    weights = np.asarray(table.weights, dtype=float)
+    weights = np.asarray(table.weights[:, :3], dtype=float)  # the whole width only for the entropy, in blocks
     pools = np.minimum(table.pool_sizes, width)
     first = np.where(pools > 0, weights[:, 0], np.nan)
     second = np.where(pools > 1, weights[:, 1], np.nan) if width > 1 else np.full(n, np.nan)
@@ -146,10 +160,9 @@ def attack_features(table: CandidateTable, context: ReleaseContext) -> np.ndarra
         out[:, 1] = first
         if probability:
             out[:, 2] = np.log(first) - np.log(second)
-            listed = np.where(np.arange(width)[None, :] < pools[:, None], weights, 0.0)
-            out[:, 4] = -np.sum(np.where(listed > 0, listed * np.log(listed), 0.0), axis=1)
+            out[:, 4] = _entropy(table.weights, pools)
         out[:, 3] = second - third
-    positions = _positions(table, context.ids)[:, 0]
+    positions = _positions(table, context.ids, 1)[:, 0]
     known = positions >= 0
     out[known, 5] = context.firsts[positions[known]]
     out[known, 6] = context.shortlists[positions[known]]
