@@ -22,7 +22,7 @@ import weakref
 from dataclasses import replace
 
 from cpa_ui import cache
-from cpa_ui.redaction import document_suggestion, release_words
+from cpa_ui.redaction import document_suggestion
 from cpa_ui.state import AuditRun, Comparison, Review, state
 
 WAIT_RUNS = 3
@@ -61,7 +61,6 @@ def forget_cached(run: AuditRun) -> None:
     cache.explained_worklist.clear()
     cache.panel_verdict_at.clear()
     document_suggestion.clear()
-    release_words.clear()
 
 
 def give_back() -> bool:

@@ -17,7 +17,7 @@ import streamlit as st
 
 from cpa_core.attack.base import Attacker
 from cpa_core.attack.explainers import Span
-from cpa_core.attack.function_words import COMMON_SHARE, FunctionWords, function_words
+from cpa_core.attack.function_words import COMMON_SHARE, function_words
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.rescoring import StoredRisk
 from cpa_core.audit.results import Certificate
@@ -93,13 +93,6 @@ def texts_of(documents: Documents) -> dict[str, str]:
     return dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"].astype(str)))
 
 
-@st.cache_resource(show_spinner="Finding the release's function words…", max_entries=2)
-def release_words(fingerprint: str, share: float | None, _data: DataSet) -> FunctionWords:
-    """The function words of the data's documents at ``share`` (:func:`~cpa_core.attack.function_words.
-    function_words`), found once per data set and share."""
-    return function_words(texts_of(_data.documents).values(), share)
-
-
 @st.cache_data(show_spinner="Finding the fewest words whose redaction makes this document acceptable…",
                max_entries=256)
 def document_suggestion(key: str, doc_id: str, strategy: str, confidence: float, policy: ReleasePolicy,
@@ -109,7 +102,7 @@ def document_suggestion(key: str, doc_id: str, strategy: str, confidence: float,
     redacted; ``share``: of its function words); ``None`` when the attacker cannot explain its matches."""
     found = suggest_redactions(_run.result, _run.attacker, _data.registry, texts_of(_data.documents),
                                policy=policy, confidence=confidence, strategy=strategy, doc_ids=[doc_id], deny=deny,
-                               function_words=release_words(_data.fingerprint, share, _data))
+                               function_words=function_words(texts_of(_data.documents).values(), share))
     return found[0] if found else None
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from cpa_core.attack.function_words import COMMON_SHARE, MIN_DOCUMENTS
+from cpa_core.attack.function_words import COMMON_SHARE, MIN_DOCUMENTS, function_words
 from cpa_core.audit.project import make_llm_client
 from cpa_core.common.errors import CPAError
 from cpa_core.llm.client import redact_url
@@ -41,7 +41,6 @@ from cpa_ui.redaction import (
     change_counts,
     current_review,
     reaudit,
-    release_words,
     review_rows,
     rewrite_endpoint,
     strategy_label,
@@ -245,8 +244,8 @@ last.download_button("Download the edit log (JSON)",
                      json.dumps(redaction_log(result.config, strategy, review.suggestions, policy, confidence,
                                               decisions=table, deny=deny, allow=allow,
                                               common_share=float(common) or None,
-                                              function_words=release_words(data.fingerprint, float(common) or None,
-                                                                           data),
+                                              function_words=function_words(texts_of(data.documents).values(),
+                                                                            float(common) or None),
                                               rewrite=review.rewrite), indent=2, ensure_ascii=False),
                      file_name="redactions.json", mime="application/json", icon=":material/download:",
                      key="redact.log")

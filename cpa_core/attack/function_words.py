@@ -19,8 +19,10 @@ language and any release; what it found is stated (:meth:`FunctionWords.describe
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -101,11 +103,32 @@ NONE = FunctionWords(None)
 """No function words: every word may be evidence."""
 
 
+_FOUND: OrderedDict[tuple[str, float | None], FunctionWords] = OrderedDict()  # by texts and share, the latest last
+_KEPT = 4
+_LOCK = threading.Lock()
+
+
 def function_words(texts: Iterable[str], share: float | None = COMMON_SHARE) -> FunctionWords:
-    """The function words of the release ``texts`` (the module's rule); none when ``share`` is ``None`` or 0."""
+    """The function words of the release ``texts`` (the module's rule); none when ``share`` is ``None`` or 0. Found
+    once per texts and share (the evidence of every member of a panel, the search and its record read the same)."""
     texts = list(texts)
     if not share or len(texts) < MIN_DOCUMENTS:
         return FunctionWords(share)
+    key = (hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest(), share)
+    with _LOCK:
+        found = _FOUND.get(key)
+        if found is not None:
+            _FOUND.move_to_end(key)
+            return found
+    found = _found(texts, share)
+    with _LOCK:
+        _FOUND[key] = found
+        while len(_FOUND) > _KEPT:
+            _FOUND.popitem(last=False)
+    return found
+
+
+def _found(texts: list[str], share: float) -> FunctionWords:
     languages = [language(text) for text in texts]
     words = [words_of(text) for text in texts]
     release = _common(words, share)

@@ -125,13 +125,14 @@ def rewrite_withheld(suggestions: Sequence[Suggestion], names: dict[str, object]
         if not pending:
             break
         answers = rewriter.rewrite([current[d] for d in pending], [clues[d] for d in pending], round_)
-        usable = [(d, a) for d, a in zip(pending, answers)
-                  if a is not None and len(a) <= MAX_GROWTH * len(texts[d]) + 200]
+        usable = []
         for d, a in zip(pending, answers):
             if a is None:
                 refused[d] = "the model gave no usable rewrite"
             elif len(a) > MAX_GROWTH * len(texts[d]) + 200:
                 refused[d] = "the model's answer is much longer than the text: not a rewrite"
+            else:
+                usable.append((d, a))
         found = rescore([names[d] for d, _ in usable], [a for _, a in usable]) if usable else []
         pending = []
         for (d, text), result in zip(usable, found):

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import threading
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
@@ -108,23 +105,11 @@ def documents_evidence(split: "ScoredSplit", rows: Sequence[int], explainer: Exp
     return out
 
 
-_FUNCTION_WORDS: "OrderedDict[str, FunctionWords]" = OrderedDict()  # by a digest of the texts, the latest last
-_FUNCTION_WORDS_KEPT = 4
-_FUNCTION_WORDS_LOCK = threading.Lock()
-
-
 def release_function_words(split: "ScoredSplit") -> FunctionWords:
     """The function words of the documents of ``split`` (:func:`~cpa_core.attack.function_words.function_words` at
-    its default share, as the redaction search reads them by default): never evidence. Found once per set of texts
-    (the members of a panel share them)."""
-    queries = [document_query(split, row) for row in range(len(split.table.doc_ids))]
-    texts = [query[0] for query in queries if query is not None]
-    digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
-    with _FUNCTION_WORDS_LOCK:
-        found = _FUNCTION_WORDS.get(digest)
-        if found is not None:
-            _FUNCTION_WORDS.move_to_end(digest)
-            return found
+    its default share, as the redaction search reads them by default): never evidence."""
+    queries = (document_query(split, row) for row in range(len(split.table.doc_ids)))
+    return function_words([query[0] for query in queries if query is not None])
     found = function_words(texts)
     with _FUNCTION_WORDS_LOCK:
         _FUNCTION_WORDS[digest] = found
