@@ -247,7 +247,7 @@ def edit_and_rescore_seconds(driver, text: str, label: str = "|C| of the edited 
 
 def choose_attackers(driver, labels: tuple[str, ...]) -> None:
     """On the Threat model page, declare exactly the attackers ``labels`` (their labels, in order) in the attacker
-    panel's multiselect: every chosen one removed, then each typed and picked."""
+    panel's multiselect: each in turn, any chosen attacker that does not belong removed first."""
     from selenium.common.exceptions import (
         ElementClickInterceptedException,
         ElementNotInteractableException,
@@ -265,35 +265,42 @@ def choose_attackers(driver, labels: tuple[str, ...]) -> None:
             return [tag.get_attribute("aria-label") for tag in d.find_elements(By.XPATH, f"{box}//*[@data-tag]")]
         except StaleElementReferenceException:
             return []
-    while chosen(driver):
-        before = len(chosen(driver))
-        click(driver, f"({box}//button[starts-with(@aria-label, 'Remove ')])[1]", "a chosen attacker's remove button")
-        wait(driver, lambda d: settled(d) and len(chosen(d)) < before, "the attacker to be removed")
-    for label in labels:
-        option = f"//*[@role='option'][normalize-space(.)='{label}']"
+    for position, label in enumerate(labels):
+        wanted = list(labels[:position + 1])
 
         def pick(d) -> bool:
-            """Click the option once it is listed; until then (a rerun may close the list or drop what was typed)
-            open the input again and type the label again."""
+            """Done once exactly the attackers up to ``label`` are chosen, in order. Until then, on a settled page:
+            remove the last chosen attacker if the chosen ones are not a start of the wanted ones; else pick the next
+            wanted one: click its option if it is listed, else (a rerun may close the list, drop what was typed or
+            swallow a click) open the input again and type its label again."""
             if not settled(d):
                 return False
+            now = chosen(d)
+            if now == wanted:
+                return True
             try:
-                shown = [o for o in d.find_elements(By.XPATH, option) if o.is_displayed()]
+                if now != wanted[:len(now)]:
+                    d.find_element(By.XPATH, f"{box}//button[@aria-label='Remove {now[-1]}']").click()
+                    time.sleep(0.5)  # let the rerun start before the next look
+                    return False
+                following = wanted[len(now)]
+                shown = [o for o in d.find_elements(By.XPATH, f"//*[@role='option'][normalize-space(.)='{following}']")
+                         if o.is_displayed()]
                 if shown:
                     shown[0].click()
-                    return True
+                    time.sleep(0.5)
+                    return False
                 field = d.find_element(By.XPATH, f"{box}//input")
                 field.click()
-                if field.get_attribute("value") != label:
+                if field.get_attribute("value") != following:
                     field.send_keys(Keys.CONTROL, "a")
                     field.send_keys(Keys.DELETE)
-                    field.send_keys(label)
+                    field.send_keys(following)
             except (ElementClickInterceptedException, ElementNotInteractableException, NoSuchElementException,
                     StaleElementReferenceException):
                 pass
             return False
-        wait(driver, pick, f"the option {label}")
-        wait(driver, lambda d: settled(d) and label in chosen(d), f"the attacker {label} to be chosen")
+        wait(driver, pick, f"the attacker {label} to be chosen")
         driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
     wait(driver, settled, "the threat model to settle")
 
