@@ -151,7 +151,7 @@ def rescore(run: AuditRun, data: DataSet, confidence: float, doc_id: str, text: 
     """Attack an edited text of a document again and count its set under the stored calibration."""
     cert = run.result.certificate(confidence)
     found = StoredRisk(run.result, run.attacker, data.registry, confidence).of([(cert, row_of(cert, doc_id))],
-                                                                              [text])[0]
+                                                                              [text], with_linkage=False)[0]
     return Rescored(found.risk.set_size, tuple(explain.spans(text, list(found.rows))) if explain is not None else ())
 
 

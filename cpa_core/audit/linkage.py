@@ -11,7 +11,12 @@ about its first candidate, never a label:
 - how many documents claim the first candidate more strongly than this one, how far this claim is below the
   strongest, and the claim against the candidate's usual strongest claims (the cross-domain similarity local scaling
   of Conneau et al. 2018): the claims are each document's weights of its first :data:`CLAIMS` candidates;
-- the length of the text the attacker read (a short post leaves little to match).
+- the length of the text the attacker read (a short post leaves little to match);
+- over an attacker panel, what each of the member's *peers* (the panel's other members whose attack of one text is
+  cheap, :attr:`~cpa_core.attack.base.AttackerBase.costly_rescoring`) makes of the same document
+  (:func:`peer_features`): where it ranks this member's first candidate, its weight on it and how far that is below
+  its own first weight, and its certainty. A document every attacker places on the same person is linked far more
+  often than one only this attacker places there.
 
 With enough labelled documents of both outcomes (:data:`MIN_CALIBRATING`, :data:`MIN_EACH`), a gradient-boosted
 model turns the description into one statistic, cross-fitted: the calibrating documents are cut into :data:`FOLDS`
@@ -54,6 +59,10 @@ CLAIMS = 10
 FEATURES = ("certainty", "first_weight", "log_ratio", "second_gap", "entropy", "first_guess_of", "shortlisted_by",
             "stronger_claims", "below_strongest", "local_scaling", "characters")
 """The label-free description of the attack on a document, in :func:`attack_features`' column order."""
+PEER_FEATURES = ("rank_of_first_guess", "weight_on_first_guess", "below_its_first", "certainty")
+"""What a peer makes of a document, per peer (:func:`peer_features`' column order)."""
+PEER_DEPTH = 20
+"""A peer's first twenty candidates are searched for this member's first guess (beyond: rank ``PEER_DEPTH + 1``)."""
 HELD_OUT = 1 / 3
 """The share of a fold's training documents held out to check its scorer against the certainty."""
 SCORER = {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 8, "min_samples_leaf": 40,
@@ -139,9 +148,58 @@ def _entropy(weights: np.ndarray, pools: np.ndarray, block: int = 1024) -> np.nd
     return out
 
 
-def attack_features(table: CandidateTable, context: ReleaseContext) -> np.ndarray:
-    """The description of the attack on each document of the table (columns :data:`FEATURES`; ``nan`` where a
-    feature does not apply, e.g. ratios of weights that are ranks)."""
+def feature_names(peers: Sequence[str] = ()) -> list[str]:
+    """The columns of :func:`attack_features` with these peers (by attacker name)."""
+    return [*FEATURES, *(f"{peer}:{feature}" for peer in peers for feature in PEER_FEATURES)]
+
+
+def first_guesses(table: CandidateTable) -> np.ndarray:
+    """Each document's first candidate's id (``""``: none)."""
+    ids = np.asarray(table.candidate_ids).astype(str)
+    first = np.asarray(table.candidates)[:, 0] if table.candidates.shape[1] else np.full(table.weights.shape[0], -1)
+    if ids.size == 0:
+        return np.full(first.shape, "")
+    return np.where(first >= 0, ids[np.maximum(first, 0)], "")
+
+
+def peer_features(table: CandidateTable, peers: Sequence[CandidateTable]) -> np.ndarray:
+    """What each peer's attack of the same documents (rows in the same order) makes of this attack's first guess
+    (per peer, the columns :data:`PEER_FEATURES`): the log of the rank it gives it among its first
+    :data:`PEER_DEPTH` (``log(PEER_DEPTH + 1)`` beyond), its weight on it (0 beyond), its first weight minus that
+    (``nan`` beyond), and its certainty."""
+    n = table.weights.shape[0]
+    out = np.full((n, len(PEER_FEATURES) * len(peers)), np.nan)
+    guesses = first_guesses(table)
+    for j, peer in enumerate(peers):
+        if peer.weights.shape[0] != n:
+            raise ValueError(f"a peer's attack has {peer.weights.shape[0]} documents, this one {n}")
+        columns = slice(j * len(PEER_FEATURES), (j + 1) * len(PEER_FEATURES))
+        depth = min(PEER_DEPTH, peer.candidates.shape[1])
+        ids = np.asarray(peer.candidate_ids).astype(str)
+        listed = np.asarray(peer.candidates)[:, :depth]
+        named = np.where(listed >= 0, ids[np.maximum(listed, 0)], "") if ids.size else np.full(listed.shape, "")
+        hit = (named == guesses[:, None]) & (guesses != "")[:, None] & (listed >= 0)
+        found = hit.any(axis=1)
+        weights = np.asarray(peer.weights[:, :depth], dtype=float)
+        on_it = np.where(hit, weights, 0.0).sum(axis=1)
+        block = out[:, columns]
+        block[:, 0] = np.log(np.where(found, hit.argmax(axis=1) + 1, PEER_DEPTH + 1))
+        block[:, 1] = np.where(found, on_it, 0.0)
+        block[:, 2] = np.where(found, weights[:, 0] - on_it, np.nan) if depth else np.nan
+        block[:, 3] = certainty(peer)
+    return out
+
+
+def attack_features(table: CandidateTable, context: ReleaseContext,
+                    peers: Sequence[CandidateTable] = ()) -> np.ndarray:
+    """The description of the attack on each document of the table (columns :func:`feature_names`: :data:`FEATURES`,
+    then :func:`peer_features` of each peer's attack of the same documents; ``nan`` where a feature does not apply,
+    e.g. ratios of weights that are ranks)."""
+    if peers:
+        own = attack_features(table, context)
+        out = np.concatenate([own, peer_features(table, peers)], axis=1)
+        out[~np.isfinite(out)] = np.nan
+        return out
     n = table.weights.shape[0]
     out = np.full((n, len(FEATURES)), np.nan)
     if n == 0:
@@ -180,28 +238,34 @@ def attack_features(table: CandidateTable, context: ReleaseContext) -> np.ndarra
 @dataclass(frozen=True)
 class LinkageModel:
     """A stored linkage fit, for any document attacked as the release was (an edited text, say): the release's
-    context and one scorer per fold (none: the statistic is the certainty), and the cross Venn-Abers calibration of
-    each fold's statistic."""
+    context and one scorer per fold (none: the statistic is the certainty), the cross Venn-Abers calibration of
+    each fold's statistic, and the peers whose attacks of the same documents the scorers read (attacker names, in
+    column order; none without scorers)."""
 
     context: ReleaseContext | None
     scorers: tuple
     empty: tuple[int, ...]
     calibration: CrossVennAbersModel
+    peers: tuple[str, ...] = ()
 
-    def statistics(self, table: CandidateTable) -> list[np.ndarray]:
-        """Each fold's statistic of the table's documents."""
+    def statistics(self, table: CandidateTable, peers: Sequence[CandidateTable] = ()) -> list[np.ndarray]:
+        """Each fold's statistic of the table's documents (``peers``: each of :attr:`peers`' attacks of them, in
+        order)."""
         if not self.scorers:
             return [certainty(table)]
-        features = attack_features(table, self.context)
+        if len(peers) != len(self.peers):
+            raise ValueError(f"the linkage fit reads the attacks of {len(self.peers)} peers "
+                             f"({', '.join(self.peers) or 'none'}), {len(peers)} given")
+        features = attack_features(table, self.context, peers)
         features[:, list(self.empty)] = 0.0
         with threadpool_limits(1):
             return [features[:, 0] if scorer is None else scorer.decision_function(features)
                     for scorer in self.scorers]
 
-    def predict(self, table: CandidateTable) -> VennAbers:
-        """The linkage probability of the table's documents (each attacked as the release was) among the stored
-        calibration documents."""
-        return self.calibration.predict(self.statistics(table))
+    def predict(self, table: CandidateTable, peers: Sequence[CandidateTable] = ()) -> VennAbers:
+        """The linkage probability of the table's documents (each attacked as the release was, and by each of
+        :attr:`peers` in ``peers``) among the stored calibration documents."""
+        return self.calibration.predict(self.statistics(table, peers))
 
     @property
     def floor(self) -> float:
@@ -215,17 +279,20 @@ class LinkageModel:
         if not self.scorers:
             return {"method": "inductive Venn-Abers", "statistic": "certainty", "calibrating": sum(calibrating)}
         return {"method": "cross Venn-Abers", "statistic": "gradient-boosted, cross-fitted",
-                "features": list(FEATURES), "folds": len(self.scorers), "calibrating": sum(calibrating),
+                "features": feature_names(self.peers), "peers": list(self.peers), "folds": len(self.scorers),
+                "calibrating": sum(calibrating),
                 "folds_on_certainty": sum(scorer is None for scorer in self.scorers), "scorer": dict(SCORER)}
 
 
 def fit_linkage(tables: Sequence[CandidateTable], events: np.ndarray, calibrating: np.ndarray,
-                seed: int) -> tuple[VennAbers, LinkageModel]:
+                seed: int, peers: Sequence[tuple[str, Sequence[CandidateTable]]] = ()
+                ) -> tuple[VennAbers, LinkageModel]:
     """The linkage probability of every document of the tables (rows concatenated in order), each without its own
     label, and the stored fit.
 
     Parameters
     ----------
+    peers : ``(attacker name, its tables)`` of each peer, its tables the same documents as ``tables``, in order
     events : ndarray of shape (N,), bool: the attacker's first guess is the document's subject (read only where
         ``calibrating``)
     calibrating : ndarray of shape (N,), bool: the documents whose label calibrates
@@ -239,7 +306,8 @@ def fit_linkage(tables: Sequence[CandidateTable], events: np.ndarray, calibratin
     if members.size < MIN_CALIBRATING or min(hits, members.size - hits) < MIN_EACH:
         return _on_certainty(tables, events, calibrating)
     context = ReleaseContext.of(tables)
-    features = np.concatenate([attack_features(t, context) for t in tables])
+    features = np.concatenate([attack_features(t, context, [theirs[i] for _, theirs in peers])
+                               for i, t in enumerate(tables)])
     empty = tuple(np.flatnonzero(np.isnan(features).all(axis=0)).tolist())
     features[:, list(empty)] = 0.0  # a feature no document has (ranks, say): one constant value
     folds[np.random.default_rng(seed).permutation(members)] = np.arange(members.size) % FOLDS
@@ -255,7 +323,8 @@ def fit_linkage(tables: Sequence[CandidateTable], events: np.ndarray, calibratin
     if all(scorer is None for scorer in scorers):  # the certainty in every fold: one fit over every fold is finer
         return _on_certainty(tables, events, calibrating)
     return cross_venn_abers(levels, events, folds), LinkageModel(context, tuple(scorers), empty,
-                                                                 CrossVennAbersModel(tuple(models)))
+                                                                 CrossVennAbersModel(tuple(models)),
+                                                                 tuple(name for name, _ in peers))
 
 
 def _on_certainty(tables: Sequence[CandidateTable], events: np.ndarray, calibrating: np.ndarray

@@ -7,6 +7,11 @@ strata, its calibration, its linkage probability) and reads a document's risk as
 its smallest certified set with the member that gave it. Each member's certificate keeps its own guarantee; the
 combined set is no certificate of its own, only the worst of valid ones.
 
+A member's linkage probability also reads what its *peers* make of each document (:func:`peer_names`: the other
+members whose attack of one text is cheap; :func:`~cpa_core.audit.linkage.peer_features`): a document every attacker
+places on the same person is told apart from one only this attacker places there. It stays calibrated on the
+member's own labelled documents, none reading its own label.
+
 The release decision over a panel (:func:`~cpa_core.report.verdict.panel_verdict`) tests every member's first-guess
 rate on what the panel leaves, with a correction for testing several members (``docs/guarantee.md``).
 """
@@ -117,6 +122,7 @@ class PanelResult:
             if _shared(member) != _shared(first):
                 raise ConfigError(f"the panel's members differ in more than their attacker ({member.config.attacker.name} "
                                   f"against {first.config.attacker.name}); expected one declared configuration")
+        object.__setattr__(self, "members", tuple(_with_peers(member, self.members) for member in self.members))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -178,8 +184,9 @@ def audit_panel(documents: Documents, registry: Registry, declared: Sequence[tup
     progress of member ``i``; ``finish(result, attacker)``: what to add to a member's result once it is run (e.g.
     its LLM counters); ``held_out``: the member a redaction search never consulted (the audit of a redacted
     release); ``engine``: where the members that can run on a cluster attack
-    (:class:`~cpa_core.attack.engine.DaskEngine`; the others run in this process). Each member's inputs record the panel it belongs to (``panel``: the panel's configuration id, its
-    attackers, this member's, and the held-out one, if any)."""
+    (:class:`~cpa_core.attack.engine.DaskEngine`; the others run in this process). Each member's inputs record the
+    panel it belongs to (``panel``: the panel's configuration id, its attackers, this member's, its peers
+    (:func:`peer_names`: whose attacks its linkage probability reads) and the held-out one, if any)."""
     from cpa_core.audit.pipeline import check_split, run_audit
 
     for config, _ in declared:  # a split the release cannot give is said before any member's work
@@ -197,8 +204,27 @@ def audit_panel(documents: Documents, registry: Registry, declared: Sequence[tup
         raise ConfigError(f"the held-out attacker {held_out} is no member of the panel ({', '.join(names)})")
     marked = {"config_id": panel_config_id(results), "attackers": names,
               **({"held_out": held_out} if held_out is not None else {})}
-    return PanelResult(tuple(result.with_inputs(panel={**marked, "attacker": name})
+    peers = peer_names([(attacker.name, bool(attacker.costly_rescoring)) for _, attacker in declared], held_out)
+    return PanelResult(tuple(result.with_inputs(panel={**marked, "attacker": name, "peers": peers[name]})
                              for result, name in zip(results, names)))
+
+
+def _with_peers(member: AuditResult, members: Sequence[AuditResult]) -> AuditResult:
+    """The member with its peers attached: the members its panel record names as peers (``inputs["panel"]["peers"]``,
+    :func:`audit_panel`) that are in ``members``."""
+    by_name = {other.config.attacker.name: other for other in members}
+    wanted = [name for name in member.inputs.get("panel", {}).get("peers", ()) if name in by_name]
+    if [peer.config.attacker.name for peer in member.peers] == wanted:
+        return member
+    return member.with_peers(tuple(by_name[name] for name in wanted))
+
+
+def peer_names(declared: Sequence[tuple[str, bool]], held_out: str | None = None) -> dict[str, list[str]]:
+    """Each member's peers, from the panel's members as ``(attacker name, whether its attack of one edited text is
+    costly)``: the other members whose attack is cheap, but for the held-out one (a redaction search attacks with
+    every peer of a member it reads, and never with the held-out member)."""
+    cheap = [name for name, costly in declared if not costly and name != held_out]
+    return {name: [peer for peer in cheap if peer != name] for name, _ in declared}
 
 
 def panel_config_id(members) -> str:

@@ -15,7 +15,8 @@ probability or the certainty moves the safe way. Every figure is indicative: an 
 mechanism, and only a new calibration certifies it.
 
 Over an attacker panel (:class:`PanelStoredRisk`), an edited text is attacked by every member and read under that
-member's stored calibration; its risk (:class:`PanelRisk`) is every member's side by side. It is acceptable when
+member's stored calibration (its linkage probability from its own attack and its peers',
+:func:`~cpa_core.audit.linkage.peer_features`); its risk (:class:`PanelRisk`) is every member's side by side. It is acceptable when
 every member's is, lower than another when no member's rises and one member's is lower, and its figures are the
 worst over the members (the smallest set, the largest linkage probability).
 """
@@ -29,12 +30,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cpa_core.audit.results import score_table
+from cpa_core.audit.results import ScoredSplit, score_table
 from cpa_core.audit.stratification import certainty
 from cpa_core.conformal.calibration import set_sizes
 
 if TYPE_CHECKING:
     from cpa_core.attack.base import Attacker
+    from cpa_core.attack.candidates import CandidateTable
     from cpa_core.audit.policy import ReleasePolicy
     from cpa_core.audit.results import AuditResult, Certificate
     from cpa_core.io.tables import Registry
@@ -184,23 +186,36 @@ class StoredRisk:
         linkage = None if cert.linkage is None else float(cert.linkage[row])
         return Risk(int(cert.set_sizes[row]), linkage, float(certainty(cert.split.table.rows([row]))[0]))
 
-    def of(self, documents: Sequence[tuple[Certificate, int]], texts: Sequence[str]) -> list[Rescored]:
-        """The risk of each text as the document named beside it (one attack of every text)."""
+    def of(self, documents: Sequence[tuple[Certificate, int]], texts: Sequence[str],
+           with_linkage: bool = True) -> list[Rescored]:
+        """The risk of each text as the document named beside it (one attack of every text); ``with_linkage``:
+        ``False`` leaves the linkage probability out (a member of a panel reads its peers' attacks for it:
+        :meth:`PanelStoredRisk.of`)."""
         if not documents:
             return []
+        return self.risks(documents, self.attack(documents, texts), () if with_linkage else None)
+
+    def attack(self, documents: Sequence[tuple[Certificate, int]], texts: Sequence[str]) -> ScoredSplit:
+        """Each text attacked as the document named beside it, scored with the audit's score."""
         splits = [cert.split for cert, _ in documents]
         rows = [row for _, row in documents]
         ids = [str(split.table.doc_ids[row]) for split, row in zip(splits, rows)]
         truths = [split.truth_ids[row] for split, row in zip(splits, rows)]
         config = self.result.config
         table = self.attacker.attack(ids, list(texts), self.registry, config.knowledge)
-        scored = score_table(table, truths, None, config)
+        return score_table(table, truths, None, config)
+
+    def risks(self, documents: Sequence[tuple[Certificate, int]], scored: ScoredSplit,
+              peers: Sequence[CandidateTable] | None = ()) -> list[Rescored]:
+        """The risk of each attacked text (:meth:`attack`) as the document named beside it; ``peers``: the attacks
+        of the same texts by each peer the linkage fit reads (:attr:`~cpa_core.audit.linkage.LinkageModel.peers`, in
+        order; ``None``: no linkage probability)."""
         margins = certainty(scored.table)
         thresholds = np.array([self._threshold(cert, row, margin)
                                for (cert, row), margin in zip(documents, margins)], dtype=float)
         sizes = set_sizes(scored.sorted_scores, scored.table.pool_sizes, thresholds)
-        with_linkage = any(cert.linkage is not None for cert, _ in documents)
-        linkage = self.result.linkage_model.predict(scored.table).p if with_linkage else None
+        with_linkage = peers is not None and any(cert.linkage is not None for cert, _ in documents)
+        linkage = self.result.linkage_model.predict(scored.table, peers).p if with_linkage else None
         out = []
         for i in range(len(documents)):
             pool = min(N_EVIDENCE_ROWS, int(scored.table.pool_sizes[i]))
@@ -248,6 +263,15 @@ class PanelStoredRisk:
         self.names = tuple(result.config.attacker.name for result, _ in members)
         self.confidence = self.stored[0].confidence
         self._parts = [self._certificates(stored) for stored in self.stored]
+        self._peers = [self._peer_members(stored) for stored in self.stored]
+
+    def _peer_members(self, stored: StoredRisk) -> tuple[int, ...]:
+        """The members whose attacks of an edited text the member's linkage fit reads (indices into the panel)."""
+        missing = [name for name in stored.result.linkage_model.peers if name not in self.names]
+        if missing:
+            raise ValueError(f"the linkage fit of {stored.result.config.attacker.name} reads the attacks of "
+                             f"{', '.join(missing)}, which this panel does not have")
+        return tuple(self.names.index(name) for name in stored.result.linkage_model.peers)
 
     @staticmethod
     def _certificates(stored: StoredRisk) -> list[Certificate]:
@@ -289,11 +313,16 @@ class PanelStoredRisk:
     def of(self, documents: Sequence[tuple[int, int]], texts: Sequence[str],
            members: Sequence[int] | None = None) -> list[Rescored]:
         """The risk of each text as the document named beside it under every member (one attack of every text by
-        each member); ``members``: under these members alone (indices into the panel), a risk of that part."""
+        each member); ``members``: under these members alone (indices into the panel), a risk of that part. The peers
+        a member's linkage fit reads attack the texts too (once, members or not)."""
         if not documents:
             return []
         chosen = range(len(self.stored)) if members is None else list(members)
-        found = [self.stored[m].of([(self._parts[m][part], row) for part, row in documents], texts) for m in chosen]
+        named = [[(self._parts[m][part], row) for part, row in documents] for m in range(len(self.stored))]
+        attacked = {m: self.stored[m].attack(named[m], texts)
+                    for m in sorted({*chosen, *(p for m in chosen for p in self._peers[m])})}
+        found = [self.stored[m].risks(named[m], attacked[m], [attacked[p].table for p in self._peers[m]])
+                 for m in chosen]
         names = tuple(self.names[m] for m in chosen)
         return [Rescored(PanelRisk(names, tuple(member[i].risk for member in found)),
                          tuple(member[i].rows for member in found), tuple(member[i].clues for member in found))

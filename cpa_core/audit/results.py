@@ -13,6 +13,7 @@ from cpa_core.attack.candidates import CandidateTable, as_rows
 from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.linkage import LinkageModel, fit_linkage
 from cpa_core.audit.policy import ReleasePolicy
+from cpa_core.common.errors import ConfigError
 from cpa_core.conformal.calibration import (
     ALL,
     Calibration,
@@ -239,6 +240,9 @@ class AuditResult:
     calibration: Calibration
     inputs: dict = field(default_factory=dict)
     _extra_levels: dict = field(default_factory=dict, repr=False, compare=False)  # calibrations of other levels
+    peers: tuple[AuditResult, ...] = field(default=(), repr=False, compare=False)
+    """The audits of the same documents by this one's peers in an attacker panel, whose attacks its linkage
+    probability also reads (:meth:`with_peers`; none outside a panel)."""
     _certificates: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # by level, the latest
 
     @cached_property
@@ -294,12 +298,15 @@ class AuditResult:
         without its own label; the split protocol's calibration documents, the test documents never read."""
         test = self.test_split
         if self.config.protocol == "release":
-            fit, model = fit_linkage([test.table], self.first_guess_right, self.calibrating, self.config.seed)
+            peers = [(peer.config.attacker.name, [peer.test_split.table]) for peer in self.peers]
+            fit, model = fit_linkage([test.table], self.first_guess_right, self.calibrating, self.config.seed, peers)
             return fit, None, model
         cal = self.calibration_split
         events = np.concatenate([cal.labelled & (cal.truth_ranks == 1), np.zeros(len(test), dtype=bool)])
         calibrating = np.concatenate([cal.labelled, np.zeros(len(test), dtype=bool)])
-        fit, model = fit_linkage([cal.table, test.table], events, calibrating, self.config.seed)
+        peers = [(peer.config.attacker.name, [peer.calibration_split.table, peer.test_split.table])
+                 for peer in self.peers]
+        fit, model = fit_linkage([cal.table, test.table], events, calibrating, self.config.seed, peers)
         n = len(cal)
         return VennAbers(fit.low[n:], fit.high[n:]), VennAbers(fit.low[:n], fit.high[:n]), model
 
@@ -369,6 +376,16 @@ class AuditResult:
         """The same audit declared to flag at ``confidence`` under ``policy`` (:meth:`AuditConfig.with_policy`):
         what is exported after a curator settled on them; no set changes."""
         return replace(self, config=self.config.with_policy(confidence, policy))
+
+    def with_peers(self, peers: tuple[AuditResult, ...]) -> AuditResult:
+        """The result whose linkage probability also reads ``peers``' attacks of the same documents (audits by other
+        attackers of the same release: the same documents in the same order in each split)."""
+        for peer in peers:
+            for mine, theirs in ((self.test_split, peer.test_split), (self.calibration_split, peer.calibration_split)):
+                if theirs.table.doc_ids.tolist() != mine.table.doc_ids.tolist():
+                    raise ConfigError(f"the peer {peer.config.attacker.name} of {self.config.attacker.name} audits "
+                                      "other documents; expected the same release")
+        return replace(self, peers=tuple(peers))
 
     def with_inputs(self, **inputs) -> AuditResult:
         """The result with more facts about its inputs (e.g. LLM counters) for the manifest."""
