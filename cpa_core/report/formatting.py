@@ -166,8 +166,12 @@ def linkage_method(description: dict) -> str:
     if description["method"] == "inductive Venn-Abers":
         return (f"inductive Venn-Abers on the attacker's certainty (top-1 margin), {calibrating}: too few labelled "
                 "documents of each outcome for a learned description of the attack")
+    peers = description.get("peers") or []
+    read = (f", and of its peers' attacks of the same document ({', '.join(peers)}: where they rank its first guess, "
+            "their weight on it and their certainty)" if peers else "")
+    own = [name for name in description["features"] if ":" not in name]
     return (f"cross Venn-Abers over {len(description['features'])} label-free features of the attack on each document "
-            f"({', '.join(description['features'])}), a gradient-boosted statistic cross-fitted in "
+            f"({', '.join(own)}){read}, a gradient-boosted statistic cross-fitted in "
             f"{description['folds']} folds, {calibrating}; no document's probability reads its own label")
 
 

@@ -10,7 +10,17 @@ from sklearn.metrics import roc_auc_score
 from tables import hub_release, table_from_matrix
 
 from cpa_core.attack.candidates import CandidateTable
-from cpa_core.audit.linkage import FEATURES, MIN_CALIBRATING, ReleaseContext, attack_features, fit_linkage
+from cpa_core.audit.linkage import (
+    FEATURES,
+    MIN_CALIBRATING,
+    PEER_DEPTH,
+    PEER_FEATURES,
+    ReleaseContext,
+    attack_features,
+    feature_names,
+    fit_linkage,
+    peer_features,
+)
 from cpa_core.audit.stratification import certainty
 from cpa_core.conformal.venn_abers import statistic_levels, venn_abers
 
@@ -111,3 +121,57 @@ def test_the_stored_fit_places_a_document_that_does_not_calibrate_where_the_fit_
     assert predicted.low[~calibrating] == pytest.approx(fit.low[~calibrating])
     assert predicted.high[~calibrating] == pytest.approx(fit.high[~calibrating])
     assert predicted.p.min() >= model.floor - 1e-12
+
+
+def test_what_a_peer_makes_of_the_first_guess_hand_computed():
+    """The peer lists its candidates in another order (matched by id); d2's first guess p2 is not in its pool."""
+    table = toy()  # first guesses: d0 p0, d1 p0, d2 p2
+    peer = CandidateTable(np.array(["d0", "d1", "d2"], dtype=object), np.array([[1, 0, 2], [0, 2, 1], [2, 1, -1]]),
+                          np.array([[0.5, 0.3, 0.2], [0.8, 0.1, 0.1], [0.4, 0.35, 0.0]]), np.array([3, 3, 2]),
+                          np.array(["p2", "p0", "p1"], dtype=object))
+    features = dict(zip(PEER_FEATURES, peer_features(table, [peer]).T))
+    assert features["rank_of_first_guess"] == pytest.approx(np.log([1, 3, PEER_DEPTH + 1]))
+    assert features["weight_on_first_guess"] == pytest.approx([0.5, 0.1, 0.0])
+    below = features["below_its_first"]
+    assert below[:2] == pytest.approx([0.0, 0.7]) and np.isnan(below[2])
+    assert features["certainty"] == pytest.approx([0.2, 0.7, 0.05])
+    both = attack_features(table, ReleaseContext.of([table]), [peer, peer])
+    assert both.shape == (3, len(feature_names(("a", "b")))) == (3, len(FEATURES) + 2 * len(PEER_FEATURES))
+    assert feature_names(("a",))[len(FEATURES):] == [f"a:{name}" for name in PEER_FEATURES]
+    with pytest.raises(ValueError, match="2 documents"):
+        peer_features(table, [peer.rows([0, 1])])
+
+
+def peer_release(seed: int, n: int = 1000, m: int = 300):
+    """Half the documents are placed on their subject by the member, the other half on someone else, with the same
+    spread of margins and no hub: the member's attack alone cannot tell them apart. A peer always places the
+    subject first: it agrees with the member exactly where the member is right. Returns the member's table, the
+    peer's and whether the member's first guess is the subject."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, m, size=n)
+    right = rng.random(n) < 0.5
+    wrong = (truth + rng.integers(1, m, size=n)) % m
+
+    def attack(top):
+        probabilities = rng.dirichlet(np.full(m, 0.5), size=n) * 0.2
+        probabilities[np.arange(n), top] += rng.uniform(0.1, 0.8, size=n)
+        return table_from_matrix(probabilities / probabilities.sum(axis=1, keepdims=True))
+    member, peer = attack(np.where(right, truth, wrong)), attack(truth)
+    return member, peer, member.candidates[:, 0] == truth
+
+
+def test_a_peer_tells_apart_what_the_member_alone_cannot():
+    member, peer, linked = peer_release(9)
+    calibrating = np.random.default_rng(10).random(linked.size) < 0.6
+    withheld = ~calibrating
+    alone, _ = fit_linkage([member], linked, calibrating, seed=11)
+    fit, model = fit_linkage([member], linked, calibrating, seed=11, peers=[("peer", [peer])])
+    assert roc_auc_score(linked[withheld], alone.p[withheld]) < 0.65
+    assert roc_auc_score(linked[withheld], fit.p[withheld]) > 0.95
+    assert model.peers == ("peer",) and model.describe()["peers"] == ["peer"]
+    assert model.describe()["features"] == feature_names(("peer",))
+    predicted = model.predict(member, [peer])  # an edited text is read with its peers' attacks of it
+    assert predicted.low[withheld] == pytest.approx(fit.low[withheld])
+    assert predicted.high[withheld] == pytest.approx(fit.high[withheld])
+    with pytest.raises(ValueError, match="1 peers"):
+        model.predict(member)

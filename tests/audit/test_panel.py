@@ -10,7 +10,7 @@ import pytest
 from tables import LEVEL, documents_and_registry, probability_matrix, sample_truth, table_from_matrix, toy_attacker
 
 from cpa_core.audit.configuration import AuditConfig
-from cpa_core.audit.panel import PanelCertificate, PanelResult
+from cpa_core.audit.panel import PanelCertificate, PanelResult, peer_names
 from cpa_core.audit.pipeline import run_audit
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.results import Certificate
@@ -60,3 +60,31 @@ def test_a_panel_audits_one_release_under_one_configuration():
     stricter = replace(b, config=replace(b.config, flag_below=7))
     with pytest.raises(ConfigError, match="differ in more than their attacker"):
         PanelResult((a, stricter))
+
+
+def test_a_member_s_peers_are_the_other_cheap_members_but_the_held_out_one():
+    declared = [("tfidf", False), ("dense", True), ("learned", False), ("bm25", False)]
+    assert peer_names(declared) == {"tfidf": ["learned", "bm25"], "dense": ["tfidf", "learned", "bm25"],
+                                    "learned": ["tfidf", "bm25"], "bm25": ["tfidf", "learned"]}
+    assert peer_names(declared, held_out="bm25") == {"tfidf": ["learned"], "dense": ["tfidf", "learned"],
+                                                     "learned": ["tfidf"], "bm25": ["tfidf", "learned"]}
+    assert peer_names([("dense", True), ("profile_llm", True)]) == {"dense": [], "profile_llm": []}
+
+
+def test_a_panel_attaches_the_peers_its_record_names_that_it_has():
+    rng = np.random.default_rng(3)
+    probabilities = probability_matrix(120, 20, rng)
+    truth = sample_truth(probabilities, rng)
+    a, b, c = (_member(name, probability_matrix(120, 20, rng), truth).with_inputs(panel={"peers": peers})
+               for name, peers in (("a", ["b", "c"]), ("b", ["a"]), ("c", [])))
+    panel = PanelResult((a, b, c))
+    assert [[peer.config.attacker.name for peer in member.peers] for member in panel.members] == [["b", "c"], ["a"], []]
+    assert panel.members[2] is c  # nothing to attach: the member as it was
+    again = PanelResult(panel.members)
+    assert all(x is y for x, y in zip(again.members, panel.members))  # attached once
+    part = PanelResult((a, c))  # a panel without b: a reads c alone
+    assert [peer.config.attacker.name for peer in part.members[0].peers] == ["c"]
+    assert a.with_peers(()).peers == ()
+    other = _member("d", probabilities[:60], truth[:60])
+    with pytest.raises(ConfigError, match="audits other documents"):
+        a.with_peers((other,))
