@@ -34,8 +34,13 @@ def test_each_member_is_a_whole_audit_and_the_panel_is_the_worst_over_them(panel
     assert summary["panel"]["attackers"] == ["tfidf", "lexical_fusion"]
     single = tmp_path / "single"
     ok(_audit(sample_paths, single, "--attacker", "tfidf"))
-    assert json.loads((single / "summary.json").read_text())["confidence"] == \
-        summary["members"]["tfidf"]["confidence"], "a member's audit is the audit of its attacker alone"
+    alone, member = json.loads((single / "summary.json").read_text())["confidence"], summary["members"]["tfidf"]["confidence"]
+    assert alone.keys() == member.keys()
+    for level in alone:  # the same sets; the linkage probability also reads the peer's attack
+        assert _sets(alone[level]) == _sets(member[level]), "a member's sets are those of its attacker alone"
+    linkage = json.loads((out / "members" / "tfidf" / "manifest.json").read_text())["linkage"]
+    assert linkage["peers"] == ["lexical_fusion"] and "lexical_fusion:rank_of_first_guess" in linkage["features"]
+    assert json.loads((single / "manifest.json").read_text())["linkage"]["peers"] == []
     verdict = summary["verdict"]
     flagged = {name: {row["doc_id"] for row in csv.DictReader((out / "members" / name / "worklist.csv").open())}
                for name in ("tfidf", "lexical_fusion")}
@@ -48,6 +53,12 @@ def test_each_member_is_a_whole_audit_and_the_panel_is_the_worst_over_them(panel
     assert f"decided by {verdict['decided_by']}" in done.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "panel" and manifest["config_id"] == contents["config_id"]
+
+
+def _sets(figures: dict) -> dict:
+    """A level's figures that the sets alone decide (not the flags, the linkage probability or what they leave)."""
+    return {key: _sets(value) if isinstance(value, dict) else value for key, value in figures.items()
+            if not any(word in key for word in ("flag", "linkage", "remainder", "released", "bound", "kept"))}
 
 
 def test_a_panel_is_declared_in_the_file_too(sample_paths, tmp_path):
@@ -90,6 +101,7 @@ def test_each_member_is_recorded_in_the_history_as_of_its_panel(sample_paths, tm
     for audit_id, name in ((1, "tfidf"), (2, "lexical_fusion")):
         entry = load_audit(audit_id, history)
         assert entry.summary["panel"] == {"config_id": panel_id, "attackers": ["tfidf", "lexical_fusion"],
-                                          "attacker": name}
+                                          "attacker": name, "peers": [other for other in ("tfidf", "lexical_fusion")
+                                                                      if other != name]}
         assert entry.out_dir == str((out / "members" / name).resolve())
         assert load_result(audit_id, history).config.attacker.name == name
