@@ -22,8 +22,8 @@ With enough labelled documents of both outcomes (:data:`MIN_CALIBRATING`, :data:
 model turns the description into one statistic, cross-fitted: the calibrating documents are cut into :data:`FOLDS`
 folds at random (the audit's seed), fold ``k``'s statistic is learned from the other folds' labels, and cross
 Venn-Abers (:func:`~cpa_core.conformal.venn_abers.cross_venn_abers`) calibrates it, so that no probability reads its
-own document's label. A fold keeps the certainty as its statistic when its learned one does no better on training
-documents held out of its fit (:data:`HELD_OUT`). With fewer, the statistic is the certainty alone, calibrated by one
+own document's label. A fold's statistic is learned from two thirds of its training documents and checked on the
+third held out of its fit (:data:`HELD_OUT`): the fold keeps the certainty when the learned one does no better. With fewer, the statistic is the certainty alone, calibrated by one
 inductive Venn-Abers fit.
 """
 
@@ -337,9 +337,10 @@ def _on_certainty(tables: Sequence[CandidateTable], events: np.ndarray, calibrat
 
 
 def _scorer(features: np.ndarray, events: np.ndarray, train: np.ndarray, seed: int):
-    """A fold's scorer learned from the training documents, or ``None`` (the certainty) when, on a third of them held
-    out of its fit (:data:`HELD_OUT`), it tells linked from unlinked documents no better than the certainty does: a
-    small release, or an attacker whose margin says all there is."""
+    """A fold's scorer learned from two thirds of the training documents, or ``None`` (the certainty) when, on the
+    third held out of its fit (:data:`HELD_OUT`), it tells linked from unlinked documents no better than the certainty
+    does: a small release, or an attacker whose margin says all there is. (Where the held-out third or the rest has
+    one outcome only, the scorer is learned from every training document, unchecked.)"""
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.metrics import roc_auc_score
 
@@ -347,9 +348,8 @@ def _scorer(features: np.ndarray, events: np.ndarray, train: np.ndarray, seed: i
     held = np.zeros(rows.size, dtype=bool)
     held[np.random.default_rng(seed).permutation(rows.size)[:int(rows.size * HELD_OUT)]] = True
     fit_rows, check_rows = rows[~held], rows[held]
-    if np.unique(events[check_rows]).size == 2 and np.unique(events[fit_rows]).size == 2:
-        trial = HistGradientBoostingClassifier(**SCORER).fit(features[fit_rows], events[fit_rows])
-        learned = roc_auc_score(events[check_rows], trial.decision_function(features[check_rows]))
-        if learned <= roc_auc_score(events[check_rows], features[check_rows, 0]):
-            return None
-    return HistGradientBoostingClassifier(**SCORER).fit(features[rows], events[rows])
+    if np.unique(events[check_rows]).size < 2 or np.unique(events[fit_rows]).size < 2:
+        return HistGradientBoostingClassifier(**SCORER).fit(features[rows], events[rows])
+    scorer = HistGradientBoostingClassifier(**SCORER).fit(features[fit_rows], events[fit_rows])
+    learned = roc_auc_score(events[check_rows], scorer.decision_function(features[check_rows]))
+    return scorer if learned > roc_auc_score(events[check_rows], features[check_rows, 0]) else None
