@@ -86,14 +86,16 @@ def measure(names: list[str], withheld: float) -> tuple[list[dict], float]:
 
 
 def report(rows: list[dict], withheld: float, panel_s: float) -> str:
-    lines = [f"## (v) Linkage probability on withheld labels: Blog, 8,090 posts, {withheld:.0%} of the authors withheld",
+    lines = [f"## (v) Linkage probability on withheld labels: Blog, 8,090 posts, {withheld:.0%} of the authors "
+             "withheld",
              "", f"Date: {date.today().isoformat()}. `bench/bench_linkage.py`. The default panel audited at the "
              f"defaults ({panel_s:.0f} s for the whole panel); figures over the posts whose author was withheld (AUC, "
              f"ECE over deciles), and over every post flagged by linkage above {ACCEPTABLE:.4f} (share linked at "
              "first guess). 'certainty': inductive Venn-Abers on the top-1 margin alone; 'alone': the learned "
              "statistic over the member's own attack; 'panel': the audit's probability, which also reads its peers' "
              "attacks.", "",
-             "| attacker | peers | first guess (withheld) | AUC certainty / alone / panel | ECE certainty / alone / panel "
+             "| attacker | peers | first guess (withheld) | AUC certainty / alone / panel "
+             "| ECE certainty / alone / panel "
              "| flagged by linkage certainty / alone / panel | linked among flagged certainty / alone / panel "
              "| linkage fit |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]

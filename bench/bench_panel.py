@@ -178,7 +178,7 @@ def worker_panel(data: str, cache: str, dense: str, top_k: str, searched: str, d
            "cache_mib": _cache_mib(cache)}
 
     texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
-    tfidf = panel.member("tfidf")
+    tfidf = panel.member("tfidf").with_peers(())  # TF-IDF as audited alone: its linkage reads no peer
     tfidf_cert = tfidf.certificate(config.policy_confidence)
     flagged = [str(d) for d in tfidf_cert.split.table.doc_ids[tfidf_cert.flags(config.policy)]]
     attackers = [attacker for _, attacker in declared]

@@ -23,8 +23,8 @@ model turns the description into one statistic, cross-fitted: the calibrating do
 folds at random (the audit's seed), fold ``k``'s statistic is learned from the other folds' labels, and cross
 Venn-Abers (:func:`~cpa_core.conformal.venn_abers.cross_venn_abers`) calibrates it, so that no probability reads its
 own document's label. A fold's statistic is learned from two thirds of its training documents and checked on the
-third held out of its fit (:data:`HELD_OUT`): the fold keeps the certainty when the learned one does no better. With fewer, the statistic is the certainty alone, calibrated by one
-inductive Venn-Abers fit.
+third held out of its fit (:data:`HELD_OUT`): the fold keeps the certainty when the learned one does no better. With
+fewer, the statistic is the certainty alone, calibrated by one inductive Venn-Abers fit.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ mechanism, and only a new calibration certifies it.
 
 Over an attacker panel (:class:`PanelStoredRisk`), an edited text is attacked by every member and read under that
 member's stored calibration (its linkage probability from its own attack and its peers',
-:func:`~cpa_core.audit.linkage.peer_features`); its risk (:class:`PanelRisk`) is every member's side by side. It is acceptable when
-every member's is, lower than another when no member's rises and one member's is lower, and its figures are the
-worst over the members (the smallest set, the largest linkage probability).
+:func:`~cpa_core.audit.linkage.peer_features`); its risk (:class:`PanelRisk`) is every member's side by side. It is
+acceptable when every member's is, lower than another when no member's rises and one member's is lower, and its
+figures are the worst over the members (the smallest set, the largest linkage probability).
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ def test_each_member_is_a_whole_audit_and_the_panel_is_the_worst_over_them(panel
     assert summary["panel"]["attackers"] == ["tfidf", "lexical_fusion"]
     single = tmp_path / "single"
     ok(_audit(sample_paths, single, "--attacker", "tfidf"))
-    alone, member = json.loads((single / "summary.json").read_text())["confidence"], summary["members"]["tfidf"]["confidence"]
+    alone = json.loads((single / "summary.json").read_text())["confidence"]
+    member = summary["members"]["tfidf"]["confidence"]
     assert alone.keys() == member.keys()
     for level in alone:  # the same sets; the linkage probability also reads the peer's attack
         assert _sets(alone[level]) == _sets(member[level]), "a member's sets are those of its attacker alone"
@@ -85,6 +86,7 @@ def test_what_a_panel_cannot_be_is_one_line(panel, sample_paths, tmp_path):
 
 
 def test_each_member_is_recorded_in_the_history_as_of_its_panel(sample_paths, tmp_path):
+    from cpa_core.audit.panel import PanelResult
     from cpa_core.store.history import list_audits, load_audit, load_result
 
     history = tmp_path / "history.sqlite"
@@ -105,3 +107,5 @@ def test_each_member_is_recorded_in_the_history_as_of_its_panel(sample_paths, tm
                                                                       if other != name]}
         assert entry.out_dir == str((out / "members" / name).resolve())
         assert load_result(audit_id, history).config.attacker.name == name
+    reopened = PanelResult(tuple(load_result(audit_id, history) for audit_id in (1, 2)))
+    assert [member.linkage_model.peers for member in reopened.members] == [("lexical_fusion",), ("tfidf",)]
