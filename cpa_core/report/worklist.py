@@ -26,11 +26,15 @@ WORKLIST_COLUMNS = ("doc_id", "group", "flagged_by", "linkage_probability", "lin
                     "inferred_clues", "config_id", "confidence")
 
 
+SHOWN_DECIMALS = 6
+"""The decimals a worklist shows of a probability or a weight, and orders its rows by (a reader sees the order)."""
+
+
 def risk_order(cert: Certificate, row: int) -> tuple:
-    """The sort key of a flagged document, riskiest first: highest linkage probability, then smallest set, then
-    doc id."""
+    """The sort key of a flagged document, riskiest first: highest linkage probability as shown
+    (:data:`SHOWN_DECIMALS`), then smallest set, then doc id."""
     linkage = 0.0 if cert.linkage is None else float(cert.linkage[row])
-    return (-round(linkage, 12), int(cert.set_sizes[row]), str(cert.split.table.doc_ids[row]))
+    return (-round(linkage, SHOWN_DECIMALS), int(cert.set_sizes[row]), str(cert.split.table.doc_ids[row]))
 
 
 def linkage_figures(cert: Certificate, row: int) -> dict:
@@ -39,9 +43,9 @@ def linkage_figures(cert: Certificate, row: int) -> dict:
     interval = cert.linkage_interval
     table = cert.split.table
     return {
-        "linkage_probability": None if cert.linkage is None else round(float(cert.linkage[row]), 6),
-        "linkage_low": None if interval is None else round(float(interval.low[row]), 6),
-        "linkage_high": None if interval is None else round(float(interval.high[row]), 6),
+        "linkage_probability": None if cert.linkage is None else round(float(cert.linkage[row]), SHOWN_DECIMALS),
+        "linkage_low": None if interval is None else round(float(interval.low[row]), SHOWN_DECIMALS),
+        "linkage_high": None if interval is None else round(float(interval.high[row]), SHOWN_DECIMALS),
         "first_guess": str(table.candidate_ids[table.candidates[row, 0]]) if table.pool_sizes[row] > 0 else None,
     }
 
@@ -70,7 +74,7 @@ def worklist(cert: Certificate, policy: ReleasePolicy, config_id: str, *, explai
             "set_size": int(cert.set_sizes[row]),
             "leakage": float(cert.leakage[row]),
             "top_candidates": [str(c) for c in split.table.candidate_ids[index]],
-            "top_weights": [round(float(w), 6) for w in split.table.weights[row, :pool]]
+            "top_weights": [round(float(w), SHOWN_DECIMALS) for w in split.table.weights[row, :pool]]
             if split.table.weight_kind == "probability" else [],
             "driving_terms": driving_terms(spans),
             "evidence": [span.to_dict() for span in spans],
@@ -136,8 +140,8 @@ def panel_worklist(cert: PanelCertificate, policy: ReleasePolicy, config_id: str
     flagged = np.flatnonzero((reasons != "").any(axis=1))
     linkage = cert.linkage
     split = cert.members[0].split
-    key = (lambda row: (-round(0.0 if linkage is None else float(linkage[row]), 12), int(cert.set_sizes[row]),
-                        str(split.table.doc_ids[row])))
+    key = (lambda row: (-round(0.0 if linkage is None else float(linkage[row]), SHOWN_DECIMALS),
+                        int(cert.set_sizes[row]), str(split.table.doc_ids[row])))
     records = []
     for row in sorted(flagged.tolist(), key=key):
         records.append({
