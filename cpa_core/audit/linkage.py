@@ -153,15 +153,6 @@ def feature_names(peers: Sequence[str] = ()) -> list[str]:
     return [*FEATURES, *(f"{peer}:{feature}" for peer in peers for feature in PEER_FEATURES)]
 
 
-def first_guesses(table: CandidateTable) -> np.ndarray:
-    """Each document's first candidate's id (``""``: none)."""
-    ids = np.asarray(table.candidate_ids).astype(str)
-    first = np.asarray(table.candidates)[:, 0] if table.candidates.shape[1] else np.full(table.weights.shape[0], -1)
-    if ids.size == 0:
-        return np.full(first.shape, "")
-    return np.where(first >= 0, ids[np.maximum(first, 0)], "")
-
-
 def peer_features(table: CandidateTable, peers: Sequence[CandidateTable]) -> np.ndarray:
     """What each peer's attack of the same documents (rows in the same order) makes of this attack's first guess
     (per peer, the columns :data:`PEER_FEATURES`): the log of the rank it gives it among its first
@@ -169,16 +160,15 @@ def peer_features(table: CandidateTable, peers: Sequence[CandidateTable]) -> np.
     (``nan`` beyond), and its certainty."""
     n = table.weights.shape[0]
     out = np.full((n, len(PEER_FEATURES) * len(peers)), np.nan)
-    guesses = first_guesses(table)
     for j, peer in enumerate(peers):
         if peer.weights.shape[0] != n:
             raise ValueError(f"a peer's attack has {peer.weights.shape[0]} documents, this one {n}")
         columns = slice(j * len(PEER_FEATURES), (j + 1) * len(PEER_FEATURES))
-        depth = min(PEER_DEPTH, peer.candidates.shape[1])
-        ids = np.asarray(peer.candidate_ids).astype(str)
-        listed = np.asarray(peer.candidates)[:, :depth]
-        named = np.where(listed >= 0, ids[np.maximum(listed, 0)], "") if ids.size else np.full(listed.shape, "")
-        hit = (named == guesses[:, None]) & (guesses != "")[:, None] & (listed >= 0)
+        ids = np.unique(np.concatenate([np.asarray(t.candidate_ids).astype(str) for t in (table, peer)]))
+        guesses = _positions(table, ids, 1)[:, 0] if table.candidates.shape[1] else np.full(n, -1)
+        listed = _positions(peer, ids, PEER_DEPTH)
+        depth = listed.shape[1]
+        hit = (listed == guesses[:, None]) & (guesses >= 0)[:, None]
         found = hit.any(axis=1)
         weights = np.asarray(peer.weights[:, :depth], dtype=float)
         on_it = np.where(hit, weights, 0.0).sum(axis=1)
