@@ -12,6 +12,10 @@ about its first candidate, never a label:
   strongest, and the claim against the candidate's usual strongest claims (the cross-domain similarity local scaling
   of Conneau et al. 2018): the claims are each document's weights of its first :data:`CLAIMS` candidates;
 - the length of the text the attacker read (a short post leaves little to match);
+- what the document's :data:`NEIGHBOURS` nearest documents of the release make of its first candidate (their texts'
+  TF-IDF cosine, the document itself never among them): how many of them guess it first, weighted by their
+  similarity too, their mean weight on it, and how close they are. Documents by one person tend to resemble each other
+  and to fall on the same candidate; a first guess no similar document shares is more often wrong;
 - over an attacker panel, what each of the member's *peers* (the panel's other members whose attack of one text is
   cheap, :attr:`~cpa_core.attack.base.AttackerBase.costly_rescoring`) makes of the same document
   (:func:`peer_features`): where it ranks this member's first candidate, its weight on it and how far that is below
@@ -29,6 +33,7 @@ fewer, the statistic is the certainty alone, calibrated by one inductive Venn-Ab
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,7 +42,9 @@ from scipy.special import entr
 from threadpoolctl import threadpool_limits
 
 from cpa_core.attack.candidates import CandidateTable
+from cpa_core.attack.tfidf_index import TfidfIndex, kernel_threads
 from cpa_core.audit.stratification import certainty
+from cpa_core.common.errors import ConfigError
 from cpa_core.conformal.venn_abers import (
     CrossVennAbersModel,
     VennAbers,
@@ -56,8 +63,11 @@ SHORTLIST = 5
 """A candidate is on a document's shortlist when it is among its first five."""
 CLAIMS = 10
 """A document claims its first ten candidates (their weights), for the reciprocal features."""
+NEIGHBOURS = 10
+"""A document's neighbours are its ten most similar documents of the release (:class:`ReleaseTexts`)."""
 FEATURES = ("certainty", "first_weight", "log_ratio", "second_gap", "entropy", "first_guess_of", "shortlisted_by",
-            "stronger_claims", "below_strongest", "local_scaling", "characters")
+            "stronger_claims", "below_strongest", "local_scaling", "characters", "neighbours_agreeing",
+            "agreeing_similarity", "neighbours_weight", "nearest_similarity", "neighbour_similarity")
 """The label-free description of the attack on a document, in :func:`attack_features`' column order."""
 PEER_FEATURES = ("rank_of_first_guess", "weight_on_first_guess", "below_its_first", "certainty")
 """What a peer makes of a document, per peer (:func:`peer_features`' column order)."""
@@ -71,38 +81,139 @@ SCORER = {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 8, "min_sampl
 
 
 @dataclass(frozen=True)
+class ReleaseTexts:
+    """The texts of the release as the attacker read them (``texts``, rows in the release's order, and their document
+    ids ``doc_ids``), indexed by TF-IDF (``index``; its vectors are unit length), for a document's nearest documents
+    of the release (:meth:`nearest`). Built once per release (:meth:`of`): a panel's members read the same texts."""
+
+    texts: tuple[str, ...]
+    doc_ids: tuple[str, ...]
+    index: TfidfIndex
+
+    @staticmethod
+    @functools.lru_cache(maxsize=2)
+    def of(texts: tuple[str, ...], doc_ids: tuple[str, ...]) -> ReleaseTexts | None:
+        """``None`` when the texts leave no vocabulary (every word in one text only, say)."""
+        try:
+            index = TfidfIndex(min_df=2).fit(texts)
+        except ConfigError:
+            return None
+        return ReleaseTexts(texts, doc_ids, index)
+
+    @functools.cached_property
+    def _columns(self):
+        return self.index.profiles_.T.tocsr()
+
+    @functools.cached_property
+    def _release_ids(self) -> np.ndarray:
+        return np.asarray(self.doc_ids, dtype=str)
+
+    @functools.cached_property
+    def _own(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._nearest(self.texts, self.doc_ids)
+
+    def nearest(self, texts: Sequence[str], doc_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Each text's :data:`NEIGHBOURS` most similar rows of the release that share a word with it, never a row of
+        the text's own document, and their similarities (``-1``, ``nan``: fewer such rows). Cosine, descending, a tie
+        to the lower row: ``sparse_dot_topn``'s top-n product on every core, which breaks a tie at the last place
+        kept by its own rule, the same for a text searched alone or with others and on any number of cores (tested).
+        The release's own texts are searched once."""
+        if tuple(doc_ids) == self.doc_ids and tuple(texts) == self.texts:
+            return self._own
+        return self._nearest(texts, doc_ids)
+
+    def _nearest(self, texts: Sequence[str], doc_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        from sparse_dot_topn import sp_matmul_topn
+
+        n = len(texts)
+        rows, similarities = np.full((n, NEIGHBOURS), -1, dtype=np.int64), np.full((n, NEIGHBOURS), np.nan)
+        if n == 0 or not self.doc_ids:
+            return rows, similarities
+        own, release = np.asarray(doc_ids).astype(str), self._release_ids
+        product = sp_matmul_topn(self.index.transform(texts), self._columns, top_n=NEIGHBOURS + 1,
+                                 n_threads=kernel_threads()).tocsr()
+        for i in range(n):
+            found = slice(product.indptr[i], product.indptr[i + 1])
+            columns, values = product.indices[found], product.data[found].astype(float)
+            keep = (release[columns] != own[i]) & (values > 0)
+            columns, values = columns[keep], values[keep]
+            order = np.lexsort((columns, -values))[:NEIGHBOURS]
+            rows[i, :order.size], similarities[i, :order.size] = columns[order], values[order]
+        return rows, similarities
+
+
+@dataclass(frozen=True)
 class ReleaseContext:
     """What the attacked release as a whole says about each candidate, label-free: ``ids`` (sorted) and, per id, the
     documents whose first guess it is (``firsts``), that list it among their first :data:`SHORTLIST`
     (``shortlists``), and the claims on it (``claims[starts[i]:starts[i + 1]]``, descending: the weights it has
-    among documents' first :data:`CLAIMS` candidates)."""
+    among documents' first :data:`CLAIMS` candidates); per document of the release (rows in order), its first
+    :data:`CLAIMS` candidates as positions in ``ids`` (``listed``, ``-1``: none) and their weights
+    (``listed_weights``), and its text (``texts``; ``None`` when the tables carry no texts or they leave no
+    vocabulary)."""
 
     ids: np.ndarray
     firsts: np.ndarray
     shortlists: np.ndarray
     claims: np.ndarray
     starts: np.ndarray
+    listed: np.ndarray
+    listed_weights: np.ndarray
+    texts: ReleaseTexts | None
 
     @classmethod
     def of(cls, tables: Sequence[CandidateTable]) -> ReleaseContext:
         ids = np.unique(np.concatenate([np.asarray(t.candidate_ids).astype(str) for t in tables]))
         firsts, shortlists = np.zeros(ids.size, dtype=np.int64), np.zeros(ids.size, dtype=np.int64)
-        owners, weights = [], []
+        owners, weights, listed_rows, listed_weights = [], [], [], []
         for table in tables:
             listed = _positions(table, ids, max(SHORTLIST, CLAIMS))
+            claimed = np.full((listed.shape[0], CLAIMS), -1, dtype=np.int64)
+            claimed[:, :min(CLAIMS, listed.shape[1])] = listed[:, :CLAIMS]
+            claim_weights = np.zeros(claimed.shape)
+            claim_weights[:, :min(CLAIMS, listed.shape[1])] = np.asarray(table.weights[:, :CLAIMS], dtype=float)
+            listed_rows.append(claimed)
+            listed_weights.append(np.where(claimed >= 0, claim_weights, 0.0))
             if listed.shape[1] == 0:
                 continue
             firsts += np.bincount(listed[:, 0][listed[:, 0] >= 0], minlength=ids.size)
             short = listed[:, :SHORTLIST]
             shortlists += np.bincount(short[short >= 0], minlength=ids.size)
-            claimed = listed[:, :CLAIMS]
             owners.append(claimed[claimed >= 0])
-            weights.append(np.asarray(table.weights[:, :CLAIMS], dtype=float)[claimed >= 0])
+            weights.append(claim_weights[claimed >= 0])
         owners = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
         weights = np.concatenate(weights) if weights else np.zeros(0)
         order = np.lexsort((-weights, owners))
         starts = np.searchsorted(owners[order], np.arange(ids.size + 1))
-        return cls(ids, firsts, shortlists, weights[order], starts)
+        texts = None
+        if tables and all(t.queries is not None for t in tables):
+            texts = ReleaseTexts.of(tuple(q for t in tables for q in t.queries),
+                                    tuple(str(d) for t in tables for d in t.doc_ids))
+        return cls(ids, firsts, shortlists, weights[order], starts, np.concatenate(listed_rows),
+                   np.concatenate(listed_weights), texts)
+
+    def neighbours(self, table: CandidateTable, positions: np.ndarray) -> np.ndarray:
+        """What each document's nearest documents of the release make of its first candidate (``positions``: as a
+        position in :attr:`ids`), the last five columns of :data:`FEATURES` (``nan`` without texts)."""
+        out = np.full((positions.shape[0], 5), np.nan)
+        if self.texts is None or table.queries is None:
+            return out
+        rows, similarities = self.texts.nearest(table.queries, table.doc_ids)
+        found = rows >= 0
+        safe = np.maximum(rows, 0)
+        agreeing = found & (self.listed[safe, 0] == positions[:, None]) & (positions >= 0)[:, None]
+        on_it = np.where(found & (positions >= 0)[:, None],
+                         np.where(self.listed[safe] == positions[:, None, None], self.listed_weights[safe], 0.0
+                                  ).sum(axis=2), 0.0)
+        counted = found.sum(axis=1)
+        with np.errstate(invalid="ignore"):
+            out[:, 0] = agreeing.sum(axis=1) / counted
+            out[:, 1] = np.where(agreeing, similarities, 0.0).sum(axis=1)
+            out[:, 2] = on_it.sum(axis=1) / counted
+            out[:, 3] = similarities[:, 0]
+            out[:, 4] = np.where(found, similarities, 0.0).sum(axis=1) / counted
+        out[counted == 0] = np.nan
+        return out
 
     def stronger_claims(self, positions: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """Per (candidate position, weight): the claims on the candidate strictly above the weight."""
@@ -221,6 +332,7 @@ def attack_features(table: CandidateTable, context: ReleaseContext,
     out[:, 9] = 2 * first - usual
     if table.queries is not None:
         out[:, 10] = np.log1p([len(query) for query in table.queries])
+    out[:, 11:16] = context.neighbours(table, positions)
     out[~np.isfinite(out)] = np.nan
     return out
 

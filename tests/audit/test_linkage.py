@@ -13,9 +13,11 @@ from cpa_core.attack.candidates import CandidateTable
 from cpa_core.audit.linkage import (
     FEATURES,
     MIN_CALIBRATING,
+    NEIGHBOURS,
     PEER_DEPTH,
     PEER_FEATURES,
     ReleaseContext,
+    ReleaseTexts,
     attack_features,
     feature_names,
     fit_linkage,
@@ -61,6 +63,82 @@ def test_a_new_document_is_described_against_the_release():
     features = dict(zip(FEATURES, attack_features(edited, context)[0]))
     assert features["first_guess_of"] == 2 and features["stronger_claims"] == 1  # p0: d0's 0.6 is above 0.55
     assert features["below_strongest"] == pytest.approx(-0.05)
+
+
+def neighbour_release():
+    """Five documents: d0 and d1 read alike, so do d2 and d3 (cosine 1 within a pair, 0 across); d4 shares no word
+    with any. d0 and d1 guess p0 first; d2 guesses p1, d3 p2 (with 0.3 on p1)."""
+    weights = np.array([[0.6, 0.3, 0.1], [0.5, 0.4, 0.1], [0.7, 0.2, 0.1], [0.6, 0.3, 0.1], [0.8, 0.1, 0.1]])
+    candidates = np.array([[0, 1, 2], [0, 2, 1], [1, 0, 2], [2, 1, 0], [0, 1, 2]])
+    texts = ("apple banana", "banana apple", "cherry durian", "durian cherry durian cherry", "zebra")
+    return CandidateTable(np.array(["d0", "d1", "d2", "d3", "d4"], dtype=object), candidates, weights, np.full(5, 3),
+                          np.array(["p0", "p1", "p2"], dtype=object), texts)
+
+
+def test_what_a_documents_nearest_documents_make_of_its_first_guess_hand_computed():
+    table = neighbour_release()
+    features = dict(zip(FEATURES, attack_features(table, ReleaseContext.of([table])).T))
+    nan = float("nan")
+    # d0's one neighbour is d1 (cosine 1), which also guesses p0 first, with weight 0.5
+    # d2 and d3 neighbour each other: d3 guesses p2 first but gives p1 0.3, d2 gives p2 0.1; d4 has no neighbour
+    assert features["neighbours_agreeing"] == pytest.approx([1, 1, 0, 0, nan], nan_ok=True)
+    assert features["agreeing_similarity"] == pytest.approx([1, 1, 0, 0, nan], nan_ok=True)
+    assert features["neighbours_weight"] == pytest.approx([0.5, 0.6, 0.3, 0.1, nan], nan_ok=True)
+    assert features["nearest_similarity"] == pytest.approx([1, 1, 1, 1, nan], nan_ok=True)
+    assert features["neighbour_similarity"] == pytest.approx([1, 1, 1, 1, nan], nan_ok=True)
+
+
+def test_an_edited_text_never_finds_its_own_original_among_its_neighbours():
+    table = neighbour_release()
+    texts = ReleaseTexts.of(tuple(table.queries), tuple(table.doc_ids))
+    rows, similarities = texts.nearest(["apple banana"], ["d0"])
+    assert rows[0].tolist() == [1] + [-1] * (NEIGHBOURS - 1)
+    assert similarities[0, 0] == pytest.approx(1.0)
+    rows, _ = texts.nearest(["apple banana"], ["a new document"])
+    assert rows[0, :3].tolist() == [0, 1, -1]  # a tie goes to the lower row
+
+
+def test_a_release_without_shared_words_has_no_neighbours():
+    table = neighbour_release()
+    assert ReleaseTexts.of(("one", "two", "three"), ("a", "b", "c")) is None  # no word in two texts
+    lone = CandidateTable(table.doc_ids[:1], table.candidates[:1], table.weights[:1], table.pool_sizes[:1],
+                          table.candidate_ids)  # no texts recorded
+    features = attack_features(lone, ReleaseContext.of([lone]))
+    assert np.isnan(features[:, FEATURES.index("neighbours_agreeing"):]).all()
+
+
+def test_the_nearest_documents_are_the_brute_force_ones_alone_or_together_on_any_number_of_cores(monkeypatch):
+    """Against cosines computed densely, wherever the tenth and eleventh similarities differ (a tie at the last
+    place is the kernel's to break); each text searched alone finds what it finds among the others, on one core or
+    two."""
+    import cpa_core.audit.linkage as linkage
+
+    rng = np.random.default_rng(3)
+    vocabulary = [f"w{i}" for i in range(40)]
+    texts = tuple(" ".join(rng.choice(vocabulary, size=rng.integers(2, 12))) for _ in range(120))
+    ids = tuple(f"d{i}" for i in range(120))
+    release = ReleaseTexts.of(texts, ids)
+    rows, similarities = release.nearest(texts, ids)
+    vectors = release.index.profiles_.toarray().astype(float)
+    cosine = vectors @ vectors.T
+    checked = 0
+    for i in range(len(texts)):
+        others = [(-cosine[i, j], j) for j in range(len(texts)) if j != i and cosine[i, j] > 0]
+        others.sort()
+        if len(others) > NEIGHBOURS and math.isclose(others[NEIGHBOURS - 1][0], others[NEIGHBOURS][0], rel_tol=1e-5):
+            continue
+        expected = [j for _, j in others[:NEIGHBOURS]]
+        assert [r for r in rows[i] if r >= 0] == expected
+        assert similarities[i, :len(expected)] == pytest.approx(cosine[i, expected], rel=1e-5)
+        checked += 1
+    assert checked > 100
+    for threads in (1, 2):
+        monkeypatch.setattr(linkage, "kernel_threads", lambda: threads)
+        for i in (0, 57, 119):
+            alone, _ = release.nearest([texts[i]], [ids[i]])
+            assert alone[0].tolist() == rows[i].tolist()
+        fresh = ReleaseTexts(texts, ids, release.index)  # no cached search of the release's own texts
+        assert fresh.nearest(list(texts), list(ids))[0].tolist() == rows.tolist()
 
 
 def test_ranks_and_empty_pools_give_missing_features_not_errors():
