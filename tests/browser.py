@@ -227,8 +227,10 @@ def metric_value(driver, label: str) -> str | None:
 
 
 def edit_and_rescore_seconds(driver, text: str, label: str = "|C| of the edited text (indicative)") -> tuple[float, str]:
-    """Replace the drill-down's edited text, commit it (Ctrl+Enter) and time until the page shows the new
-    indicative set size and has settled; returns the seconds and the value shown."""
+    """Replace the drill-down's edited text, commit it (Ctrl+Enter) and time until the page shows the edited text
+    re-scored (a new indicative set size, or the edited text under the metrics, when its set size is the one shown
+    before) and has settled; returns the seconds and the value shown."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
@@ -241,7 +243,18 @@ def edit_and_rescore_seconds(driver, text: str, label: str = "|C| of the edited 
     area.send_keys(text)
     start = time.perf_counter()
     area.send_keys(Keys.CONTROL, Keys.ENTER)
-    wait(driver, lambda d: metric_value(d, label) not in (None, before) and settled(d), "the re-scored text", poll=0.01)
+    wanted = " ".join(text.split())[:60]
+
+    def rescored(d) -> bool:
+        if metric_value(d, label) not in (None, before):
+            return True
+        try:
+            shown = d.find_elements(By.CSS_SELECTOR, ".cpa-document")
+            return bool(shown) and " ".join(shown[-1].text.split()).startswith(wanted)
+        except StaleElementReferenceException:  # the page re-ran while it was read
+            return False
+
+    wait(driver, lambda d: rescored(d) and settled(d), "the re-scored text", poll=0.01)
     return time.perf_counter() - start, metric_value(driver, label)
 
 

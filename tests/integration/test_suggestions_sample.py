@@ -235,3 +235,33 @@ def test_under_the_split_protocol_calibration_documents_are_redacted_alike(sampl
               if c.split is result.calibration_split}
     assert [s.doc_id for s in suggestions] == some
     assert all(s.set_size_before == stored[s.doc_id] for s in suggestions)  # under its stored threshold
+
+
+def test_an_allow_list_edit_is_judged_on_the_text_the_release_will_hold(sample_paths, monkeypatch):
+    """A document's risk before the allow list's edits is that of its text with its suggested edits made (one edit of
+    the text before the allowed word stands in for the search here), not that of the released text; a document with
+    no suggested edit is judged on its released text."""
+    import cpa_core.redaction.decisions as decisions
+    from cpa_core.audit.rescoring import PanelStoredRisk
+    from cpa_core.redaction.suggestions import Edit, Suggestion, apply_edits, panel_members
+
+    _, _, registry, config, attacker, result, texts = audited_sample(sample_paths)
+    naming = [d for d, t in texts.items() if t.find("Kraków") > 40]
+    assert len(naming) >= 2
+    searched, untouched = naming[:2]
+    text = texts[searched]
+    cut = text.index("Kraków") - 1
+    edit = Edit(0, cut, text[:cut], "[REDACTED]", "stand-in", "placeholder")
+    stored = PanelStoredRisk(panel_members(result, attacker), registry)
+    where = stored.documents()
+    with_suggested, as_released = (r.risk for r in stored.of([where[searched]] * 2, [apply_edits(text, [edit]), text]))
+    assert (with_suggested.set_size, with_suggested.linkage) != (as_released.set_size, as_released.linkage)
+    suggestion = Suggestion(searched, as_released, with_suggested, (edit,), config.policy.flag_below)
+    monkeypatch.setattr(decisions, "suggest_redactions", lambda *args, **kwargs: [suggestion])
+    table, _ = decisions.proposed_decisions(result, attacker, registry, texts, allow=["Kraków"])
+    allowed = table[table["source"] == "allow list"].set_index("doc_id")
+    row = allowed.loc[searched]
+    assert (row["set_size_before"], row["linkage_before"]) == (with_suggested.set_size, with_suggested.linkage)
+    unedited = stored.of([where[untouched]], [texts[untouched]])[0].risk
+    row = allowed.loc[untouched]
+    assert (row["set_size_before"], row["linkage_before"]) == (unedited.set_size, unedited.linkage)
