@@ -172,8 +172,9 @@ class ReleaseContext:
             claimed[:, :min(CLAIMS, listed.shape[1])] = listed[:, :CLAIMS]
             claim_weights = np.zeros(claimed.shape)
             claim_weights[:, :min(CLAIMS, listed.shape[1])] = np.asarray(table.weights[:, :CLAIMS], dtype=float)
+            claim_weights[claimed < 0] = 0.0
             listed_rows.append(claimed)
-            listed_weights.append(np.where(claimed >= 0, claim_weights, 0.0))
+            listed_weights.append(claim_weights)
             if listed.shape[1] == 0:
                 continue
             firsts += np.bincount(listed[:, 0][listed[:, 0] >= 0], minlength=ids.size)

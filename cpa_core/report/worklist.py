@@ -30,11 +30,16 @@ SHOWN_DECIMALS = 6
 """The decimals a worklist shows of a probability or a weight, and orders its rows by (a reader sees the order)."""
 
 
-def risk_order(cert: Certificate, row: int) -> tuple:
+def _riskiest_first(linkage: np.ndarray | None, set_sizes: np.ndarray, doc_ids: np.ndarray, row: int) -> tuple:
     """The sort key of a flagged document, riskiest first: highest linkage probability as shown
-    (:data:`SHOWN_DECIMALS`), then smallest set, then doc id."""
-    linkage = 0.0 if cert.linkage is None else float(cert.linkage[row])
-    return (-round(linkage, SHOWN_DECIMALS), int(cert.set_sizes[row]), str(cert.split.table.doc_ids[row]))
+    (:data:`SHOWN_DECIMALS`; none: 0), then smallest set, then doc id."""
+    probability = 0.0 if linkage is None else float(linkage[row])
+    return (-round(probability, SHOWN_DECIMALS), int(set_sizes[row]), str(doc_ids[row]))
+
+
+def risk_order(cert: Certificate, row: int) -> tuple:
+    """The sort key of a flagged document of one attacker's certificate (:func:`_riskiest_first`)."""
+    return _riskiest_first(cert.linkage, cert.set_sizes, cert.split.table.doc_ids, row)
 
 
 def linkage_figures(cert: Certificate, row: int) -> dict:
@@ -140,10 +145,9 @@ def panel_worklist(cert: PanelCertificate, policy: ReleasePolicy, config_id: str
     flagged = np.flatnonzero((reasons != "").any(axis=1))
     linkage = cert.linkage
     split = cert.members[0].split
-    key = (lambda row: (-round(0.0 if linkage is None else float(linkage[row]), SHOWN_DECIMALS),
-                        int(cert.set_sizes[row]), str(split.table.doc_ids[row])))
     records = []
-    for row in sorted(flagged.tolist(), key=key):
+    for row in sorted(flagged.tolist(), key=lambda row: _riskiest_first(linkage, cert.set_sizes,
+                                                                        split.table.doc_ids, row)):
         records.append({
             "doc_id": split.table.doc_ids[row],
             "group": None if split.groups is None else split.groups[row],
