@@ -16,13 +16,14 @@ evidence is always offsets into the released text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
 from cpa_core.attack.candidates import CandidateTable, rank_by_similarity
 from cpa_core.attack.explainers import Explainer, clue_query
+from cpa_core.attack.fitted import shared_fit
 from cpa_core.attack.temperature import (
     AUTO,
     FALLBACK_TEMPERATURE,
@@ -228,6 +229,21 @@ class RetrievalAttacker(AttackerBase):
         self._memo: tuple | None = None
         self._clues: tuple | None = None
         self.temperature_: float | None = None
+        self._fitted_on: tuple | None = None
+
+    def fitted(self, attribute: str, settings: Hashable, registry: Registry, level: KnowledgeLevel,
+               fit: Callable[[list[str]], Any]) -> Any:
+        """What the attacker fits on the registry's profiles under the level (``fit(profile texts)``, kept in
+        ``attribute``): fitted once per (registry, level), and shared with any attacker of this process of the same
+        kind and ``settings`` on the same profiles (:func:`~cpa_core.attack.fitted.shared_fit`). Attacking one edited
+        document again, or explaining matches, reuses it."""
+        on = (registry.sha256, len(registry), level)
+        if getattr(self, attribute) is None or self._fitted_on != on:
+            texts = profile_texts(registry, level)
+            ids = registry.ids.tolist()
+            setattr(self, attribute, shared_fit(type(self).__qualname__, settings, ids, texts, lambda: fit(texts)))
+            self._fitted_on = on
+        return getattr(self, attribute)
 
     def _prepared(self, doc_ids, texts, registry, level, progress):
         key = (texts_key(doc_ids, texts), registry.sha256, len(registry), level)

@@ -55,7 +55,7 @@ from cpa_core.attack.spec import AttackerSpec
 from cpa_core.attack.temperature import DEFAULT_TEMPERATURE
 from cpa_core.attack.tfidf_index import KERNEL
 from cpa_core.common.errors import ConfigError
-from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
+from cpa_core.io.knowledge import KnowledgeLevel
 from cpa_core.io.tables import Registry
 
 
@@ -89,8 +89,7 @@ class Bm25Attacker(RetrievalAttacker):
         if self.chunk_size < 1:
             raise ConfigError(f"chunk_size must be at least 1, found {self.chunk_size}")
         check_bm25_settings(self.k1, self.b)
-        self.index_: Bm25Index | None = None  # the last attack's index, and what it indexed
-        self._indexed: tuple | None = None
+        self.index_: Bm25Index | None = None  # the last attack's index
 
     def params(self) -> dict:
         return {"attacker": self.name, "variant": "lucene", "k1": self.k1, "b": self.b, "query_terms": "distinct",
@@ -99,10 +98,8 @@ class Bm25Attacker(RetrievalAttacker):
 
     def index(self, registry: Registry, level: KnowledgeLevel) -> Bm25Index:
         """The BM25 index of the registry's profiles under the level, fitted once per (registry, level)."""
-        if self.index_ is None or self._indexed != (registry.sha256, len(registry), level):
-            self.index_ = Bm25Index(self.k1, self.b).fit(profile_texts(registry, level))
-            self._indexed = (registry.sha256, len(registry), level)
-        return self.index_
+        return self.fitted("index_", (self.k1, self.b), registry, level,
+                           lambda texts: Bm25Index(self.k1, self.b).fit(texts))
 
     def similarities(self, doc_ids, texts, registry, level, progress=None):
         index = self.index(registry, level)

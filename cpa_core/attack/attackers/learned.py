@@ -378,8 +378,7 @@ class LearnedAttacker(RetrievalAttacker):
         if self.ridge != AUTO and (isinstance(self.ridge, bool) or not isinstance(self.ridge, (int, float))
                                    or not self.ridge > 0):
             raise ConfigError(f"ridge must be a number above 0 or '{AUTO}', found {self.ridge!r}")
-        self.model_: LearnedModel | None = None  # the last attack's model, and what it was trained on
-        self._trained: tuple | None = None
+        self.model_: LearnedModel | None = None  # the last attack's model
 
     def params(self) -> dict:
         return {"attacker": self.name, "classifier": "ridge regression, one class per identity, identities weighed "
@@ -406,11 +405,9 @@ class LearnedAttacker(RetrievalAttacker):
 
     def model(self, registry: Registry, level: KnowledgeLevel, progress: Progress | None = None) -> LearnedModel:
         """The classifier of the registry's profiles under the level, trained once per (registry, level)."""
-        if self.model_ is None or self._trained != (registry.sha256, len(registry), level):
-            self.model_ = LearnedModel(self.chunk_words, self.max_chunks, self.ridge).fit(
-                profile_texts(registry, level), registry.ids.tolist(), progress)
-            self._trained = (registry.sha256, len(registry), level)
-        return self.model_
+        settings = (self.chunk_words, self.max_chunks, self.ridge)
+        return self.fitted("model_", settings, registry, level,
+                           lambda texts: LearnedModel(*settings).fit(texts, registry.ids.tolist(), progress))
 
     def trained(self) -> dict:
         """The model of the last attack: its chunks, their length, the ridge penalty and, when ``auto`` chose it, each

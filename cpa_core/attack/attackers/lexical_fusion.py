@@ -62,7 +62,7 @@ from cpa_core.attack.temperature import DEFAULT_TEMPERATURE
 from cpa_core.attack.tfidf_index import KERNEL, SimilarityBlocks, TermProducts, TfidfIndex, kernel_threads
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.params import Param
-from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
+from cpa_core.io.knowledge import KnowledgeLevel
 from cpa_core.io.tables import Registry
 
 RANKERS = ("words", "characters", "bm25")
@@ -347,8 +347,7 @@ class LexicalFusionAttacker(RetrievalAttacker):
             raise ConfigError(f"character n-grams need 1 <= char_ngram_min <= char_ngram_max, found "
                               f"{self.char_ngram_min} and {self.char_ngram_max}")
         check_bm25_settings(self.k1, self.b)
-        self.index_: FusionIndex | None = None  # the last attack's index, and what it indexed
-        self._indexed: tuple | None = None
+        self.index_: FusionIndex | None = None  # the last attack's index
 
     def params(self) -> dict:
         return {"attacker": self.name, "rankers": list(RANKERS), "standardisation": "z-score over the registry",
@@ -360,11 +359,9 @@ class LexicalFusionAttacker(RetrievalAttacker):
 
     def index(self, registry: Registry, level: KnowledgeLevel) -> FusionIndex:
         """The indices of the registry's profiles under the level, fitted once per (registry, level)."""
-        if self.index_ is None or self._indexed != (registry.sha256, len(registry), level):
-            self.index_ = FusionIndex(self.max_features, self.ngram_max, self.char_ngram_min, self.char_ngram_max,
-                                      self.min_df, self.k1, self.b).fit(profile_texts(registry, level))
-            self._indexed = (registry.sha256, len(registry), level)
-        return self.index_
+        settings = (self.max_features, self.ngram_max, self.char_ngram_min, self.char_ngram_max, self.min_df, self.k1,
+                    self.b)
+        return self.fitted("index_", settings, registry, level, lambda texts: FusionIndex(*settings).fit(texts))
 
     def similarities(self, doc_ids, texts, registry, level, progress=None):
         index = self.index(registry, level)

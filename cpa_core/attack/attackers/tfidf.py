@@ -18,7 +18,7 @@ from cpa_core.attack.temperature import AUTO, DEFAULT_TEMPERATURE
 from cpa_core.attack.tfidf_index import KERNEL, TfidfIndex
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.params import Param
-from cpa_core.io.knowledge import KnowledgeLevel, profile_texts
+from cpa_core.io.knowledge import KnowledgeLevel
 from cpa_core.io.tables import Registry
 
 
@@ -60,8 +60,7 @@ class TfidfAttacker(RetrievalAttacker):
     def __post_init__(self):
         self._start()
         check_word_settings(self)
-        self.index_: TfidfIndex | None = None  # the last attack's index, and what it indexed
-        self._indexed: tuple | None = None
+        self.index_: TfidfIndex | None = None  # the last attack's index
 
     def params(self) -> dict:
         return {"attacker": self.name, "max_features": self.max_features, "ngram_max": self.ngram_max,
@@ -71,10 +70,8 @@ class TfidfAttacker(RetrievalAttacker):
     def index(self, registry: Registry, level: KnowledgeLevel) -> TfidfIndex:
         """The index of the registry's profiles under the level, fitted once per (registry, level): attacking
         one edited document again, or explaining matches, reuses it."""
-        if self.index_ is None or self._indexed != (registry.sha256, len(registry), level):
-            self.index_ = TfidfIndex(self.max_features, self.ngram_max, self.min_df).fit(profile_texts(registry, level))
-            self._indexed = (registry.sha256, len(registry), level)
-        return self.index_
+        settings = (self.max_features, self.ngram_max, self.min_df)
+        return self.fitted("index_", settings, registry, level, lambda texts: TfidfIndex(*settings).fit(texts))
 
     def similarities(self, doc_ids, texts, registry, level, progress=None):
         index = self.index(registry, level)
