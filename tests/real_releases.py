@@ -43,10 +43,11 @@ def _blog_authors():
         yield row, [p for p in posts if p]
 
 
-def blog_release() -> tuple[Documents, Registry] | None:
+def blog_release(authors_share: float = 1.0) -> tuple[Documents, Registry] | None:
     """The Blog Authorship slice, 1,000 authors: each author's registry profile is up to 10 of their posts; the release
     is 1 to 3 *other* posts of each author who wrote more than one (how many: fixed by the author's id), empty posts
-    skipped."""
+    skipped. With ``authors_share`` below 1, only the posts of that share of the authors (the first in the order of
+    their ids) are released; the registry is still every author (most of it then people the release does not hold)."""
     if not (BLOG / "index.tsv").is_file():
         return None
     documents, registry = [], []
@@ -55,6 +56,10 @@ def blog_release() -> tuple[Documents, Registry] | None:
         registry.append({"identity_id": row.blogger_id, "profile": " ".join(posts[released:released + BLOG_PROFILE_POSTS])})
         for number, post in enumerate(posts[:max(released, 0)]):
             documents.append({"doc_id": f"{row.blogger_id}-{number}", "text": post, "identity_id": row.blogger_id})
+    if authors_share < 1:
+        authors = sorted({d["identity_id"] for d in documents})
+        kept = set(authors[:int(len(authors) * authors_share)])
+        documents = [d for d in documents if d["identity_id"] in kept]
     return _tables(documents, registry, "blog")
 
 

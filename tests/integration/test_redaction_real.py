@@ -1,4 +1,5 @@
-"""Redaction on a real release where the attacker links a lot (the Blog Authorship slice from ``../shared/datasets``):
+"""Redaction on a real release where the attacker links a lot (the Blog Authorship slice from ``../shared/datasets``,
+the posts of half of its authors against every author's profile):
 every suggested step lowers its document's risk, and the release the proposed decisions make (accepted edits,
 documents to withhold left out), audited again under the same declared threat model and policy, flags fewer
 documents at every level, by either rule, and the attacker names far fewer authors."""
@@ -25,7 +26,7 @@ def audit(documents, registry):
 
 
 def test_the_decided_blog_release_flags_fewer_documents_at_every_level_and_no_set_shrinks():
-    release = blog_release()
+    release = blog_release(authors_share=1 / 2)
     if release is None:
         pytest.skip(f"the Blog Authorship slice is not available (looked in {BLOG})")
     documents, registry = release
@@ -34,7 +35,7 @@ def test_the_decided_blog_release_flags_fewer_documents_at_every_level_and_no_se
     texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
     table, suggestions = proposed_decisions(result, attacker, registry, texts, deny=["urlLink"])
     cert = result.certificate(config.policy_confidence)
-    assert len(suggestions) == int(cert.flags(config.policy).sum()) > 1000
+    assert len(suggestions) == int(cert.flags(config.policy).sum()) > 500
     for s in suggestions:  # no suggestion lowers |C|, and no step raises the risk
         risks = [s.before] + [step.risk for step in s.steps]
         assert all(b.no_higher_than(a) for a, b in zip(risks, risks[1:]))
@@ -49,6 +50,6 @@ def test_the_decided_blog_release_flags_fewer_documents_at_every_level_and_no_se
         # attacker's first guess moves; the new calibration flags what it finds (the verdict decides)
         assert int(config.policy.flags_by_set(after_cert.set_sizes).sum()) <= \
             int(config.policy.flags_by_set(before_cert.set_sizes).sum()), level
-    assert after.first_guess_right.mean() < result.first_guess_right.mean() / 1.5  # 39.9 % -> 20.2 %
+    assert after.first_guess_right.mean() < result.first_guess_right.mean() / 1.5
     characters = [sum(e.length for e in document) for document in edits.values()]
     assert np.median(characters) < 200  # a few words per document, not the whole post
