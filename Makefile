@@ -28,15 +28,16 @@ audit: $(STAMP)
 		--config sample_data/audit.toml --out out/sample-audit
 
 # both cores, one test file per worker at a time (a file's fixtures, the LLM server, the packaged model and the
-# real releases, are built once per worker)
+# real releases, are built once per worker); compiled modules (tests with their rewritten asserts) are kept between
+# runs even where the environment says not to write them (PYTHONDONTWRITEBYTECODE): collecting compiles nothing twice
 test: $(STAMP) $(LLM_STAMP)
-	$(PY) -m pytest tests -n 2 --dist loadfile
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest tests -n 2 --dist loadfile
 
 # the unit tier, for a tight loop (under a minute): everything but tests/integration (subprocesses, AppTest, the
 # browser, statistical coverage, the packaged model, the LLM server), on both cores; the layers of the code are
 # checked here
 test-fast: $(STAMP)
-	$(PY) -m pytest tests --ignore=tests/integration -n 2
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest tests --ignore=tests/integration -n 2
 
 bench: $(STAMP)
 	$(PY) bench/run.py

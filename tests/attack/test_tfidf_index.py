@@ -55,7 +55,7 @@ def assert_same(fast, reference):
     np.testing.assert_array_equal(fast[3], reference[3])
 
 
-@pytest.mark.parametrize("n, m, chunk_size", [(9, 13, 4), (57, 211, 16), (300, 1500, 128)])
+@pytest.mark.parametrize("n, m, chunk_size", [(9, 13, 4), (57, 211, 16), (130, 700, 64)])
 @pytest.mark.parametrize("temperature", [0.005, 0.1, 1.0])
 def test_the_kernel_gives_the_dense_path_results(n, m, chunk_size, temperature):
     rng = np.random.default_rng(n * m)

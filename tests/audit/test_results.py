@@ -137,8 +137,8 @@ LEVELS = (0.5, 0.8, 0.85, 0.9, 0.93, 0.95, 0.99, 0.995, 0.999)
 
 
 @pytest.mark.parametrize("protocol, group_column, miss_policy, top_k, n", [
-    ("split", "group", "infinite", None, 600), ("split", None, "exclude", 5, 600),
-    ("release", "group", "infinite", 8, 600), ("release", None, "exclude", None, 600),
+    ("split", "group", "infinite", None, 400), ("split", None, "exclude", 5, 400),
+    ("release", "group", "infinite", 8, 400), ("release", None, "exclude", None, 400),
     ("release", "group", "infinite", None, 30),  # too few documents for the high levels: infinite thresholds
 ])
 def test_certificates_at_many_levels_equal_each_level_alone(protocol, group_column, miss_policy, top_k, n):
