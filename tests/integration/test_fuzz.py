@@ -69,7 +69,7 @@ def test_generated_tables_through_the_command_line(tmp_path_factory, documents, 
                             "--out", base / "out"))
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(payload=st.sampled_from(PAYLOADS), column=st.sampled_from(["doc_id", "text", "identity_id", "group"]),
        row=st.integers(0, 999))
 def test_hostile_values_in_the_sample_release(sample_paths, tmp_path_factory, payload, column, row):

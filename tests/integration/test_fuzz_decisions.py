@@ -175,7 +175,7 @@ def _file(rows: list[dict], encoding: str) -> tuple[bytes, str]:
 
 
 @pytest.mark.parametrize("change", sorted(CHANGES))
-@settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(encoding=st.sampled_from(ENCODINGS), row=st.integers(0, 10_000), payload=st.sampled_from(FORMULAS))
 def test_a_hostile_table_is_applied_correctly_or_refused_in_one_line(reviewed, tmp_path_factory, change, encoding,
                                                                      row, payload):
