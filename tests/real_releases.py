@@ -43,11 +43,12 @@ def _blog_authors():
         yield row, [p for p in posts if p]
 
 
-def blog_release(authors_share: float = 1.0) -> tuple[Documents, Registry] | None:
+def blog_release(authors_share: float = 1.0, profiles: int | None = None) -> tuple[Documents, Registry] | None:
     """The Blog Authorship slice, 1,000 authors: each author's registry profile is up to 10 of their posts; the release
     is 1 to 3 *other* posts of each author who wrote more than one (how many: fixed by the author's id), empty posts
     skipped. With ``authors_share`` below 1, only the posts of that share of the authors (the first in the order of
-    their ids) are released; the registry is still every author (most of it then people the release does not hold)."""
+    their ids) are released; the registry is still every author (most of it then people the release does not hold),
+    or with ``profiles``, the released authors and the first others in the order of their ids, that many in all."""
     if not (BLOG / "index.tsv").is_file():
         return None
     documents, registry = [], []
@@ -60,6 +61,11 @@ def blog_release(authors_share: float = 1.0) -> tuple[Documents, Registry] | Non
         authors = sorted({d["identity_id"] for d in documents})
         kept = set(authors[:int(len(authors) * authors_share)])
         documents = [d for d in documents if d["identity_id"] in kept]
+    if profiles is not None:
+        released = {d["identity_id"] for d in documents}
+        others = sorted(r["identity_id"] for r in registry if r["identity_id"] not in released)
+        kept = released | set(others[:max(profiles - len(released), 0)])
+        registry = [r for r in registry if r["identity_id"] in kept]
     return _tables(documents, registry, "blog")
 
 
