@@ -1,9 +1,9 @@
 """A release redacted against an attacker panel and verified by an attacker its search never consulted, on real
 releases from ``../shared/datasets``: the Blog Authorship slice (the posts of a twentieth of its 1,000 authors, the
 registry 400 authors' ten other posts, those 50 among them: most of the registry is people the release does not
-hold) and the 127 TAB
-judgments with their manual suppressions against the public summaries of all 1,268 cases. (The figures of the whole
-Blog release, and with the dense member, are the README's; they take longer than the suite may.)
+hold) and the 127 TAB judgments with their manual suppressions against the public summaries of all 1,268 cases.
+(The figures of the whole Blog release, and with the dense member, are the README's; they take longer than the suite
+may.)
 
 Each release is audited by a panel (``tfidf``, ``lexical_fusion``, ``learned``: the default panel but for dense
 retrieval, whose encoding of the registries would take most of the suite's time), redacted by ``cpa redact`` with its
