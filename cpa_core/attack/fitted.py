@@ -10,11 +10,12 @@ it is made.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
+
+from cpa_core.attack.embedding_cache import texts_digest
 
 Fit = TypeVar("Fit")
 
@@ -23,13 +24,9 @@ _LOCK = threading.Lock()
 
 
 def profiles_digest(ids: Sequence[str], texts: Sequence[str]) -> str:
-    """A digest of the identities and their profile texts, in order (each length-prefixed: no two lists collide)."""
-    digest = hashlib.sha256()
-    for value in (*map(str, ids), *texts):
-        encoded = value.encode("utf-8", "surrogatepass")
-        digest.update(len(encoded).to_bytes(8, "little"))
-        digest.update(encoded)
-    return f"{len(ids)}:{digest.hexdigest()}"
+    """A digest of the identities and their profile texts, in order: the identities' count, then
+    :func:`~cpa_core.attack.embedding_cache.texts_digest` of the ids followed by the texts (no two lists collide)."""
+    return f"{len(ids)}:{texts_digest([*map(str, ids), *texts])}"
 
 
 def shared_fit(kind: str, settings: Hashable, ids: Sequence[str], texts: Sequence[str],
