@@ -26,9 +26,15 @@ With enough labelled documents of both outcomes (:data:`MIN_CALIBRATING`, :data:
 model turns the description into one statistic, cross-fitted: the calibrating documents are cut into :data:`FOLDS`
 folds at random (the audit's seed), fold ``k``'s statistic is learned from the other folds' labels, and cross
 Venn-Abers (:func:`~cpa_core.conformal.venn_abers.cross_venn_abers`) calibrates it, so that no probability reads its
-own document's label. A fold's statistic is learned from two thirds of its training documents and checked on the
-third held out of its fit (:data:`HELD_OUT`): the fold keeps the certainty when the learned one does no better. With
-fewer, the statistic is the certainty alone, calibrated by one inductive Venn-Abers fit.
+own document's label. It is learned in two stages where the release's texts are known: a first stage from the
+description, then fold ``k``'s scorer from the description and what fold ``k``'s first stage says of the document's
+nearest documents that guess its first candidate first (:data:`NEIGHBOUR_STATISTICS`): two posts of one author
+that fall on the same candidate are linked or not together, and one of them may show it where the other cannot. Both
+stages of fold ``k`` are learned without fold ``k``'s labels, so fold ``k``'s calibration documents and any other
+document get their statistic alike, and the calibration holds. Each stage is learned from two thirds of the fold's
+training documents and checked on the third held out of its fit (:data:`HELD_OUT`): it keeps the certainty when the
+learned one does no better. With fewer labelled documents, the statistic is the certainty alone, calibrated by one
+inductive Venn-Abers fit.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import entr
+from scipy.special import entr, expit
 from threadpoolctl import threadpool_limits
 
 from cpa_core.attack.candidates import CandidateTable
@@ -69,6 +75,9 @@ FEATURES = ("certainty", "first_weight", "log_ratio", "second_gap", "entropy", "
             "stronger_claims", "below_strongest", "local_scaling", "characters", "neighbours_agreeing",
             "agreeing_similarity", "neighbours_weight", "nearest_similarity", "neighbour_similarity")
 """The label-free description of the attack on a document, in :func:`attack_features`' column order."""
+NEIGHBOUR_STATISTICS = ("neighbours_first_stage_highest", "neighbours_first_stage_weighted")
+"""What the first stage says of a document's neighbours that guess its first candidate first
+(:meth:`Neighbourhood.statistics`), the last columns the scorers read."""
 PEER_FEATURES = ("rank_of_first_guess", "weight_on_first_guess", "below_its_first", "certainty")
 """What a peer makes of a document, per peer (:func:`peer_features`' column order)."""
 PEER_DEPTH = 20
@@ -143,6 +152,26 @@ class ReleaseTexts:
 
 
 @dataclass(frozen=True)
+class Neighbourhood:
+    """Per document, its :data:`NEIGHBOURS` nearest documents of the release: their rows (``-1``: fewer), their
+    similarities, and whether each guesses the document's first candidate first (``agreeing``)."""
+
+    rows: np.ndarray
+    similarities: np.ndarray
+    agreeing: np.ndarray
+
+    def statistics(self, statistic: np.ndarray) -> np.ndarray:
+        """What a statistic of the release's documents (``statistic``, by release row: log odds, as a scorer's) says
+        of each document's agreeing neighbours, the columns :data:`NEIGHBOUR_STATISTICS`: the highest of their
+        statistics turned into probabilities (its logistic), and the sum of these weighted by the neighbours'
+        similarities (both 0: no neighbour agrees)."""
+        odds = expit(np.asarray(statistic, dtype=float))[np.maximum(self.rows, 0)]
+        agreeing = np.where(self.agreeing, odds, 0.0)
+        return np.column_stack([agreeing.max(axis=1, initial=0.0),
+                                (agreeing * np.nan_to_num(self.similarities)).sum(axis=1)])
+
+
+@dataclass(frozen=True)
 class ReleaseContext:
     """What the attacked release as a whole says about each candidate, label-free: ``ids`` (sorted) and, per id, the
     documents whose first guess it is (``firsts``), that list it among their first :data:`SHORTLIST`
@@ -193,16 +222,28 @@ class ReleaseContext:
         return cls(ids, firsts, shortlists, weights[order], starts, np.concatenate(listed_rows),
                    np.concatenate(listed_weights), texts)
 
-    def neighbours(self, table: CandidateTable, positions: np.ndarray) -> np.ndarray:
-        """What each document's nearest documents of the release make of its first candidate (``positions``: as a
-        position in :attr:`ids`), the last five columns of :data:`FEATURES` (``nan`` without texts)."""
-        out = np.full((positions.shape[0], 5), np.nan)
+    def neighbourhood(self, table: CandidateTable) -> Neighbourhood | None:
+        """Each document's nearest documents of the release (:meth:`ReleaseTexts.nearest`) and which of them guess
+        its first candidate first (``None`` without texts)."""
         if self.texts is None or table.queries is None:
-            return out
+            return None
+        positions = _positions(table, self.ids, 1)[:, 0] if table.candidates.shape[1] else \
+            np.full(len(table.doc_ids), -1)
         rows, similarities = self.texts.nearest(table.queries, table.doc_ids)
         found = rows >= 0
+        agreeing = found & (self.listed[np.maximum(rows, 0), 0] == positions[:, None]) & (positions >= 0)[:, None]
+        return Neighbourhood(rows, similarities, agreeing)
+
+    def neighbours(self, positions: np.ndarray, near: Neighbourhood | None) -> np.ndarray:
+        """What each document's nearest documents of the release (``near``) make of its first candidate
+        (``positions``: as a position in :attr:`ids`), the last five columns of :data:`FEATURES` (``nan`` without
+        texts)."""
+        out = np.full((positions.shape[0], 5), np.nan)
+        if near is None:
+            return out
+        rows, similarities, agreeing = near.rows, near.similarities, near.agreeing
+        found = rows >= 0
         safe = np.maximum(rows, 0)
-        agreeing = found & (self.listed[safe, 0] == positions[:, None]) & (positions >= 0)[:, None]
         on_it = np.where(found & (positions >= 0)[:, None],
                          np.where(self.listed[safe] == positions[:, None, None], self.listed_weights[safe], 0.0
                                   ).sum(axis=2), 0.0)
@@ -293,12 +334,14 @@ def peer_features(table: CandidateTable, peers: Sequence[CandidateTable]) -> np.
 
 
 def attack_features(table: CandidateTable, context: ReleaseContext,
-                    peers: Sequence[CandidateTable] = ()) -> np.ndarray:
+                    peers: Sequence[CandidateTable] = (), near: Neighbourhood | None = None) -> np.ndarray:
     """The description of the attack on each document of the table (columns :func:`feature_names`: :data:`FEATURES`,
     then :func:`peer_features` of each peer's attack of the same documents; ``nan`` where a feature does not apply,
-    e.g. ratios of weights that are ranks)."""
+    e.g. ratios of weights that are ranks). ``near``: the table's :meth:`ReleaseContext.neighbourhood`, when known."""
+    if near is None:
+        near = context.neighbourhood(table)
     if peers:
-        own = attack_features(table, context)
+        own = attack_features(table, context, near=near)
         out = np.concatenate([own, peer_features(table, peers)], axis=1)
         out[~np.isfinite(out)] = np.nan
         return out
@@ -333,7 +376,7 @@ def attack_features(table: CandidateTable, context: ReleaseContext,
     out[:, 9] = 2 * first - usual
     if table.queries is not None:
         out[:, 10] = np.log1p([len(query) for query in table.queries])
-    out[:, 11:16] = context.neighbours(table, positions)
+    out[:, 11:16] = context.neighbours(positions, near)
     out[~np.isfinite(out)] = np.nan
     return out
 
@@ -342,14 +385,16 @@ def attack_features(table: CandidateTable, context: ReleaseContext,
 class LinkageModel:
     """A stored linkage fit, for any document attacked as the release was (an edited text, say): the release's
     context and one scorer per fold (none: the statistic is the certainty), the cross Venn-Abers calibration of
-    each fold's statistic, and the peers whose attacks of the same documents the scorers read (attacker names, in
-    column order; none without scorers)."""
+    each fold's statistic, the peers whose attacks of the same documents the scorers read (attacker names, in
+    column order; none without scorers), and per fold the first stage's statistic of every document of the release
+    (by release row), which the fold's scorer reads of a document's neighbours (none: the release has no texts)."""
 
     context: ReleaseContext | None
     scorers: tuple
     empty: tuple[int, ...]
     calibration: CrossVennAbersModel
     peers: tuple[str, ...] = ()
+    first_stage: tuple[np.ndarray, ...] = ()
 
     def statistics(self, table: CandidateTable, peers: Sequence[CandidateTable] = ()) -> list[np.ndarray]:
         """Each fold's statistic of the table's documents (``peers``: each of :attr:`peers`' attacks of them, in
@@ -359,11 +404,13 @@ class LinkageModel:
         if len(peers) != len(self.peers):
             raise ValueError(f"the linkage fit reads the attacks of {len(self.peers)} peers "
                              f"({', '.join(self.peers) or 'none'}), {len(peers)} given")
-        features = attack_features(table, self.context, peers)
+        near = self.context.neighbourhood(table)
+        features = attack_features(table, self.context, peers, near)
         features[:, list(self.empty)] = 0.0
+        described = [_with_neighbours(features, near, first) for first in self.first_stage] or \
+            [features] * len(self.scorers)
         with threadpool_limits(1):
-            return [features[:, 0] if scorer is None else scorer.decision_function(features)
-                    for scorer in self.scorers]
+            return [_statistic(scorer, x) for scorer, x in zip(self.scorers, described)]
 
     def predict(self, table: CandidateTable, peers: Sequence[CandidateTable] = ()) -> VennAbers:
         """The linkage probability of the table's documents (each attacked as the release was, and by each of
@@ -382,7 +429,9 @@ class LinkageModel:
         if not self.scorers:
             return {"method": "inductive Venn-Abers", "statistic": "certainty", "calibrating": sum(calibrating)}
         return {"method": "cross Venn-Abers", "statistic": "gradient-boosted, cross-fitted",
-                "features": feature_names(self.peers), "peers": list(self.peers), "folds": len(self.scorers),
+                "features": [*feature_names(self.peers), *(NEIGHBOUR_STATISTICS if self.first_stage else ())],
+                "peers": list(self.peers), "neighbours_first_stage": bool(self.first_stage),
+                "folds": len(self.scorers),
                 "calibrating": sum(calibrating),
                 "folds_on_certainty": sum(scorer is None for scorer in self.scorers), "scorer": dict(SCORER)}
 
@@ -409,25 +458,45 @@ def fit_linkage(tables: Sequence[CandidateTable], events: np.ndarray, calibratin
     if members.size < MIN_CALIBRATING or min(hits, members.size - hits) < MIN_EACH:
         return _on_certainty(tables, events, calibrating)
     context = ReleaseContext.of(tables)
-    features = np.concatenate([attack_features(t, context, [theirs[i] for _, theirs in peers])
+    nears = [context.neighbourhood(t) for t in tables]
+    features = np.concatenate([attack_features(t, context, [theirs[i] for _, theirs in peers], nears[i])
                                for i, t in enumerate(tables)])
     empty = tuple(np.flatnonzero(np.isnan(features).all(axis=0)).tolist())
     features[:, list(empty)] = 0.0  # a feature no document has (ranks, say): one constant value
     folds[np.random.default_rng(seed).permutation(members)] = np.arange(members.size) % FOLDS
-    scorers, models, levels = [], [], []
-    for k in range(FOLDS):
-        with threadpool_limits(1):  # threaded boosting is many times slower on a busy machine, at this size
-            scorer = _scorer(features, events, (folds >= 0) & (folds != k), seed + k)
-            statistic = features[:, 0] if scorer is None else scorer.decision_function(features)
-        model = VennAbersModel.fit(statistic, events, folds == k)
-        scorers.append(scorer)
-        models.append(model)
-        levels.append(level_of(model.cuts, statistic))
+    near = None if any(n is None for n in nears) else Neighbourhood(
+        *(np.concatenate([getattr(n, name) for n in nears]) for name in ("rows", "similarities", "agreeing")))
+    with threadpool_limits(1):  # threaded boosting is many times slower on a busy machine, at this size
+        scorers, models, levels, first_stage = [], [], [], []
+        for k in range(FOLDS):
+            training = (folds >= 0) & (folds != k)
+            described = features
+            if near is not None:  # the neighbours' first stage: learned, as the scorer, without fold k's labels
+                first_stage.append(_statistic(_scorer(features, events, training, seed + k), features))
+                described = _with_neighbours(features, near, first_stage[-1])
+            scorer = _scorer(described, events, training, seed + k)
+            statistic = _statistic(scorer, described)
+            model = VennAbersModel.fit(statistic, events, folds == k)
+            scorers.append(scorer)
+            models.append(model)
+            levels.append(level_of(model.cuts, statistic))
     if all(scorer is None for scorer in scorers):  # the certainty in every fold: one fit over every fold is finer
         return _on_certainty(tables, events, calibrating)
     return cross_venn_abers(levels, events, folds), LinkageModel(context, tuple(scorers), empty,
                                                                  CrossVennAbersModel(tuple(models)),
-                                                                 tuple(name for name, _ in peers))
+                                                                 tuple(name for name, _ in peers), tuple(first_stage))
+
+
+def _with_neighbours(features: np.ndarray, near: Neighbourhood | None, first_stage: np.ndarray) -> np.ndarray:
+    """The description with what a first stage says of each document's agreeing neighbours
+    (:meth:`Neighbourhood.statistics`; none agrees where the documents' texts are not known)."""
+    said = np.zeros((features.shape[0], len(NEIGHBOUR_STATISTICS))) if near is None else near.statistics(first_stage)
+    return np.concatenate([features, said], axis=1)
+
+
+def _statistic(scorer, features: np.ndarray) -> np.ndarray:
+    """A scorer's statistic of the documents, or their certainty (the first column) where there is no scorer."""
+    return features[:, 0] if scorer is None else scorer.decision_function(features)
 
 
 def _on_certainty(tables: Sequence[CandidateTable], events: np.ndarray, calibrating: np.ndarray

@@ -13,6 +13,7 @@ from cpa_core.attack.candidates import CandidateTable
 from cpa_core.audit.linkage import (
     FEATURES,
     MIN_CALIBRATING,
+    NEIGHBOUR_STATISTICS,
     NEIGHBOURS,
     PEER_DEPTH,
     PEER_FEATURES,
@@ -86,6 +87,18 @@ def test_what_a_documents_nearest_documents_make_of_its_first_guess_hand_compute
     assert features["neighbours_weight"] == pytest.approx([0.5, 0.6, 0.3, 0.1, nan], nan_ok=True)
     assert features["nearest_similarity"] == pytest.approx([1, 1, 1, 1, nan], nan_ok=True)
     assert features["neighbour_similarity"] == pytest.approx([1, 1, 1, 1, nan], nan_ok=True)
+
+
+def test_what_a_first_stage_says_of_the_agreeing_neighbours_hand_computed():
+    table = neighbour_release()
+    near = ReleaseContext.of([table]).neighbourhood(table)
+    assert near.agreeing.any(axis=1).tolist() == [True, True, False, False, False]
+    first_stage = np.array([2.0, -1.0, 5.0, 7.0, 9.0])  # by release row
+    said = dict(zip(NEIGHBOUR_STATISTICS, near.statistics(first_stage).T))
+    # d0's one agreeing neighbour is d1 (statistic -1, cosine 1) and d1's is d0 (2); d2 and d3 disagree, d4 is alone
+    logistic = 1 / (1 + math.exp(1)), 1 / (1 + math.exp(-2))
+    assert said["neighbours_first_stage_highest"] == pytest.approx([logistic[0], logistic[1], 0, 0, 0])
+    assert said["neighbours_first_stage_weighted"] == pytest.approx([logistic[0], logistic[1], 0, 0, 0])
 
 
 def test_an_edited_text_never_finds_its_own_original_among_its_neighbours():
@@ -247,9 +260,68 @@ def test_a_peer_tells_apart_what_the_member_alone_cannot():
     assert roc_auc_score(linked[withheld], alone.p[withheld]) < 0.65
     assert roc_auc_score(linked[withheld], fit.p[withheld]) > 0.95
     assert model.peers == ("peer",) and model.describe()["peers"] == ["peer"]
-    assert model.describe()["features"] == feature_names(("peer",))
+    assert model.describe()["features"] == [*feature_names(("peer",)), *NEIGHBOUR_STATISTICS]
     predicted = model.predict(member, [peer])  # an edited text is read with its peers' attacks of it
     assert predicted.low[withheld] == pytest.approx(fit.low[withheld])
     assert predicted.high[withheld] == pytest.approx(fit.high[withheld])
     with pytest.raises(ValueError, match="1 peers"):
         model.predict(member)
+
+
+def pair_release(seed: int, pairs: int = 500, m: int = 200):
+    """Documents in pairs that read alike and guess the same first candidate, their subject in half the pairs.
+    The first of a pair shows it in the shape of its weights (its third weight close to its second when the guess
+    is wrong); the second's weights, and every margin and weight on the shared first guess, are alike either way:
+    only what is learned of its neighbour tells its pair apart. Returns the table, whether each first guess is the
+    subject, and which documents are the second of their pair."""
+    rng = np.random.default_rng(seed)
+    n = 2 * pairs
+    right = np.repeat(rng.random(pairs) < 0.5, 2)
+    second = np.arange(n) % 2 == 1
+    truth = np.repeat(rng.integers(0, m, size=pairs), 2)
+    guess = np.where(right, truth, np.repeat((truth[::2] + rng.integers(1, m, size=pairs)) % m, 2))
+    probabilities = np.zeros((n, m))
+    rows = np.arange(n)
+    others = (guess[:, None] + 1 + np.argsort(rng.random((n, m - 1)), axis=1)) % m
+    first = np.repeat(rng.uniform(0.35, 0.45, size=pairs), 2)
+    third = np.where(second, rng.uniform(0.02, 0.19, size=n), np.where(right, 0.02, 0.19))
+    probabilities[rows, guess] = first
+    probabilities[rows, others[:, 0]] = 0.2
+    probabilities[rows, others[:, 1]] = third
+    rest = (1 - first - 0.2 - third) / (m - 3)
+    probabilities[rows[:, None], others[:, 2:]] = rest[:, None]
+    table = table_from_matrix(probabilities)
+    table = CandidateTable(table.doc_ids, table.candidates, table.weights, table.pool_sizes, table.candidate_ids,
+                           tuple(f"pair{i // 2}a pair{i // 2}b" for i in range(n)))
+    return table, table.candidates[:, 0] == truth, second
+
+
+def test_what_is_learned_of_the_neighbours_tells_apart_what_the_document_alone_cannot():
+    """The second document of a pair is told apart only through its neighbour's first-stage statistic."""
+    table, linked, second = pair_release(12)
+    calibrating = np.random.default_rng(13).random(linked.size) < 0.6
+    withheld = ~calibrating & second
+    fit, model = fit_linkage([table], linked, calibrating, seed=14)
+    assert model.describe()["features"][-2:] == list(NEIGHBOUR_STATISTICS)
+    assert len(model.first_stage) == len(model.scorers)
+    textless = CandidateTable(table.doc_ids, table.candidates, table.weights, table.pool_sizes, table.candidate_ids)
+    alone, _ = fit_linkage([textless], linked, calibrating, seed=14)
+    assert roc_auc_score(linked[withheld], alone.p[withheld]) < 0.65
+    assert roc_auc_score(linked[withheld], fit.p[withheld]) > 0.9
+    predicted = model.predict(table)  # the stored fit reads the stored first stage of the neighbours
+    assert predicted.low[~calibrating] == pytest.approx(fit.low[~calibrating])
+    assert predicted.high[~calibrating] == pytest.approx(fit.high[~calibrating])
+
+
+def test_no_probability_reads_its_own_label_through_its_neighbours():
+    """A document's label trains the first stage its calibration fold never reads: flipping it leaves its own
+    probability as it was, its neighbour's changes."""
+    table, linked, _ = pair_release(15, pairs=300)
+    calibrating = np.arange(linked.size) % 5 != 0
+    fit, _ = fit_linkage([table], linked, calibrating, seed=16)
+    for row in np.flatnonzero(calibrating)[:4]:
+        flipped = linked.copy()
+        flipped[row] = not flipped[row]
+        again, _ = fit_linkage([table], flipped, calibrating, seed=16)
+        assert (again.low[row], again.high[row]) == (fit.low[row], fit.high[row])
+    assert not np.allclose(again.p, fit.p)

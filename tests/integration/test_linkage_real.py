@@ -38,9 +38,9 @@ def test_the_linkage_probability_tells_blog_posts_apart_on_withheld_authors():
     probability = result.linkage
     margin_only = venn_abers(statistic_levels(certainty(table)), result.first_guess_right, result.calibrating).p
     auc = roc_auc_score(linked[hidden], probability[hidden])
-    assert auc >= 0.90 and auc > roc_auc_score(linked[hidden], margin_only[hidden]) + 0.08  # 0.92 against 0.78
+    assert auc >= 0.93 and auc > roc_auc_score(linked[hidden], margin_only[hidden]) + 0.08  # 0.945 against 0.78
     assert calibration_error(probability[hidden], linked[hidden]) <= 0.05
     flagged = probability > config.policy.linkage_rate
     before = margin_only > config.policy.linkage_rate
-    assert linked[flagged].mean() > linked[before].mean() + 0.1  # 45 % of the flagged posts linked, against 27 %
+    assert linked[flagged].mean() > linked[before].mean() + 0.1  # 51 % of the flagged posts linked, against 27 %
     assert flagged.sum() < before.sum() * 0.7
