@@ -75,16 +75,18 @@ FEATURES = ("certainty", "first_weight", "log_ratio", "second_gap", "entropy", "
             "stronger_claims", "below_strongest", "local_scaling", "characters", "neighbours_agreeing",
             "agreeing_similarity", "neighbours_weight", "nearest_similarity", "neighbour_similarity")
 """The label-free description of the attack on a document, in :func:`attack_features`' column order."""
-NEIGHBOUR_STATISTICS = ("neighbours_first_stage_highest", "neighbours_first_stage_weighted")
-"""What the first stage says of a document's neighbours that guess its first candidate first
-(:meth:`Neighbourhood.statistics`), the last columns the scorers read."""
+NEIGHBOUR_STATISTICS = ("nearest_first_stage_highest", "nearest_first_stage_weighted", "claimants_first_stage_highest",
+                        "claimants_first_stage_sum")
+"""What the first stage says of a document's nearest documents that guess its first candidate first, and of its
+claimants (the release's other documents with the same first guess) (:meth:`Neighbourhood.statistics`), the last
+columns the scorers read."""
 PEER_FEATURES = ("rank_of_first_guess", "weight_on_first_guess", "below_its_first", "certainty")
 """What a peer makes of a document, per peer (:func:`peer_features`' column order)."""
 PEER_DEPTH = 20
 """A peer's first twenty candidates are searched for this member's first guess (beyond: rank ``PEER_DEPTH + 1``)."""
 HELD_OUT = 1 / 3
 """The share of a fold's training documents held out to check its scorer against the certainty."""
-SCORER = {"max_iter": 100, "learning_rate": 0.1, "max_leaf_nodes": 8, "min_samples_leaf": 40,
+SCORER = {"max_iter": 150, "learning_rate": 0.1, "max_leaf_nodes": 16, "min_samples_leaf": 40,
           "early_stopping": False, "random_state": 0}
 """The gradient-boosted scorer's settings (scikit-learn ``HistGradientBoostingClassifier``; deterministic)."""
 
@@ -153,22 +155,58 @@ class ReleaseTexts:
 
 @dataclass(frozen=True)
 class Neighbourhood:
-    """Per document, its :data:`NEIGHBOURS` nearest documents of the release: their rows (``-1``: fewer), their
-    similarities, and whether each guesses the document's first candidate first (``agreeing``)."""
+    """Per document, the documents of the release it is read beside: its :data:`NEIGHBOURS` nearest (their rows,
+    ``-1``: fewer or no texts; their similarities; whether each guesses the document's first candidate first,
+    ``agreeing``), and its *claimants*, the release's other documents whose first guess is its first guess
+    (``guesses``: each document's first guess as a position in the context's ids, ``-1``: none; ``own``: the
+    release row of the document's own id, ``-1``: none; ``release_guesses``: each release row's first guess)."""
 
     rows: np.ndarray
     similarities: np.ndarray
     agreeing: np.ndarray
+    guesses: np.ndarray
+    own: np.ndarray
+    release_guesses: np.ndarray
+
+    @staticmethod
+    def stacked(parts: Sequence[Neighbourhood]) -> Neighbourhood:
+        """The neighbourhoods of tables read one after the other (rows concatenated in order)."""
+        return Neighbourhood(*(np.concatenate([getattr(n, name) for n in parts]) for name in
+                               ("rows", "similarities", "agreeing", "guesses", "own")), parts[0].release_guesses)
 
     def statistics(self, statistic: np.ndarray) -> np.ndarray:
         """What a statistic of the release's documents (``statistic``, by release row: log odds, as a scorer's) says
-        of each document's agreeing neighbours, the columns :data:`NEIGHBOUR_STATISTICS`: the highest of their
-        statistics turned into probabilities (its logistic), and the sum of these weighted by the neighbours'
-        similarities (both 0: no neighbour agrees)."""
-        odds = expit(np.asarray(statistic, dtype=float))[np.maximum(self.rows, 0)]
-        agreeing = np.where(self.agreeing, odds, 0.0)
-        return np.column_stack([agreeing.max(axis=1, initial=0.0),
-                                (agreeing * np.nan_to_num(self.similarities)).sum(axis=1)])
+        of each document's neighbours, the columns :data:`NEIGHBOUR_STATISTICS`, each statistic turned into a
+        probability (its logistic): the highest among the agreeing nearest documents, their sum weighted by their
+        similarities, the highest among the claimants and their sum (each 0: none)."""
+        odds = expit(np.asarray(statistic, dtype=float))
+        near = np.where(self.agreeing, odds[np.maximum(self.rows, 0)], 0.0)
+        out = np.zeros((self.rows.shape[0], len(NEIGHBOUR_STATISTICS)))
+        out[:, 0] = near.max(axis=1, initial=0.0)
+        out[:, 1] = (near * np.nan_to_num(self.similarities)).sum(axis=1)
+        guessed = self.release_guesses >= 0
+        if not guessed.any():
+            return out
+        width = int(self.release_guesses.max()) + 1
+        sums = np.bincount(self.release_guesses[guessed], weights=odds[guessed], minlength=width)
+        rows = np.flatnonzero(guessed)
+        rows = rows[np.lexsort((-odds[rows], self.release_guesses[rows]))]  # by guess, the highest first
+        groups = self.release_guesses[rows]
+        first = np.searchsorted(groups, np.arange(width))
+        ends = np.searchsorted(groups, np.arange(width), side="right")
+        top = np.full(width, -1)
+        top[first < ends] = rows[first[first < ends]]
+        runner = np.full(width, -1)
+        two = first + 1 < ends
+        runner[two] = rows[first[two] + 1]
+        q = np.where((self.guesses >= 0) & (self.guesses < width), self.guesses, -1)
+        known = q >= 0
+        mine = known & (self.own >= 0) & (self.release_guesses[np.maximum(self.own, 0)] == q)
+        best = np.where(mine & (top[np.maximum(q, 0)] == self.own), runner[np.maximum(q, 0)],
+                        top[np.maximum(q, 0)])
+        out[:, 2] = np.where(known & (best >= 0), odds[np.maximum(best, 0)], 0.0)
+        out[:, 3] = np.where(known, sums[np.maximum(q, 0)] - np.where(mine, odds[np.maximum(self.own, 0)], 0.0), 0.0)
+        return out
 
 
 @dataclass(frozen=True)
@@ -189,6 +227,12 @@ class ReleaseContext:
     listed: np.ndarray
     listed_weights: np.ndarray
     texts: ReleaseTexts | None
+    doc_ids: np.ndarray
+
+    @functools.cached_property
+    def by_id(self) -> np.ndarray:
+        """The release's rows in the order of their document ids."""
+        return np.argsort(self.doc_ids, kind="stable")
 
     @classmethod
     def of(cls, tables: Sequence[CandidateTable]) -> ReleaseContext:
@@ -219,28 +263,33 @@ class ReleaseContext:
         if tables and all(t.queries is not None for t in tables):
             texts = ReleaseTexts.of(tuple(q for t in tables for q in t.queries),
                                     tuple(str(d) for t in tables for d in t.doc_ids))
+        doc_ids = np.concatenate([np.asarray(t.doc_ids).astype(str) for t in tables]) if tables else \
+            np.zeros(0, dtype=str)
         return cls(ids, firsts, shortlists, weights[order], starts, np.concatenate(listed_rows),
-                   np.concatenate(listed_weights), texts)
+                   np.concatenate(listed_weights), texts, doc_ids)
 
-    def neighbourhood(self, table: CandidateTable) -> Neighbourhood | None:
-        """Each document's nearest documents of the release (:meth:`ReleaseTexts.nearest`) and which of them guess
-        its first candidate first (``None`` without texts)."""
+    def neighbourhood(self, table: CandidateTable) -> Neighbourhood:
+        """Each document's nearest documents of the release (:meth:`ReleaseTexts.nearest`; none without texts) and
+        which of them guess its first candidate first, and its claimants."""
+        n = len(table.doc_ids)
+        positions = _positions(table, self.ids, 1)[:, 0] if table.candidates.shape[1] else np.full(n, -1)
         if self.texts is None or table.queries is None:
-            return None
-        positions = _positions(table, self.ids, 1)[:, 0] if table.candidates.shape[1] else \
-            np.full(len(table.doc_ids), -1)
-        rows, similarities = self.texts.nearest(table.queries, table.doc_ids)
+            rows, similarities = np.full((n, NEIGHBOURS), -1, dtype=np.int64), np.full((n, NEIGHBOURS), np.nan)
+        else:
+            rows, similarities = self.texts.nearest(table.queries, table.doc_ids)
         found = rows >= 0
         agreeing = found & (self.listed[np.maximum(rows, 0), 0] == positions[:, None]) & (positions >= 0)[:, None]
-        return Neighbourhood(rows, similarities, agreeing)
+        ids, own = np.asarray(table.doc_ids).astype(str), np.full(n, -1, dtype=np.int64)
+        if self.doc_ids.size:
+            where = self.by_id[np.clip(np.searchsorted(self.doc_ids[self.by_id], ids), 0, self.doc_ids.size - 1)]
+            own = np.where(self.doc_ids[where] == ids, where, -1)
+        return Neighbourhood(rows, similarities, agreeing, positions, own, self.listed[:, 0])
 
-    def neighbours(self, positions: np.ndarray, near: Neighbourhood | None) -> np.ndarray:
+    def neighbours(self, positions: np.ndarray, near: Neighbourhood) -> np.ndarray:
         """What each document's nearest documents of the release (``near``) make of its first candidate
         (``positions``: as a position in :attr:`ids`), the last five columns of :data:`FEATURES` (``nan`` without
-        texts)."""
+        nearest documents)."""
         out = np.full((positions.shape[0], 5), np.nan)
-        if near is None:
-            return out
         rows, similarities, agreeing = near.rows, near.similarities, near.agreeing
         found = rows >= 0
         safe = np.maximum(rows, 0)
@@ -387,7 +436,7 @@ class LinkageModel:
     context and one scorer per fold (none: the statistic is the certainty), the cross Venn-Abers calibration of
     each fold's statistic, the peers whose attacks of the same documents the scorers read (attacker names, in
     column order; none without scorers), and per fold the first stage's statistic of every document of the release
-    (by release row), which the fold's scorer reads of a document's neighbours (none: the release has no texts)."""
+    (by release row), which the fold's scorer reads of a document's neighbours (none without scorers)."""
 
     context: ReleaseContext | None
     scorers: tuple
@@ -407,10 +456,9 @@ class LinkageModel:
         near = self.context.neighbourhood(table)
         features = attack_features(table, self.context, peers, near)
         features[:, list(self.empty)] = 0.0
-        described = [_with_neighbours(features, near, first) for first in self.first_stage] or \
-            [features] * len(self.scorers)
         with threadpool_limits(1):
-            return [_statistic(scorer, x) for scorer, x in zip(self.scorers, described)]
+            return [_statistic(scorer, _with_neighbours(features, near, first))
+                    for scorer, first in zip(self.scorers, self.first_stage)]
 
     def predict(self, table: CandidateTable, peers: Sequence[CandidateTable] = ()) -> VennAbers:
         """The linkage probability of the table's documents (each attacked as the release was, and by each of
@@ -429,8 +477,7 @@ class LinkageModel:
         if not self.scorers:
             return {"method": "inductive Venn-Abers", "statistic": "certainty", "calibrating": sum(calibrating)}
         return {"method": "cross Venn-Abers", "statistic": "gradient-boosted, cross-fitted",
-                "features": [*feature_names(self.peers), *(NEIGHBOUR_STATISTICS if self.first_stage else ())],
-                "peers": list(self.peers), "neighbours_first_stage": bool(self.first_stage),
+                "features": [*feature_names(self.peers), *NEIGHBOUR_STATISTICS], "peers": list(self.peers),
                 "folds": len(self.scorers),
                 "calibrating": sum(calibrating),
                 "folds_on_certainty": sum(scorer is None for scorer in self.scorers), "scorer": dict(SCORER)}
@@ -464,16 +511,14 @@ def fit_linkage(tables: Sequence[CandidateTable], events: np.ndarray, calibratin
     empty = tuple(np.flatnonzero(np.isnan(features).all(axis=0)).tolist())
     features[:, list(empty)] = 0.0  # a feature no document has (ranks, say): one constant value
     folds[np.random.default_rng(seed).permutation(members)] = np.arange(members.size) % FOLDS
-    near = None if any(n is None for n in nears) else Neighbourhood(
-        *(np.concatenate([getattr(n, name) for n in nears]) for name in ("rows", "similarities", "agreeing")))
+    near = Neighbourhood.stacked(nears)
     with threadpool_limits(1):  # threaded boosting is many times slower on a busy machine, at this size
         scorers, models, levels, first_stage = [], [], [], []
         for k in range(FOLDS):
             training = (folds >= 0) & (folds != k)
-            described = features
-            if near is not None:  # the neighbours' first stage: learned, as the scorer, without fold k's labels
-                first_stage.append(_statistic(_scorer(features, events, training, seed + k), features))
-                described = _with_neighbours(features, near, first_stage[-1])
+            # the neighbours' first stage, learned as the scorer is: without fold k's labels
+            first_stage.append(_statistic(_scorer(features, events, training, seed + k), features))
+            described = _with_neighbours(features, near, first_stage[-1])
             scorer = _scorer(described, events, training, seed + k)
             statistic = _statistic(scorer, described)
             model = VennAbersModel.fit(statistic, events, folds == k)
@@ -487,11 +532,9 @@ def fit_linkage(tables: Sequence[CandidateTable], events: np.ndarray, calibratin
                                                                  tuple(name for name, _ in peers), tuple(first_stage))
 
 
-def _with_neighbours(features: np.ndarray, near: Neighbourhood | None, first_stage: np.ndarray) -> np.ndarray:
-    """The description with what a first stage says of each document's agreeing neighbours
-    (:meth:`Neighbourhood.statistics`; none agrees where the documents' texts are not known)."""
-    said = np.zeros((features.shape[0], len(NEIGHBOUR_STATISTICS))) if near is None else near.statistics(first_stage)
-    return np.concatenate([features, said], axis=1)
+def _with_neighbours(features: np.ndarray, near: Neighbourhood, first_stage: np.ndarray) -> np.ndarray:
+    """The description with what a first stage says of each document's neighbours (:meth:`Neighbourhood.statistics`)."""
+    return np.concatenate([features, near.statistics(first_stage)], axis=1)
 
 
 def _statistic(scorer, features: np.ndarray) -> np.ndarray:

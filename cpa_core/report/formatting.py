@@ -169,10 +169,10 @@ def linkage_method(description: dict) -> str:
     peers = description.get("peers") or []
     read = (f", and of its peers' attacks of the same document ({', '.join(peers)}: where they rank its first guess, "
             "their weight on it and their certainty)" if peers else "")
-    staged = description.get("neighbours_first_stage", False)
-    own = [name for name in description["features"] if ":" not in name and not name.startswith("neighbours_first")]
+    own = [name for name in description["features"] if ":" not in name and "first_stage" not in name]
     neighbours = (", then what a first stage of the same kind, learned without the labels of the document's fold, "
-                  "says of its nearest documents of the release that guess the same first candidate" if staged else "")
+                  "says of the release's other documents that guess the same first candidate, the nearest ones "
+                  "and all of them")
     return (f"cross Venn-Abers over {len(description['features'])} label-free features of the attack on each document "
             f"({', '.join(own)}){read}{neighbours}, a gradient-boosted statistic cross-fitted in "
             f"{description['folds']} folds, {calibrating}; no document's probability reads its own label")

@@ -17,6 +17,7 @@ from cpa_core.audit.linkage import (
     NEIGHBOURS,
     PEER_DEPTH,
     PEER_FEATURES,
+    Neighbourhood,
     ReleaseContext,
     ReleaseTexts,
     attack_features,
@@ -89,16 +90,27 @@ def test_what_a_documents_nearest_documents_make_of_its_first_guess_hand_compute
     assert features["neighbour_similarity"] == pytest.approx([1, 1, 1, 1, nan], nan_ok=True)
 
 
-def test_what_a_first_stage_says_of_the_agreeing_neighbours_hand_computed():
-    table = neighbour_release()
-    near = ReleaseContext.of([table]).neighbourhood(table)
+def test_what_a_first_stage_says_of_the_neighbours_and_claimants_hand_computed():
+    table = neighbour_release()  # first guesses: d0 p0, d1 p0, d2 p1, d3 p2, d4 p0
+    context = ReleaseContext.of([table])
+    near = context.neighbourhood(table)
     assert near.agreeing.any(axis=1).tolist() == [True, True, False, False, False]
     first_stage = np.array([2.0, -1.0, 5.0, 7.0, 9.0])  # by release row
     said = dict(zip(NEIGHBOUR_STATISTICS, near.statistics(first_stage).T))
-    # d0's one agreeing neighbour is d1 (statistic -1, cosine 1) and d1's is d0 (2); d2 and d3 disagree, d4 is alone
-    logistic = 1 / (1 + math.exp(1)), 1 / (1 + math.exp(-2))
-    assert said["neighbours_first_stage_highest"] == pytest.approx([logistic[0], logistic[1], 0, 0, 0])
-    assert said["neighbours_first_stage_weighted"] == pytest.approx([logistic[0], logistic[1], 0, 0, 0])
+    s = {row: 1 / (1 + math.exp(-value)) for row, value in enumerate(first_stage)}
+    # d0's one agreeing neighbour is d1 (cosine 1) and d1's is d0; d2 and d3 disagree, d4 has no neighbour
+    assert said["nearest_first_stage_highest"] == pytest.approx([s[1], s[0], 0, 0, 0])
+    assert said["nearest_first_stage_weighted"] == pytest.approx([s[1], s[0], 0, 0, 0])
+    # p0 is the first guess of d0, d1 and d4, each of whose claimants are the two others; p1 and p2 have one each
+    assert said["claimants_first_stage_highest"] == pytest.approx([s[4], s[4], 0, 0, s[0]])
+    assert said["claimants_first_stage_sum"] == pytest.approx([s[1] + s[4], s[0] + s[4], 0, 0, s[0] + s[1]])
+    # a new document falling on p0 is claimed beside all three; d4 edited to fall on p1 beside d2 (its original,
+    # which fell on p0, is never its own claimant)
+    new = CandidateTable(np.array(["new", "d4"], dtype=object), np.array([[0, 1, 2], [1, 0, 2]]),
+                         np.array([[0.6, 0.3, 0.1], [0.5, 0.3, 0.2]]), np.full(2, 3), table.candidate_ids,
+                         ("zebra", "zebra"))
+    said = context.neighbourhood(new).statistics(first_stage)
+    assert said[:, 2:] == pytest.approx(np.array([[s[4], s[0] + s[1] + s[4]], [s[2], s[2]]]))
 
 
 def test_an_edited_text_never_finds_its_own_original_among_its_neighbours():
@@ -268,8 +280,9 @@ def test_a_peer_tells_apart_what_the_member_alone_cannot():
         model.predict(member)
 
 
-def pair_release(seed: int, pairs: int = 500, m: int = 200):
-    """Documents in pairs that read alike and guess the same first candidate, their subject in half the pairs.
+def pair_release(seed: int, pairs: int = 500):
+    """Documents in pairs that read alike and guess the same first candidate, their subject in half the pairs (no
+    two pairs guess the same candidate; ``2 * pairs`` candidates).
     The first of a pair shows it in the shape of its weights (its third weight close to its second when the guess
     is wrong); the second's weights, and every margin and weight on the shared first guess, are alike either way:
     only what is learned of its neighbour tells its pair apart. Returns the table, whether each first guess is the
@@ -278,8 +291,9 @@ def pair_release(seed: int, pairs: int = 500, m: int = 200):
     n = 2 * pairs
     right = np.repeat(rng.random(pairs) < 0.5, 2)
     second = np.arange(n) % 2 == 1
-    truth = np.repeat(rng.integers(0, m, size=pairs), 2)
-    guess = np.where(right, truth, np.repeat((truth[::2] + rng.integers(1, m, size=pairs)) % m, 2))
+    m = 2 * pairs
+    truth = np.repeat(rng.permutation(pairs), 2)
+    guess = np.where(right, truth, truth + pairs)
     probabilities = np.zeros((n, m))
     rows = np.arange(n)
     others = (guess[:, None] + 1 + np.argsort(rng.random((n, m - 1)), axis=1)) % m
@@ -296,21 +310,26 @@ def pair_release(seed: int, pairs: int = 500, m: int = 200):
     return table, table.candidates[:, 0] == truth, second
 
 
-def test_what_is_learned_of_the_neighbours_tells_apart_what_the_document_alone_cannot():
-    """The second document of a pair is told apart only through its neighbour's first-stage statistic."""
+def test_what_is_learned_of_the_neighbours_tells_apart_what_the_document_alone_cannot(monkeypatch):
+    """The second document of a pair is told apart only through its neighbour's first-stage statistic: as its nearest
+    document, and as its claimant (with no texts)."""
     table, linked, second = pair_release(12)
     calibrating = np.random.default_rng(13).random(linked.size) < 0.6
     withheld = ~calibrating & second
     fit, model = fit_linkage([table], linked, calibrating, seed=14)
-    assert model.describe()["features"][-2:] == list(NEIGHBOUR_STATISTICS)
+    assert model.describe()["features"][-len(NEIGHBOUR_STATISTICS):] == list(NEIGHBOUR_STATISTICS)
     assert len(model.first_stage) == len(model.scorers)
-    textless = CandidateTable(table.doc_ids, table.candidates, table.weights, table.pool_sizes, table.candidate_ids)
-    alone, _ = fit_linkage([textless], linked, calibrating, seed=14)
-    assert roc_auc_score(linked[withheld], alone.p[withheld]) < 0.65
     assert roc_auc_score(linked[withheld], fit.p[withheld]) > 0.9
     predicted = model.predict(table)  # the stored fit reads the stored first stage of the neighbours
     assert predicted.low[~calibrating] == pytest.approx(fit.low[~calibrating])
     assert predicted.high[~calibrating] == pytest.approx(fit.high[~calibrating])
+    textless = CandidateTable(table.doc_ids, table.candidates, table.weights, table.pool_sizes, table.candidate_ids)
+    claimed, _ = fit_linkage([textless], linked, calibrating, seed=14)
+    assert roc_auc_score(linked[withheld], claimed.p[withheld]) > 0.8
+    with monkeypatch.context() as patched:  # the first stage unread: nothing else tells the second documents apart
+        patched.setattr(Neighbourhood, "statistics", lambda near, first: np.zeros((near.rows.shape[0], 4)))
+        alone, _ = fit_linkage([table], linked, calibrating, seed=14)
+    assert roc_auc_score(linked[withheld], alone.p[withheld]) < 0.65
 
 
 def test_no_probability_reads_its_own_label_through_its_neighbours():
