@@ -184,28 +184,29 @@ class Neighbourhood:
         out = np.zeros((self.rows.shape[0], len(NEIGHBOUR_STATISTICS)))
         out[:, 0] = near.max(axis=1, initial=0.0)
         out[:, 1] = (near * np.nan_to_num(self.similarities)).sum(axis=1)
-        guessed = self.release_guesses >= 0
-        if not guessed.any():
+        out[:, 2:] = self._claimants(odds)
+        return out
+
+    def _claimants(self, odds: np.ndarray) -> np.ndarray:
+        """The highest of the claimants' ``odds`` (by release row) and their sum, per document (0: none)."""
+        out = np.zeros((self.guesses.shape[0], 2))
+        guessed = np.flatnonzero(self.release_guesses >= 0)
+        if guessed.size == 0:
             return out
         width = int(self.release_guesses.max()) + 1
         sums = np.bincount(self.release_guesses[guessed], weights=odds[guessed], minlength=width)
-        rows = np.flatnonzero(guessed)
-        rows = rows[np.lexsort((-odds[rows], self.release_guesses[rows]))]  # by guess, the highest first
-        groups = self.release_guesses[rows]
-        first = np.searchsorted(groups, np.arange(width))
-        ends = np.searchsorted(groups, np.arange(width), side="right")
-        top = np.full(width, -1)
-        top[first < ends] = rows[first[first < ends]]
-        runner = np.full(width, -1)
-        two = first + 1 < ends
-        runner[two] = rows[first[two] + 1]
-        q = np.where((self.guesses >= 0) & (self.guesses < width), self.guesses, -1)
-        known = q >= 0
-        mine = known & (self.own >= 0) & (self.release_guesses[np.maximum(self.own, 0)] == q)
-        best = np.where(mine & (top[np.maximum(q, 0)] == self.own), runner[np.maximum(q, 0)],
-                        top[np.maximum(q, 0)])
-        out[:, 2] = np.where(known & (best >= 0), odds[np.maximum(best, 0)], 0.0)
-        out[:, 3] = np.where(known, sums[np.maximum(q, 0)] - np.where(mine, odds[np.maximum(self.own, 0)], 0.0), 0.0)
+        ranked = guessed[np.lexsort((-odds[guessed], self.release_guesses[guessed]))]  # by guess, the highest first
+        starts = np.searchsorted(self.release_guesses[ranked], np.arange(width + 1))
+        counts = np.diff(starts)
+        top, runner = np.full(width + 1, -1), np.full(width + 1, -1)  # the last: a guess no release row has
+        top[:width][counts > 0] = ranked[starts[:-1][counts > 0]]
+        runner[:width][counts > 1] = ranked[starts[:-1][counts > 1] + 1]
+        guess = np.where((self.guesses >= 0) & (self.guesses < width), self.guesses, width)
+        own = np.maximum(self.own, 0)
+        mine = (self.own >= 0) & (self.release_guesses[own] == guess)  # its own original is never a claimant
+        best = np.where(mine & (top[guess] == self.own), runner[guess], top[guess])
+        out[:, 0] = np.where(best >= 0, odds[np.maximum(best, 0)], 0.0)
+        out[:, 1] = np.append(sums, 0.0)[guess] - np.where(mine, odds[own], 0.0)
         return out
 
 

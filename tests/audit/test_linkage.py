@@ -344,3 +344,30 @@ def test_no_probability_reads_its_own_label_through_its_neighbours():
         again, _ = fit_linkage([table], flipped, calibrating, seed=16)
         assert (again.low[row], again.high[row]) == (fit.low[row], fit.high[row])
     assert not np.allclose(again.p, fit.p)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_claimants_are_the_brute_force_ones(seed):
+    """Random first guesses with ties in the statistic; new documents, edits of release documents (their original
+    never a claimant) and release documents themselves."""
+    rng = np.random.default_rng(seed)
+    n, m = 40, 6
+    weights = rng.dirichlet(np.ones(m), size=n)
+    weights[rng.random(n) < 0.2, :] = 1 / m  # rows whose ranking is a tie; some without a first guess below
+    table = table_from_matrix(weights)
+    table.candidates[rng.random(n) < 0.1, :] = -1
+    context = ReleaseContext.of([table])
+    statistic = rng.choice([-1.0, 0.0, 0.5, 2.0], size=n)
+    ids = np.array([f"d{i}" if rng.random() < 0.6 else f"new{i}" for i in rng.integers(0, n, size=30)], dtype=object)
+    asked = CandidateTable(ids, rng.integers(-1, m, size=(30, 1)), np.ones((30, 1)), np.ones(30, dtype=np.int64),
+                           table.candidate_ids)
+    for read in (table, asked):
+        said = context.neighbourhood(read).statistics(statistic)[:, 2:]
+        names = np.asarray(read.candidate_ids).astype(str)
+        release_names = np.asarray(table.candidate_ids).astype(str)
+        for row in range(len(read.doc_ids)):
+            first = read.candidates[row, 0]
+            odds = [1 / (1 + math.exp(-statistic[r])) for r in range(n)
+                    if first >= 0 and table.candidates[r, 0] >= 0 and table.doc_ids[r] != read.doc_ids[row]
+                    and release_names[table.candidates[r, 0]] == names[first]]
+            assert said[row] == pytest.approx([max(odds, default=0.0), sum(odds)])
