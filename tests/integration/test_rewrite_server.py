@@ -20,7 +20,7 @@ from cpa_core.redaction.suggestions import REDACT, WITHHOLD, apply_edits, panel_
 
 pytestmark = pytest.mark.integration
 
-N_FLAGGED = 30  # flagged documents searched; the first withheld ones are rewritten
+N_FLAGGED = 30  # flagged documents searched at a time, until N_REWRITTEN are to be withheld: those are rewritten
 N_REWRITTEN = 5  # about 6 s a rewrite on one core
 
 
@@ -38,11 +38,16 @@ def withheld(sample_paths):
     result = run_audit(documents, registry, attacker, config)
     texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
     cert = result.certificate(config.policy_confidence)
-    flagged = cert.split.table.doc_ids[cert.flags(config.policy)].astype(str)[:N_FLAGGED]
-    suggestions = suggest_redactions(result, attacker, registry, texts, doc_ids=flagged)
+    flagged = cert.split.table.doc_ids[cert.flags(config.policy)].astype(str)
+    to_withhold = []
+    for start in range(0, len(flagged), N_FLAGGED):  # until enough documents are to be withheld
+        chunk = suggest_redactions(result, attacker, registry, texts, doc_ids=flagged[start:start + N_FLAGGED])
+        to_withhold += [s for s in chunk if s.action == WITHHOLD]
+        if len(to_withhold) >= N_REWRITTEN:
+            break
     stored = PanelStoredRisk(panel_members(result, attacker), registry)
     target = reachable(config.policy, stored.linkage_floor)
-    return [s for s in suggestions if s.action == WITHHOLD][:N_REWRITTEN], stored, texts, target
+    return to_withhold[:N_REWRITTEN], stored, texts, target
 
 
 def test_a_rewrite_is_kept_exactly_when_safe_and_one_that_raises_risk_is_refused(withheld, make_client):
