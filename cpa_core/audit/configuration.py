@@ -142,8 +142,12 @@ class AuditConfig:
                               "the release protocol certifies every document, calibrated on all labelled documents")
         if self.flag_confidence is not None and confidence_label(self.flag_confidence) not in \
                 {confidence_label(c) for c in self.confidences}:
-            raise ConfigError(f"the flagging confidence {self.flag_confidence} is not among the audited levels "
-                              f"{[confidence_label(c) for c in self.confidences]}")
+            levels = [confidence_label(c) for c in self.confidences]
+            flag, lowest = confidence_label(self.flag_confidence), min(levels, key=exact_fraction)
+            both = " ".join(f"--confidence {level}" for level in sorted({*levels, flag}, key=exact_fraction))
+            raise ConfigError(f"the flagging confidence {flag} is not among the audited levels {levels}: flag at one "
+                              f"of them (--flag-confidence {lowest}, or flag_confidence = {lowest} in [audit]) or "
+                              f"audit {flag} too ({both}, or {flag} in [audit] confidence)")
         required = self.attacker.required_score
         if required and self.score != required:
             raise ConfigError(f"the attacker '{self.attacker.name}' scores candidates itself and needs "

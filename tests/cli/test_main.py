@@ -152,3 +152,15 @@ def test_a_stress_table_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     assert raised.value.filename == str(path) and raised.value.errno == errno.ENOSPC
     assert path.read_bytes() == before
     assert sorted(p.name for p in path.parent.iterdir()) == ["topk.csv"]
+
+
+def test_levels_that_leave_out_the_files_flagging_level_say_both_remedies_and_each_works(sample_paths, tmp_path,
+                                                                                         cli_inprocess):
+    """The sample's configuration flags at 90 %; --confidence 0.95 alone audits 95 % only: refused before any attack,
+    in one line naming both ways out, and each way out is a valid declaration."""
+    base = audit_args(sample_paths, tmp_path / "out", "--confidence", "0.95")
+    line = assert_one_line_error(cli_inprocess(*base), "the flagging confidence 0.9 is not among the audited levels "
+                                 "['0.95']", "--flag-confidence 0.95", "--confidence 0.9 --confidence 0.95")
+    assert "Traceback" not in line and not (tmp_path / "out").exists()
+    for remedy in (["--flag-confidence", "0.95"], ["--confidence", "0.9"]):
+        ok(cli_inprocess(*base, *remedy, "--dry-run"))
