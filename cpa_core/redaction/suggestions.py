@@ -53,6 +53,7 @@ from cpa_core.common.errors import DataError
 from cpa_core.io.reading import FORMATS, read_table
 from cpa_core.redaction.replacements import KINDS, STRATEGIES, Choice, GeneralizationTable, Replacer
 from cpa_core.report.evidence import panel_explainers
+from cpa_core.report.formatting import counted
 from cpa_core.report.worklist import risk_order
 
 if TYPE_CHECKING:
@@ -306,10 +307,11 @@ def _withhold_reason(search: _Search, policy: ReleasePolicy) -> str:
         member = risk.members[0] if isinstance(risk, PanelRisk) else risk
         left = " and ".join(_shortfall(member, policy)) or "it is still flagged"
     if not search.steps:
-        return (f"no redaction of its evidence lowers its risk ({len(search.rejected)} terms tried); {left}"
-                if search.rejected else f"the attacker's evidence offers nothing to redact; {left}")
-    return f"after redacting {len(search.steps)} terms, {left}" + (
-        f"; {len(search.rejected)} more terms would not lower its risk" if search.rejected else "")
+        return (f"no redaction of its evidence lowers its risk ({counted(len(search.rejected), 'term')} tried); "
+                f"{left}" if search.rejected else f"the attacker's evidence offers nothing to redact; {left}")
+    redacted = f"after redacting {counted(len(search.steps), 'term')} ({counted(len(search.edits), 'edit')}), {left}"
+    return redacted + (f"; {counted(len(search.rejected), 'more term')} would not lower its risk"
+                       if search.rejected else "")
 
 
 def search_redactions(documents: Sequence[tuple[object, str, str]], rescore: RescoreBatch, explainer: Explainer,

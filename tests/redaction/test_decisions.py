@@ -51,7 +51,7 @@ def suggestions():
     safe = Suggestion("a", Risk(2, 0.5, 0.6), Risk(12, 0.05, 0.1), (leeds, bingo), 11,
                       steps=(Step("leeds", Risk(6, 0.2, 0.3)), Step("bingo", Risk(12, 0.05, 0.1))))
     stuck = Suggestion("b", Risk(1, 0.7, 0.8), Risk(3, 0.4, 0.5), (Edit(19, 5, "Leeds", "[CITY]", "leeds"),), 11,
-                       action="withhold", reason="after redacting 1 terms, |C| = 3 < k = 11",
+                       action="withhold", reason="after redacting 1 term (1 edit), |C| = 3 < k = 11",
                        steps=(Step("leeds", Risk(3, 0.4, 0.5)),))
     return [safe, stuck]
 
@@ -61,7 +61,7 @@ def test_the_table_lists_every_edit_with_its_effect_and_a_row_to_withhold_what_n
     assert table[["doc_id", "action", "original", "source", "set_size_after", "accept"]].values.tolist() == [
         ["a", "edit", "Leeds", "suggested", 6, True], ["a", "edit", "bingo", "suggested", 12, True],
         ["b", "edit", "Leeds", "suggested", 3, True], ["b", "withhold", "", "suggested", 3, True]]
-    assert table.loc[3, "reason"].startswith("after redacting 1 terms") and table.loc[0, "linkage_after"] == 0.2
+    assert table.loc[3, "reason"].startswith("after redacting 1 term (1 edit)") and table.loc[0, "linkage_after"] == 0.2
     edits, withheld = accepted(table)
     assert [e.original for e in edits["a"]] == ["Leeds", "bingo"] and withheld == {"b"}
     table.loc[1, "accept"] = False  # the curator rejects "bingo" and keeps document b

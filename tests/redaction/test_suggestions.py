@@ -48,7 +48,7 @@ def test_greedy_removes_the_heaviest_term_everywhere_until_the_set_reaches_k():
     stuck = suggest("d2", text, fading, explainer, flag_below=11, strategy="delete")
     assert not stuck.reaches_k and {e.term for e in stuck.edits} == set(weights)
     assert all(e.replacement == "" for e in stuck.edits)
-    assert stuck.action == "withhold" and "after redacting 4 terms, |C| = 1 < k = 11" in stuck.reason
+    assert stuck.action == "withhold" and "after redacting 4 terms (5 edits), |C| = 1 < k = 11" in stuck.reason
     assert done.action == "redact" and done.reason == ""
     # whom the attacker names first is no stopping rule: the same search, whoever it names, ends where the set
     # reaches k; and an edit that only moves the first guess (onto the truth, maybe) without lowering the risk is
@@ -183,3 +183,16 @@ def test_between_two_edits_that_make_a_document_acceptable_the_one_that_keeps_mo
         return Rescored(Risk(size, None, 0.5), (0,))
     stepwise = suggest("d2", text, graded, explainer, flag_below=11)
     assert [e.original for e in stepwise.edits] == ["Washingtonian", "Ann"]
+
+
+def test_the_reason_to_withhold_counts_terms_and_edits_in_agreeing_words():
+    from cpa_core.redaction.suggestions import Step, _Search, _withhold_reason
+
+    policy = ReleasePolicy(flag_below=11)
+    stuck = Rescored(Risk(3, None, 0.5), (0,))
+    one = _Search("n", "d", "alpha beta", Risk(2, None, 0.6), stuck, edits=[Edit(0, 5, "alpha", "", "alpha")],
+                  steps=[Step("alpha", stuck.risk)], rejected=["beta"])
+    assert _withhold_reason(one, policy) == ("after redacting 1 term (1 edit), |C| = 3 < k = 11; 1 more term would "
+                                             "not lower its risk")
+    none = _Search("n", "d", "alpha beta", Risk(2, None, 0.6), stuck, rejected=["alpha"])
+    assert _withhold_reason(none, policy).startswith("no redaction of its evidence lowers its risk (1 term tried)")
