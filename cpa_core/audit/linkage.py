@@ -26,15 +26,15 @@ With enough labelled documents of both outcomes (:data:`MIN_CALIBRATING`, :data:
 model turns the description into one statistic, cross-fitted: the calibrating documents are cut into :data:`FOLDS`
 folds at random (the audit's seed), fold ``k``'s statistic is learned from the other folds' labels, and cross
 Venn-Abers (:func:`~cpa_core.conformal.venn_abers.cross_venn_abers`) calibrates it, so that no probability reads its
-own document's label. It is learned in two stages where the release's texts are known: a first stage from the
-description, then fold ``k``'s scorer from the description and what fold ``k``'s first stage says of the document's
-nearest documents that guess its first candidate first (:data:`NEIGHBOUR_STATISTICS`): two posts of one author
-that fall on the same candidate are linked or not together, and one of them may show it where the other cannot. Both
-stages of fold ``k`` are learned without fold ``k``'s labels, so fold ``k``'s calibration documents and any other
-document get their statistic alike, and the calibration holds. Each stage is learned from two thirds of the fold's
-training documents and checked on the third held out of its fit (:data:`HELD_OUT`): it keeps the certainty when the
-learned one does no better. With fewer labelled documents, the statistic is the certainty alone, calibrated by one
-inductive Venn-Abers fit.
+own document's label. It is learned in two stages: a first stage from the description, then fold ``k``'s scorer
+from the description and what fold ``k``'s first stage says of the release's other documents that guess the
+document's first candidate first, its nearest ones and all of them (:data:`NEIGHBOUR_STATISTICS`): two posts of one
+author that fall on the same candidate are linked or not together, and one of them may show it where the other
+cannot. Both stages of fold ``k`` are learned without fold ``k``'s labels, so fold ``k``'s calibration documents and
+any other document get their statistic alike, and the calibration holds. Each stage is learned from two thirds of
+the fold's training documents and checked on the third held out of its fit (:data:`HELD_OUT`): it keeps the
+certainty when the learned one does no better. With fewer labelled documents, the statistic is the certainty alone,
+calibrated by one inductive Venn-Abers fit.
 """
 
 from __future__ import annotations
@@ -286,12 +286,11 @@ class ReleaseContext:
             own = np.where(self.doc_ids[where] == ids, where, -1)
         return Neighbourhood(rows, similarities, agreeing, positions, own, self.listed[:, 0])
 
-    def neighbours(self, positions: np.ndarray, near: Neighbourhood) -> np.ndarray:
-        """What each document's nearest documents of the release (``near``) make of its first candidate
-        (``positions``: as a position in :attr:`ids`), the last five columns of :data:`FEATURES` (``nan`` without
-        nearest documents)."""
+    def neighbours(self, near: Neighbourhood) -> np.ndarray:
+        """What each document's nearest documents of the release (``near``) make of its first candidate, the last five
+        columns of :data:`FEATURES` (``nan`` without nearest documents)."""
+        positions, rows, similarities, agreeing = near.guesses, near.rows, near.similarities, near.agreeing
         out = np.full((positions.shape[0], 5), np.nan)
-        rows, similarities, agreeing = near.rows, near.similarities, near.agreeing
         found = rows >= 0
         safe = np.maximum(rows, 0)
         on_it = np.where(found & (positions >= 0)[:, None],
@@ -415,7 +414,7 @@ def attack_features(table: CandidateTable, context: ReleaseContext,
             out[:, 2] = np.log(first) - np.log(second)
             out[:, 4] = _entropy(table.weights, pools)
         out[:, 3] = second - third
-    positions = _positions(table, context.ids, 1)[:, 0]
+    positions = near.guesses
     known = positions >= 0
     out[known, 5] = context.firsts[positions[known]]
     out[known, 6] = context.shortlists[positions[known]]
@@ -426,7 +425,7 @@ def attack_features(table: CandidateTable, context: ReleaseContext,
     out[:, 9] = 2 * first - usual
     if table.queries is not None:
         out[:, 10] = np.log1p([len(query) for query in table.queries])
-    out[:, 11:16] = context.neighbours(positions, near)
+    out[:, 11:16] = context.neighbours(near)
     out[~np.isfinite(out)] = np.nan
     return out
 

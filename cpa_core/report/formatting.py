@@ -14,6 +14,7 @@ import pandas as pd
 
 from cpa_core.attack.registry import get_spec
 from cpa_core.audit.configuration import AuditConfig
+from cpa_core.audit.linkage import NEIGHBOUR_STATISTICS
 
 FLAGGED_COLOR = "#c0392b"
 SAFE_COLOR = "#2e86c1"
@@ -169,7 +170,7 @@ def linkage_method(description: dict) -> str:
     peers = description.get("peers") or []
     read = (f", and of its peers' attacks of the same document ({', '.join(peers)}: where they rank its first guess, "
             "their weight on it and their certainty)" if peers else "")
-    own = [name for name in description["features"] if ":" not in name and "first_stage" not in name]
+    own = [name for name in description["features"] if ":" not in name and name not in NEIGHBOUR_STATISTICS]
     neighbours = (", then what a first stage of the same kind, learned without the labels of the document's fold, "
                   "says of the release's other documents that guess the same first candidate, the nearest ones "
                   "and all of them")
