@@ -31,6 +31,7 @@ from cpa_core.audit.project import ProjectConfig, load_config, parse_config
 from cpa_core.audit.results import AuditResult
 from cpa_core.common.errors import ConfigError
 from cpa_core.io.candidate_scores import CandidateScores, read_candidate_scores
+from cpa_core.io.columns import free_text_lengths
 from cpa_core.io.reading import encoding_notes, read_table
 from cpa_core.io.tables import Documents, Registry, load_documents, load_registry
 from cpa_core.report.formatting import counted
@@ -64,10 +65,12 @@ def load_sample() -> DataSet:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def table_columns(data: bytes, name: str, encoding: str = "utf-8") -> tuple[list[str], int, tuple[str, ...]]:
-    """Column names, row count and encoding notes of an uploaded table (raises ``DataError`` if it is not one)."""
+def table_columns(data: bytes, name: str, encoding: str = "utf-8"
+                  ) -> tuple[list[str], int, tuple[str, ...], dict[str, float]]:
+    """Column names, row count, encoding notes and the free-text columns' mean lengths
+    (:func:`~cpa_core.io.columns.free_text_lengths`) of an uploaded table (raises ``DataError`` if it is not one)."""
     frame, _ = read_table(data, name, encoding=encoding)
-    return list(frame.columns), len(frame), encoding_notes(data, encoding, name)
+    return list(frame.columns), len(frame), encoding_notes(data, encoding, name), free_text_lengths(frame)
 
 
 @st.cache_data(show_spinner="Validating the documents…", max_entries=8)

@@ -13,6 +13,9 @@ from cpa_core.io.columns import (
     DOCUMENT_SYNONYMS,
     REGISTRY_ID,
     REGISTRY_SYNONYMS,
+    ROW_NUMBERED,
+    ROW_NUMBERING,
+    ROW_NUMBERS,
     check_columns,
     guess_columns,
     mapping_problems,
@@ -37,6 +40,7 @@ UPLOAD_TYPES = sorted({suffix.lstrip(".") for suffix in FORMATS})
 ROW_POLICIES = {"error": "Stop at the first invalid row (nothing is replaced)",
                 "drop": "Drop invalid rows and list them in the validation report"}
 NO_GROUP = "(no groups)"
+NUMBER_ROWS = "(number the rows: 1, 2, …)"
 ENCODING_HELP = ("How the file's text is encoded. UTF-8 is the usual one; files saved by Excel or older systems "
                  "are often Windows-1252 or Latin-1. A file that does not decode is refused, never read with "
                  "replaced characters.")
@@ -95,20 +99,23 @@ def current_data(data: DataSet) -> None:
         st.dataframe(data.registry.frame.head(50), hide_index=True, width="stretch", height=260)
 
 
-def column_choice(label: str, default: str | None, theirs: list[str], key: str, optional: bool = False) -> str | None:
-    options = ([NO_GROUP] if optional else []) + theirs
+def column_choice(label: str, default: str | None, theirs: list[str], key: str, optional: bool = False,
+                  numbered: bool = False) -> str | None:
+    """A file column for one of ours (``numbered``: or :data:`ROW_NUMBERS`, the rows numbered, never preselected)."""
+    options = ([NO_GROUP] if optional else []) + ([ROW_NUMBERS] if numbered else []) + theirs
     default = default if default is not None else (NO_GROUP if optional else None)
+    labels = {**{option: option for option in options}, ROW_NUMBERS: NUMBER_ROWS}
     choice = st.selectbox(label, options, index=None if default is None else options.index(default), key=key,
-                          placeholder="choose a column")
+                          placeholder="choose a column", format_func=labels.get)
     return None if choice in (None, NO_GROUP) else choice
 
 
 def file_columns(uploaded, column, kind: str, synonyms: dict,
-                 required: tuple[str, ...]) -> tuple[list[str] | None, str]:
-    """The uploaded table's columns (``None``: nothing uploaded; ``[]``: not usable as it is, said on the page)
-    and the encoding chosen for it."""
+                 required: tuple[str, ...]) -> tuple[list[str] | None, str, dict[str, float]]:
+    """The uploaded table's columns (``None``: nothing uploaded; ``[]``: not usable as it is, said on the page),
+    the encoding chosen for it and its free-text columns' mean lengths."""
     if uploaded is None:
-        return None, "utf-8"
+        return None, "utf-8", {}
     data = uploaded.getvalue()
     encoding = "utf-8"
     if FORMATS.get(Path(uploaded.name).suffix.lower()) != "parquet":  # Parquet text is always UTF-8
@@ -116,43 +123,55 @@ def file_columns(uploaded, column, kind: str, synonyms: dict,
                                     key=f"upload.{kind}.encoding", help=ENCODING_HELP)
     with column:
         try:
-            columns, rows, notes = table_columns(data, uploaded.name, encoding)
-            if len(columns) < len(required):  # no mapping can supply every required column: say which is missing
-                guess = guess_columns(columns, synonyms)
-                check_columns(uploaded.name, columns, {ours: guess[ours] for ours in required if guess[ours]}, required)
+            columns, rows, notes, lengths = table_columns(data, uploaded.name, encoding)
+            from_file = [ours for ours in required if ours not in ROW_NUMBERED]  # the others may be row numbers
+            if len(columns) < len(from_file):  # no mapping can supply every required column: say which is missing
+                guess = guess_columns(columns, synonyms, lengths)
+                check_columns(uploaded.name, columns, {ours: guess[ours] for ours in from_file if guess[ours]},
+                              from_file)
         except EncodingError as error:
             show_error(error.with_hint("choose the file's encoding in the Encoding box above"))
             st.markdown("Words with accented or special characters as each encoding reads them; choose the "
                         "encoding whose column looks right:")
             st.dataframe(encoding_preview(data).fillna("(does not decode)").rename(columns=ENCODINGS),
                          hide_index=True)
-            return [], encoding
+            return [], encoding, {}
         except CPAError as error:
             show_error(error)
-            return [], encoding
+            return [], encoding, {}
         st.caption(f"{rows:,} rows; columns: {plain(', '.join(columns))}")
         for note in notes:
             st.warning(plain(note), icon=":material/warning:")
-    return columns, encoding
+    return columns, encoding, lengths
 
 
-def mapping_form(column, kind: str, columns: list[str], synonyms: dict, required: tuple[str, ...]):
-    """A file column for each of ours, guesses preselected: the mapping ``{ours: theirs or None}`` and whether it
-    can be loaded. Captions say what was guessed and what is missing."""
+def mapping_form(column, kind: str, columns: list[str], lengths: dict[str, float], synonyms: dict,
+                 required: tuple[str, ...]):
+    """A file column for each of ours, guesses preselected (from the column names, and the text column from the
+    columns' content when no name gives it); the rows numbered on request for an id: the mapping ``{ours: theirs
+    or None}`` and whether it can be loaded. Captions say what was guessed and what is missing."""
     marker = f"upload.{kind}.mapped_columns"
     if value_changed(marker, columns):  # another file: forget the choices made for the previous one
         forget_widgets(f"map.{kind}.")
-    guess = guess_columns(columns, synonyms)
+    by_name = guess_columns(columns, synonyms)
+    guess = guess_columns(columns, synonyms, lengths)
     mapping = {}
     with column:
         for ours in synonyms:
             optional = ours not in required
             label = f"Column holding the {ours} (optional)" if optional else f"Column holding '{ours}'"
-            mapping[ours] = column_choice(label, guess[ours], columns, key=f"map.{kind}.{ours}", optional=optional)
-        guessed = [f"{ours} = {theirs}" for ours, theirs in mapping.items()
-                   if theirs is not None and theirs == guess[ours] and theirs != ours]
-        if guessed:
-            st.caption(f"{plain(', '.join(guessed))}: guessed from the column names; check")
+            mapping[ours] = column_choice(label, guess[ours], columns, key=f"map.{kind}.{ours}", optional=optional,
+                                          numbered=ours in ROW_NUMBERED)
+        guessed = {ours: theirs for ours, theirs in mapping.items()
+                   if theirs is not None and theirs == guess[ours] and theirs != ours}
+        for how, names in (("the column names", [o for o in guessed if guessed[o] == by_name[o]]),
+                           ("the columns' content (the longest free text)",
+                            [o for o in guessed if guessed[o] != by_name[o]])):
+            if names:
+                said = ", ".join(f"{ours} = {guessed[ours]}" for ours in names)
+                st.caption(f"{plain(said)}: guessed from {how}; check")
+        for ours in [o for o, theirs in mapping.items() if theirs == ROW_NUMBERS]:
+            st.caption(plain(f"{ours}: {ROW_NUMBERING}; the audit records it"))
         problems = mapping_problems(mapping, required)
         if problems:
             st.caption(plain(f"Cannot load yet: {'; '.join(problems)}."))
@@ -166,26 +185,26 @@ def upload_form(data: DataSet | None) -> None:
                 "current registry, or both.")
     left, right = st.columns(2)
     documents_file = left.file_uploader("Released documents", type=UPLOAD_TYPES, key="upload.documents",
-                                        help="Columns: a document id, the released text, the true identity id, and "
-                                             "optionally a group (e.g. the release mechanism).")
+                                        help="Columns: a document id (or none: number the rows), the released text, the "
+                                             "true identity id, and optionally a group (e.g. the release mechanism).")
     registry_file = right.file_uploader("Profile registry", type=UPLOAD_TYPES, key="upload.registry",
                                         help="Columns: an identity id and any profile fields the attacker may know.")
     config_file = st.file_uploader("Audit configuration (optional TOML: knowledge levels and defaults)", type=["toml"],
                                    key="upload.config")
     mapping_documents, mapping_registry, group_column = {}, {}, None
-    documents_columns, documents_encoding = file_columns(documents_file, left, "documents", DOCUMENT_SYNONYMS,
-                                                          DOCUMENT_COLUMNS)
-    registry_columns, registry_encoding = file_columns(registry_file, right, "registry", REGISTRY_SYNONYMS,
-                                                        (REGISTRY_ID,))
+    documents_columns, documents_encoding, documents_lengths = file_columns(documents_file, left, "documents",
+                                                                             DOCUMENT_SYNONYMS, DOCUMENT_COLUMNS)
+    registry_columns, registry_encoding, registry_lengths = file_columns(registry_file, right, "registry",
+                                                                          REGISTRY_SYNONYMS, (REGISTRY_ID,))
     ready = documents_columns != [] and registry_columns != []
     if documents_columns:
-        mapping_documents, complete = mapping_form(left, "documents", documents_columns, DOCUMENT_SYNONYMS,
-                                                   DOCUMENT_COLUMNS)
+        mapping_documents, complete = mapping_form(left, "documents", documents_columns, documents_lengths,
+                                                   DOCUMENT_SYNONYMS, DOCUMENT_COLUMNS)
         group_column = mapping_documents.pop("group")
         ready = ready and complete
     if registry_columns:
-        mapping_registry, complete = mapping_form(right, "registry", registry_columns, REGISTRY_SYNONYMS,
-                                                  (REGISTRY_ID,))
+        mapping_registry, complete = mapping_form(right, "registry", registry_columns, registry_lengths,
+                                                  REGISTRY_SYNONYMS, (REGISTRY_ID,))
         ready = ready and complete
     on_invalid = st.radio("Invalid rows (missing or duplicate ids, empty text)", list(ROW_POLICIES),
                           format_func=ROW_POLICIES.get, key="upload.on_invalid", horizontal=True)

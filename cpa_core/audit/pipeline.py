@@ -25,6 +25,7 @@ from cpa_core.attack.candidates import CandidateTable
 from cpa_core.common.errors import ConfigError
 from cpa_core.common.progress import Progress
 from cpa_core.conformal.calibration import calibrate
+from cpa_core.io.columns import ROW_NUMBERING, ROW_NUMBERS
 from cpa_core.io.knowledge import KnowledgeLevel
 from cpa_core.io.split import split_indices
 from cpa_core.io.tables import Documents, Registry, registry_share
@@ -50,6 +51,8 @@ def input_facts(documents: Documents | None, registry: Registry, scores: Candida
             info["dropped_rows"] = len(table.report.rejected)
         if table.columns:
             info["columns"] = dict(table.columns)
+        if ROW_NUMBERS in table.columns.values():  # the ids are no column of the file: say what they are
+            info["doc_ids"] = ROW_NUMBERING
         if table.encoding != "utf-8":
             info["encoding"] = table.encoding
         out[role] = info

@@ -50,6 +50,7 @@ from cpa_core.audit.panel import PanelResult
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.rescoring import PanelRisk, PanelStoredRisk, Rescored, Risk, joined
 from cpa_core.common.errors import DataError
+from cpa_core.io.columns import ROW_NUMBERS, row_numbers
 from cpa_core.io.reading import FORMATS, read_table
 from cpa_core.redaction.replacements import KINDS, STRATEGIES, Choice, GeneralizationTable, Replacer
 from cpa_core.report.evidence import panel_explainers
@@ -629,14 +630,19 @@ def decided_frame(frame: pd.DataFrame, edits: Mapping[str, Sequence[Edit]], with
 def redacted_file(source, documents: Documents, edits: Mapping[str, Sequence[Edit]],
                   withheld: Collection[str] = ()) -> tuple[str, bytes]:
     """The release with the edits applied (doc id -> its edits) and the ``withheld`` documents left out, in the
-    input's format, encoding and columns: its file name (:func:`redacted_name`) and bytes. ``source`` is the input
-    file's path, or its bytes as read (named by ``documents.file``)."""
+    input's format, encoding and columns (and a ``doc_id`` column first when its rows were numbered, holding the
+    numbers): its file name (:func:`redacted_name`) and bytes. ``source`` is the input file's path, or its bytes as
+    read (named by ``documents.file``)."""
     if isinstance(source, (bytes, bytearray)):
         data, name = bytes(source), str(documents.file)
     else:
         data, name = Path(source), str(source)
     frame, _ = read_table(data, name, encoding=documents.encoding)
     columns = {"doc_id": "doc_id", "text": "text", **dict(documents.columns)}
+    if columns["doc_id"] == ROW_NUMBERS:  # withheld rows would renumber the rest: the release keeps its ids
+        frame = frame.drop(columns="doc_id", errors="ignore")
+        frame.insert(0, "doc_id", row_numbers(len(frame)))
+        columns["doc_id"] = "doc_id"
     frame = decided_frame(frame, edits, withheld, columns["doc_id"], columns["text"])
     kind = FORMATS.get(Path(name).suffix.lower(), "csv")
     if kind == "parquet":

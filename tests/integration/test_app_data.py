@@ -1,5 +1,6 @@
-"""The Data page under Streamlit's AppTest: the column mapping guessed from the column names, the load button
-held until every required column is mapped, and files in Latin-1 or Windows-1252."""
+"""The Data page under Streamlit's AppTest: the column mapping guessed from the column names (the text column from
+the content when no name says it), the load button held until every required column is mapped, a release without
+ids numbered when the curator asks, and files in Latin-1 or Windows-1252."""
 
 from __future__ import annotations
 
@@ -66,14 +67,14 @@ def test_obvious_columns_are_guessed_said_and_loaded(sample_paths):
 
 
 def test_the_load_button_waits_for_every_required_column(sample_paths):
-    at = upload(data_page(), "upload.documents", "notes.csv", documents_csv(("doc", "words", "subject")))
-    assert choices(at, "documents")["text"] is None
+    at = upload(data_page(), "upload.documents", "notes.csv", documents_csv(("doc", "words", "who")))
+    assert choices(at, "documents")["identity_id"] is None
     assert at.button(key="upload.load").disabled
-    assert "Cannot load yet: no column chosen for 'text'" in captions(at)
-    at.selectbox(key="map.documents.text").set_value("doc").run()  # the same column twice
+    assert "Cannot load yet: no column chosen for 'identity_id'" in captions(at)
+    at.selectbox(key="map.documents.identity_id").set_value("doc").run()  # the same column twice
     assert at.button(key="upload.load").disabled
-    assert "the column 'doc' is chosen for both 'doc_id' and 'text'" in captions(at)
-    at.selectbox(key="map.documents.text").set_value("words").run()
+    assert "the column 'doc' is chosen for both 'doc_id' and 'identity_id'" in captions(at)
+    at.selectbox(key="map.documents.identity_id").set_value("who").run()
     assert not at.button(key="upload.load").disabled and "Cannot load yet" not in captions(at)
     at.button(key="upload.load").click().run()
     assert not at.error, [shown(e) for e in at.error]
@@ -82,7 +83,9 @@ def test_the_load_button_waits_for_every_required_column(sample_paths):
 
 def test_a_new_file_gets_fresh_guesses(sample_paths):
     at = upload(data_page(), "upload.documents", "a.csv", documents_csv(("a", "b", "c")))
-    assert set(choices(at, "documents").values()) == {None, "(no groups)"}
+    # no name is recognised; the text column is guessed from the content
+    assert choices(at, "documents") == {"doc_id": None, "text": "b", "identity_id": None, "group": "(no groups)"}
+    assert "text = b: guessed from the columns' content (the longest free text); check" in captions(at)
     assert at.button(key="upload.load").disabled
     upload(at, "upload.documents", "b.csv", documents_csv(("id", "text", "person_id")))
     assert choices(at, "documents") == {"doc_id": "id", "text": "text", "identity_id": "person_id",
@@ -91,10 +94,11 @@ def test_a_new_file_gets_fresh_guesses(sample_paths):
 
 
 def test_a_file_with_too_few_columns_is_refused_with_its_columns(sample_paths):
-    at = upload(data_page(), "upload.documents", "docs.csv", b"doc,note\nD1,a note\n")
+    """Row numbers may give the ids, never the text or the identity: one column is too few."""
+    at = upload(data_page(), "upload.documents", "docs.csv", b"note\na note\n")
     errors = " ".join(shown(e) for e in at.error)
-    assert "required column 'identity_id' is missing" in errors and "found columns ['doc', 'note']" in errors
-    assert "mapping used: doc_id = 'doc', text = 'note'" in errors
+    assert "required column 'identity_id' is missing" in errors and "found columns ['note']" in errors
+    assert "mapping used: text = 'note'" in errors
     assert at.button(key="upload.load").disabled
 
 
@@ -123,3 +127,34 @@ def test_a_utf8_file_declared_latin1_is_warned_about(sample_paths):
     assert not at.error and not at.warning
     at.selectbox(key="upload.documents.encoding").set_value("latin-1").run()
     assert any("also valid UTF-8" in shown(w) for w in at.warning)
+
+
+def blog_csv() -> bytes:
+    """A release as a blog archive exports it: who wrote each post and the post, no document id."""
+    frame = pd.DataFrame({"author": ["P0001", "P0002", "P0003"],
+                          "post": ["went hiking with the dog again today", "my sister visited from the coast",
+                                   "new recipe for the bakery stall"]})
+    return frame.to_csv(index=False).encode()
+
+
+def test_a_release_without_ids_is_numbered_on_request(sample_paths):
+    at = upload(data_page(), "upload.documents", "blog.csv", blog_csv())
+    assert not at.error, [shown(e) for e in at.error]
+    assert choices(at, "documents") == {"doc_id": None, "text": "post", "identity_id": "author",
+                                        "group": "(no groups)"}  # never numbered unasked
+    said = captions(at)
+    assert "text = post, identity_id = author: guessed from the column names; check" in said
+    assert "no column chosen for 'doc_id' (a file without doc_ids: number the rows)" in said
+    assert at.button(key="upload.load").disabled
+    doc_id = at.selectbox(key="map.documents.doc_id")
+    assert doc_id.options[0] == "(number the rows: 1, 2, …)"
+    doc_id.set_value("<row number>").run()
+    assert "doc_id: the row number of each document in its file: 1 for the first data row, the header excluded" \
+        in captions(at)
+    at.button(key="upload.load").click().run()
+    assert not at.exception and not at.error, [shown(e) for e in at.error]
+    documents = at.session_state["cpa.data"].documents
+    assert documents.frame["doc_id"].tolist() == ["1", "2", "3"]
+    assert documents.frame["identity_id"].tolist() == ["P0001", "P0002", "P0003"]
+    assert documents.frame["text"].tolist()[0] == "went hiking with the dog again today"
+    assert dict(documents.columns) == {"doc_id": "<row number>", "text": "post", "identity_id": "author"}

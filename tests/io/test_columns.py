@@ -1,5 +1,6 @@
-"""Which column holds what (cpa_core.io.columns): a declared mapping applied, columns guessed from their names,
-and every missing-column message listing the file's real columns and the mapping used."""
+"""Which column holds what (cpa_core.io.columns): a declared mapping applied, columns guessed from their names (the
+text column from the content when no name says it), a release without ids numbered on request, and every
+missing-column message listing the file's real columns and the mapping used."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from hypothesis import strategies as hst
 from table_files import DOCS_HEADER, check, write_bytes
 
 from cpa_core.common.errors import DataError
-from cpa_core.io.columns import DOCUMENT_SYNONYMS, REGISTRY_SYNONYMS, check_columns, guess_columns, mapping_problems
+from cpa_core.io.columns import (
+    DOCUMENT_SYNONYMS,
+    REGISTRY_SYNONYMS,
+    ROW_NUMBERS,
+    check_columns,
+    free_text_lengths,
+    guess_columns,
+    mapping_problems,
+)
 from cpa_core.io.tables import load_documents, load_registry
 
 # --------------------------------------------------------------------------------------------- a declared mapping
@@ -196,3 +205,123 @@ def test_check_columns_is_what_the_loader_checks():
     check(info.value, "d.csv", "required column 'doc_id' is missing", "found columns ['a', 'b']")
     check_columns("d.csv", ["a", "b", "c"], {"doc_id": "a", "text": "b", "identity_id": "c"},
                   ("doc_id", "text", "identity_id"))
+
+
+# ------------------------------------------------------------------------ a release without ids: rows numbered
+
+BLOG = b"author,post\nA,went hiking with the dog again today\nB,my sister visited from the coast\n" \
+       b"A,new recipe for the bakery stall\n"
+
+
+def test_a_release_without_ids_is_numbered_when_asked(tmp_path):
+    path = write_bytes(tmp_path, "blog.csv", BLOG)
+    loaded = load_documents(path, columns={"doc_id": ROW_NUMBERS, "text": "post", "identity_id": "author"})
+    assert loaded.frame["doc_id"].tolist() == ["1", "2", "3"]  # data rows from 1, the header excluded
+    assert loaded.frame["identity_id"].tolist() == ["A", "B", "A"]
+    assert loaded.frame["text"].tolist()[1] == "my sister visited from the coast"
+    assert dict(loaded.columns) == {"doc_id": ROW_NUMBERS, "text": "post", "identity_id": "author"}
+
+
+def test_row_numbers_are_those_of_the_file_when_invalid_rows_are_dropped(tmp_path):
+    path = write_bytes(tmp_path, "blog.jsonl", b'{"author": "A", "post": "first post"}\n\n'
+                                               b'{"author": "B", "post": ""}\n{"author": "C", "post": "third post"}\n')
+    loaded = load_documents(path, columns={"doc_id": ROW_NUMBERS, "text": "post", "identity_id": "author"},
+                            on_invalid="drop")
+    assert loaded.frame["doc_id"].tolist() == ["1", "3"]  # row 2 (empty text) dropped; a blank line is no row
+    assert [(r.row, r.column) for r in loaded.report.rejected] == [(2, "text")]
+
+
+def test_a_release_without_ids_is_refused_unasked_naming_file_columns_and_remedy(tmp_path):
+    path = write_bytes(tmp_path, "blog.csv", BLOG)
+    with pytest.raises(DataError) as info:
+        load_documents(path, columns={"text": "post", "identity_id": "author"})
+    check(info.value, str(path), "required column 'doc_id' is missing", "found columns ['author', 'post']",
+          "map one of the file's columns to doc_id", "number its rows 1, 2, …", "--number-rows",
+          'doc_id = "<row number>" in [columns.documents]')
+    assert info.value.column == "doc_id"
+    with pytest.raises(DataError) as info:  # no mapping at all: the same remedy
+        load_documents(path)
+    check(info.value, "required column 'doc_id' is missing", "--number-rows")
+
+
+def test_a_missing_text_column_is_not_offered_row_numbers(tmp_path):
+    path = write_bytes(tmp_path, "blog.csv", BLOG)
+    with pytest.raises(DataError) as info:
+        load_documents(path, columns={"doc_id": ROW_NUMBERS, "identity_id": "author"})
+    check(info.value, "required column 'text' is missing", "mapping used: doc_id = the row numbers, identity_id = "
+          "'author'")
+    assert "--number-rows" not in str(info.value)
+
+
+def test_row_numbers_give_only_an_id_and_never_shadow_a_column_of_that_name(tmp_path):
+    path = write_bytes(tmp_path, "blog.csv", BLOG)
+    with pytest.raises(DataError) as info:
+        load_documents(path, columns={"doc_id": ROW_NUMBERS, "text": ROW_NUMBERS, "identity_id": "author"})
+    check(info.value, str(path), "row numbers can give only 'doc_id', not 'text'")
+    with pytest.raises(DataError) as info:
+        load_registry(write_bytes(tmp_path, "people.csv", b"town\nYork\n"), columns={"identity_id": ROW_NUMBERS})
+    check(info.value, "row numbers can give only 'doc_id', not 'identity_id'")
+    odd = write_bytes(tmp_path, "odd.csv", b"<row number>,post,author\nx,a post,A\n")
+    with pytest.raises(DataError) as info:
+        load_documents(odd, columns={"doc_id": ROW_NUMBERS, "text": "post", "identity_id": "author"})
+    check(info.value, str(odd), "a column named '<row number>'")
+
+
+def test_row_numbers_replace_an_id_column_the_curator_chose_not_to_use(tmp_path):
+    path = write_bytes(tmp_path, "d.csv", b"doc_id,text,identity_id\nX,a note,A\nX,b note,B\n")  # duplicate ids
+    loaded = load_documents(path, columns={"doc_id": ROW_NUMBERS})
+    assert loaded.frame["doc_id"].tolist() == ["1", "2"]
+
+
+def test_the_form_says_how_to_give_a_missing_id():
+    assert mapping_problems({"doc_id": None, "text": "b", "identity_id": "c"}, ("doc_id", "text", "identity_id")) \
+        == ["no column chosen for 'doc_id' (a file without doc_ids: number the rows)"]
+    assert mapping_problems({"doc_id": ROW_NUMBERS, "text": "b", "identity_id": "c"},
+                            ("doc_id", "text", "identity_id")) == []
+
+
+# ------------------------------------------------------------------------ the text column guessed from the content
+
+def blog_frame(**columns) -> pd.DataFrame:
+    return pd.DataFrame({"author": ["A", "B", "A"], "score": ["12", "7.5", "130"],
+                         "title": ["Dogs", "A visit", "Baking"],
+                         "entrytext": ["went hiking with the dog again today", "my sister visited from the coast",
+                                       "new recipe for the bakery stall"], **columns})
+
+
+def test_the_text_column_is_guessed_from_the_content_for_a_name_no_synonym_knows():
+    frame = blog_frame()
+    lengths = free_text_lengths(frame)
+    assert guess_columns(frame.columns, DOCUMENT_SYNONYMS)["text"] is None  # the name says nothing
+    assert guess_columns(frame.columns, DOCUMENT_SYNONYMS, lengths) == {
+        "doc_id": None, "text": "entrytext", "identity_id": "author", "group": None}
+
+
+def test_the_guess_from_content_never_takes_a_column_already_mapped():
+    # the longest free text is in a column whose name says it is the subject: it stays the subject's
+    frame = pd.DataFrame({"subject": ["the long-winded person of the first row", "another wordy person here"],
+                          "words": ["short one", "two words"]})
+    guess = guess_columns(frame.columns, DOCUMENT_SYNONYMS, free_text_lengths(frame))
+    assert guess["identity_id"] == "subject" and guess["text"] == "words"
+
+
+def test_numeric_ids_and_one_word_codes_are_never_guessed_as_text():
+    frame = pd.DataFrame({"amount": ["123456789012345678901234567890", "98765432109876543210", "1e5"],
+                          "code": ["a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "f" * 40, "0" * 36],
+                          "count": [3, 14, 159], "label": ["x y", "y z", "z w"]})
+    lengths = free_text_lengths(frame)
+    assert set(lengths) == {"label"}
+    assert guess_columns(["amount", "code", "count"], DOCUMENT_SYNONYMS,
+                         free_text_lengths(frame[["amount", "code", "count"]]))["text"] is None
+
+
+def test_a_name_that_says_text_wins_over_the_content_and_a_tie_is_no_guess():
+    frame = blog_frame(body=["hi", "yo", "ok"])
+    assert guess_columns(frame.columns, DOCUMENT_SYNONYMS, free_text_lengths(frame))["text"] == "body"
+    tied = pd.DataFrame({"a": ["one two", "three four"], "b": ["five six", "seven eig"]})  # 8.5 each
+    assert guess_columns(tied.columns, DOCUMENT_SYNONYMS, free_text_lengths(tied))["text"] is None
+
+
+@pytest.mark.parametrize("name", ["post", "Entry", "comment", "review", "Tweet"])
+def test_blog_and_review_columns_are_text_by_their_names(name):
+    assert guess_columns(["author", name], DOCUMENT_SYNONYMS)["text"] == name
