@@ -411,9 +411,11 @@ def report_charts(charts: report_html.ReportCharts) -> tuple[str, list[str]]:
 
 
 def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd.DataFrame, manifest: dict,
-                       generated_at: datetime | None = None, for_print: bool = False) -> str:
+                       generated_at: datetime | None = None, for_print: bool = False,
+                       texts: Mapping[str, str] | None = None) -> str:
     """The dashboard's certificate report: :func:`cpa_core.report.html.certificate_report` with interactive
     plotly charts on screen (:func:`report_charts`); the print version (``for_print=True``, the PDF's source) is
     the core's, with static SVG charts and no script."""
     return report_html.certificate_report(result, curve=curve, worklist=worklist, manifest=manifest,
-                                          generated_at=generated_at, for_print=for_print, charts=report_charts)
+                                          generated_at=generated_at, for_print=for_print, charts=report_charts,
+                                          texts=texts)

@@ -22,14 +22,13 @@ from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.rescoring import StoredRisk
 from cpa_core.audit.results import Certificate
 from cpa_core.common.errors import CPAError, DataError
-from cpa_core.io.tables import Documents
 from cpa_core.redaction.decisions import (
     CURATOR,
     accepted,
     curator_rows,
-    decisions_summary,
     decisions_table,
     redacted_config,
+    redaction_lineage,
     typed,
 )
 from cpa_core.redaction.suggestions import (
@@ -42,6 +41,7 @@ from cpa_core.redaction.suggestions import (
     suggest_redactions,
 )
 from cpa_core.redaction.utility import ReleaseUtility, packaged_embedder, release_utility
+from cpa_core.report.metrics import first_guess_figures
 from cpa_core.store.reopen import declared_attacker
 from cpa_ui.analysis import row_of
 from cpa_ui.attackers import declare_panel
@@ -89,10 +89,6 @@ def reaudit_attacker(run: AuditRun, data: DataSet, threat, scores) -> Attacker:
     return declared_attacker(run.result.config, data.registry)
 
 
-def texts_of(documents: Documents) -> dict[str, str]:
-    return dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"].astype(str)))
-
-
 @st.cache_data(show_spinner="Finding the fewest words whose redaction makes this document acceptable…",
                max_entries=256)
 def document_suggestion(key: str, doc_id: str, strategy: str, confidence: float, policy: ReleasePolicy,
@@ -100,9 +96,9 @@ def document_suggestion(key: str, doc_id: str, strategy: str, confidence: float,
                         ) -> Suggestion | None:
     """The suggested redaction of one flagged document, by the search the Redact page runs (``deny``: words never
     redacted; ``share``: of its function words); ``None`` when the attacker cannot explain its matches."""
-    found = suggest_redactions(_run.result, _run.attacker, _data.registry, texts_of(_data.documents),
+    found = suggest_redactions(_run.result, _run.attacker, _data.registry, _data.documents.texts(),
                                policy=policy, confidence=confidence, strategy=strategy, doc_ids=[doc_id], deny=deny,
-                               function_words=function_words(texts_of(_data.documents).values(), share))
+                               function_words=function_words(_data.documents.texts().values(), share))
     return found[0] if found else None
 
 
@@ -256,14 +252,16 @@ def reaudit(review: Review, threat, scores) -> Review:
     policy, calibrated on the redacted release, recording what it was redacted from and what it keeps) and that
     release's utility."""
     before = review.before
-    utility = release_utility(texts_of(review.data.documents), *accepted(review.table), packaged_embedder())
+    utility = release_utility(review.data.documents.texts(), *accepted(review.table), packaged_embedder())
     after_data = redacted_data(review.data, review.table)
     attacker = reaudit_attacker(before, review.data, threat, scores)
     run = audit_run(after_data, redacted_config(before.result.config, after_data.documents.frame), attacker,
                     label=f"{before.label} · redacted" + (f" from audit {before.audit_id}" if before.audit_id else ""))
-    lineage = {"from_audit": before.audit_id, "from_config_id": before.result.config.config_id,
-               "decisions": decisions_summary(review.table, before.result.config.config_id),
-               "kept": utility.summary()}
+    attacker_figures = {"attacker": before.result.config.attacker.name, "held_out": False,
+                        "before": first_guess_figures(before.result), "after": first_guess_figures(run.result)}
+    lineage = redaction_lineage(before.result.inputs.get("documents") or {}, before.result.config.config_id,
+                                review.table, from_audit=before.audit_id, attackers=[attacker_figures],
+                                kept=utility.summary())
     return replace(review, after=replace(run, result=run.result.with_inputs(redaction=lineage)), after_data=after_data,
                    utility=utility)
 

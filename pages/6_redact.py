@@ -44,7 +44,6 @@ from cpa_ui.redaction import (
     review_rows,
     rewrite_endpoint,
     strategy_label,
-    texts_of,
     with_decisions,
     with_search,
     with_ticks,
@@ -156,7 +155,7 @@ if not searched or not review.complete:
             if rewrite:
                 rewriter = Rewriter(make_llm_client(endpoint, purpose="The LLM rewrite"), seed=result.config.seed,
                                     max_documents=int(most))
-            table, found = proposed_decisions(result, run.attacker, data.registry, texts_of(data.documents),
+            table, found = proposed_decisions(result, run.attacker, data.registry, data.documents.texts(),
                                               policy=policy, confidence=confidence, strategy=strategy, deny=deny,
                                               allow=allow, common_share=float(common) or None, progress=progress,
                                               rewriter=rewriter)
@@ -212,7 +211,7 @@ columns[2].metric("To withhold", f"{len(withheld):,}", help="Documents no safe r
 columns[3].metric("Edits accepted", f"{int((is_edit & table['accept']).sum()):,} of {int(is_edit.sum()):,}")
 characters = [sum(e.length for e in document) for document in edits_of.values()]
 columns[4].metric("Characters per edited doc (median)", f"{int(np.median(characters)) if characters else 0:,}")
-kept_now = release_utility(texts_of(data.documents), edits_of, withheld).summary()
+kept_now = release_utility(data.documents.texts(), edits_of, withheld).summary()
 st.caption(f"Kept as accepted now: {kept_text(kept_now)}. The meaning each edited text keeps is scored when the "
            "redacted release is audited below.")  # figures only
 what_if_section(release_what_if(result, review.suggestions, policy, confidence), "redact", True)
@@ -244,7 +243,7 @@ last.download_button("Download the edit log (JSON)",
                      json.dumps(redaction_log(result.config, strategy, review.suggestions, policy, confidence,
                                               decisions=table, deny=deny, allow=allow,
                                               common_share=float(common) or None,
-                                              function_words=function_words(texts_of(data.documents).values(),
+                                              function_words=function_words(data.documents.texts().values(),
                                                                             float(common) or None),
                                               rewrite=review.rewrite), indent=2, ensure_ascii=False),
                      file_name="redactions.json", mime="application/json", icon=":material/download:",

@@ -120,12 +120,12 @@ def audit_exports(run: AuditRun, in_panel: bool) -> None:
                        for line in jsonl_lines(records(result, name, work=work))).encode("utf-8")
 
     def report_html() -> bytes:
-        return certificate_report(result, curve=curve(run.key, result), worklist=work,
-                                  manifest=audit_manifest).encode("utf-8")
+        return certificate_report(result, curve=curve(run.key, result), worklist=work, manifest=audit_manifest,
+                                  texts=data.documents.texts()).encode("utf-8")
 
     def report_pdf_bytes() -> bytes:
         return report_pdf(certificate_report(result, curve=curve(run.key, result), worklist=work,
-                                             manifest=audit_manifest, for_print=True))
+                                             manifest=audit_manifest, for_print=True, texts=data.documents.texts()))
 
     verdict = release_verdict(summarize(result, [confidence]), confidence)
     show_verdict = st.success if verdict.status == "release" else st.warning  # a page's errors are the app's own

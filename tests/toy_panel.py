@@ -10,7 +10,10 @@ from cpa_core.audit.configuration import AuditConfig
 from cpa_core.audit.panel import PanelResult, panel_config_id
 from cpa_core.audit.pipeline import run_audit
 
-REDACTION = {"held_out": "bm25", "source_config_id": "abc123def456",
+REDACTION = {"held_out": "bm25", "source_config_id": "abc123def456", "from_audit": None,
+             "source": {"file": "ward<b>7</b>.csv", "sha256": "f" * 64, "rows": 120},
+             "counts": {"withheld": 7, "edited": 30, "untouched": 83, "edits": 52, "characters": 410},
+             "decisions": {"sha256": "d" * 64},
              "attackers": [{"attacker": "tfidf", "held_out": False,
                             "before": {"first_guess": 0.31, "low": 0.27, "high": 0.35, "n": 500},
                             "after": {"first_guess": 0.06, "low": 0.04, "high": 0.09, "n": 480}},
@@ -19,8 +22,9 @@ REDACTION = {"held_out": "bm25", "source_config_id": "abc123def456",
                             "after": {"first_guess": 0.05, "low": 0.03, "high": 0.08, "n": 480}},
                            {"attacker": "bm25", "held_out": True, "before": None,
                             "after": {"first_guess": 0.08, "low": 0.05, "high": 0.11, "n": 480}}]}
-"""A redaction verified outside its search, of the schema ``summary.json`` holds (an attacker's name that is markup,
-a held-out attacker never audited before the redaction)."""
+"""A redaction verified outside its search, of the schema ``summary.json`` holds
+(:func:`~cpa_core.redaction.decisions.redaction_lineage`: an attacker's name and a file name that are markup, a
+held-out attacker never audited before the redaction)."""
 
 
 def toy_panel(names=("tfidf", "lexical_fusion"), n: int = 120, m: int = 20, seed: int = 1, flag_below: int = 2,

@@ -468,7 +468,8 @@ def _audit_one(args, folder: OutputFolder, project, documents, registry, scores,
             engine = DaskEngine(args.scheduler)
         result = run_audit(documents, registry, attacker, config, ProgressBar(), engine=engine)
         result = _llm_report(result, attacker)
-        write_audit(result, folder.staging, audit_explainer(attacker, registry, config), report=True)
+        write_audit(result, folder.staging, audit_explainer(attacker, registry, config), report=True,
+                    texts=documents.texts())
         _write_attribute_sets(result, attacker, folder.staging)
     finally:
         close_clients(attacker)
@@ -501,7 +502,7 @@ def _audit_panel(args, folder: OutputFolder, project, documents, registry, names
             close_clients(attacker)
         if engine is not None:
             engine.close()
-    summary = write_panel(panel, folder.staging, explainers)
+    summary = write_panel(panel, folder.staging, explainers, texts=documents.texts())
     folder.complete(panel.config_id)
     return panel, summary
 
@@ -791,7 +792,7 @@ def cmd_redact(args) -> int:
                              for info in manifest["config"].get("data", {}).values()) else "error"
         documents = project.load_documents(documents_file, on_invalid=drop)
         registry = project.load_registry(registry_file, on_invalid=drop)
-        texts = dict(zip(documents.frame["doc_id"].astype(str), documents.frame["text"]))
+        texts = documents.texts()
         table = None if args.generalization is None else load_generalization(args.generalization,
                                                                              registry_fields=registry.fields)
         reviewed, notes = None, []
@@ -870,7 +871,7 @@ def cmd_redact(args) -> int:
         verified = None
         if kept and held is not None:
             verified = _verify_redaction(folder, release, out / CONFIG_FILE, registry, drop, before, held_out,
-                                         audit_id, log, utility.summary())
+                                         audit_id, log, utility.summary(), inputs["documents"], decisions)
         write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
         folder.complete(audit_id)
     _say_claimed(folder)
@@ -969,7 +970,7 @@ def _member_progress(names: list[str], engine=None):
 
 
 def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: str, before: dict, held_out: str,
-                      audit_id: str, log: dict, kept: dict):
+                      audit_id: str, log: dict, kept: dict, source: dict, decisions):
     """Audit the redacted release with the panel and the held-out attacker (each calibrated on its own, the verdict the
     worst of them), into the redaction's :data:`REAUDIT_FOLDER`; each attacker's first-guess rate before and after
     goes into ``log`` (``redactions.json``) and the audit's summary. Returns what it verified (each attacker before
@@ -978,6 +979,7 @@ def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: 
     from dataclasses import replace as replaced
 
     from cpa_core.audit.panel import audit_panel
+    from cpa_core.redaction.decisions import redaction_lineage
     from cpa_core.report.metrics import first_guess_figures
     from cpa_core.store.records import write_panel
 
@@ -999,12 +1001,14 @@ def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: 
         _say(f"warning: the redacted release was not audited again ({error}); audit it with the command below")
         log["verification"] = {"held_out": held_out, "error": str(error)}
         return None
-    verification = {"held_out": held_out, "source_config_id": audit_id, "config_id": panel.config_id, "kept": kept,
-                    "attackers": [{"attacker": name, "held_out": name == held_out,
-                                   "before": first_guess_figures(before[name]) if name in before else None,
-                                   "after": first_guess_figures(member)}
-                                  for name, member in zip(names, panel.members)]}
-    summary = write_panel(panel, folder.staging / REAUDIT_FOLDER, explainers, redaction=verification)
+    attackers = [{"attacker": name, "held_out": name == held_out,
+                  "before": first_guess_figures(before[name]) if name in before else None,
+                  "after": first_guess_figures(member)} for name, member in zip(names, panel.members)]
+    verification = {**redaction_lineage(source, audit_id, decisions, attackers=attackers, held_out=held_out, kept=kept,
+                                        decisions=log.get("decisions")),
+                    "config_id": panel.config_id}
+    summary = write_panel(panel, folder.staging / REAUDIT_FOLDER, explainers, redaction=verification,
+                          texts=documents.texts())
     log["verification"] = {**verification, "verdict": summary["verdict"]}
     return verification, summary, panel
 

@@ -75,6 +75,10 @@ class Documents(_Table):
     def has_groups(self) -> bool:
         return "group" in self.frame.columns
 
+    def texts(self) -> dict[str, str]:
+        """The released texts by doc id (as text)."""
+        return dict(zip(self.frame["doc_id"].astype(str), self.frame["text"].astype(str)))
+
 
 @dataclass(frozen=True)
 class Registry(_Table):

@@ -229,11 +229,13 @@ def curator_rows(table: pd.DataFrame, doc_id: str, released: str, edited: str) -
 
 def accepted(table: pd.DataFrame) -> tuple[dict[str, list[Edit]], set[str]]:
     """The accepted edits by document (a no-op, whose replacement is its original, is no edit) and the documents
-    to withhold."""
+    to withhold; the edits of a document withheld are none: they are not in the release, nor counted."""
     take = table[table["accept"].astype(bool)]
     withheld = set(take.loc[take["action"] == WITHHOLD, "doc_id"].astype(str))
     edits: dict[str, list[Edit]] = {}
-    for row in take[(take["action"] == EDIT) & (take["original"] != take["replacement"])].itertuples(index=False):
+    released = ~take["doc_id"].astype(str).isin(withheld)
+    for row in take[released & (take["action"] == EDIT) & (take["original"] != take["replacement"])].itertuples(
+            index=False):
         edits.setdefault(str(row.doc_id), []).append(
             Edit(int(row.offset), int(row.length), str(row.original), str(row.replacement), str(row.term),
                  str(row.kind) or ""))
@@ -599,6 +601,29 @@ def decisions_summary(table: pd.DataFrame, config_id: str, applied: str | None =
             "allow_list_kept": [{"reason": reason, "documents": len(ids), "doc_ids": ids}
                                 for reason, ids in allow_list_kept(table).items()],
             "notes": list(notes)}
+
+
+def redaction_lineage(source: Mapping, source_config_id: str, table: pd.DataFrame, *, from_audit=None,
+                      attackers: Sequence[Mapping] = (), held_out: str | None = None, kept: Mapping | None = None,
+                      decisions: Mapping | None = None) -> dict:
+    """What the audit of a redacted release records of where it comes from (its inputs' and summary's
+    ``redaction``), read by its report, its sign-off and the History: the release it was redacted from (``source``:
+    its documents' ``file``, ``sha256`` and ``rows``; ``source_config_id``, and ``from_audit``, the audit's id in the
+    history when it has one), what the decisions did to its documents (``counts``: withheld, edited, untouched, edits
+    applied, characters removed), the decisions (:func:`decisions_summary` of ``table``, or ``decisions`` as already
+    summarised), each attacker's first-guess rate before and after (``attackers``: ``attacker``, ``held_out``,
+    ``before``, ``after``, as :func:`~cpa_core.report.metrics.first_guess_figures` gives them), the attacker the
+    search never consulted (``held_out``) and what the release keeps (``kept``)."""
+    summary = dict(decisions) if decisions is not None else decisions_summary(table, source_config_id)
+    edits, withheld = accepted(table)
+    rows = int(source.get("rows") or 0)
+    return {"from_audit": from_audit, "source_config_id": source_config_id,
+            "source": {"file": source.get("file"), "sha256": source.get("sha256"), "rows": rows},
+            "counts": {"withheld": len(withheld), "edited": len(edits),
+                       "untouched": rows - len(withheld) - len(edits) if rows else None,
+                       "edits": sum(len(document) for document in edits.values()),
+                       "characters": sum(e.length for document in edits.values() for e in document)},
+            "decisions": summary, "attackers": [dict(a) for a in attackers], "held_out": held_out, "kept": kept}
 
 
 def redacted_config(config: AuditConfig, frame: pd.DataFrame) -> AuditConfig:

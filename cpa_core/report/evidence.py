@@ -133,3 +133,36 @@ def driving_terms(spans: Sequence[Span]) -> list[str]:
     for span in sorted(spans, key=lambda s: (-s.weight, s.start)):
         seen.setdefault(span.text, span.weight)
     return list(seen)
+
+
+EXCERPT_CONTEXT = 30
+"""Characters of released text an excerpt shows on each side of an evidence span."""
+EXCERPT_SPANS = 3
+"""Evidence spans a document's excerpt shows at most (the first the worklist lists: the heaviest terms)."""
+
+
+def evidence_excerpt(text: str, spans: Sequence[dict], context: int = EXCERPT_CONTEXT,
+                     most: int = EXCERPT_SPANS) -> str:
+    """A short excerpt of a released text around its evidence, for a reader on paper: for each of its first ``most``
+    spans (worklist form: ``offset`` and ``length`` in the released text) ``context`` characters either side, the
+    span itself between « and », the windows of nearby spans merged and the gaps shown as … (empty without spans)."""
+    windows: list[list[int]] = []
+    for span in sorted(spans[:most], key=lambda s: int(s["offset"])):
+        start, end = int(span["offset"]), int(span["offset"]) + int(span["length"])
+        low, high = max(0, start - context), min(len(text), end + context)
+        if windows and low <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], high)
+            windows[-1][2].append((start, end))
+        else:
+            windows.append([low, high, [(start, end)]])
+    parts = []
+    for low, high, marked in windows:
+        out, at = [], low
+        for start, end in marked:
+            if start < at:  # a span inside one already marked
+                continue
+            out += [text[at:start], "«", text[start:end], "»"]
+            at = end
+        out.append(text[at:high])
+        parts.append(("…" if low > 0 else "") + " ".join("".join(out).split()) + ("…" if high < len(text) else ""))
+    return " ".join(parts)

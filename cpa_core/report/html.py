@@ -15,18 +15,20 @@ own report, the one that decided and the correction for testing several attacker
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from cpa_core.audit.results import AuditResult
 from cpa_core.report.diagnostics import NEARLY_WHOLE
+from cpa_core.report.evidence import evidence_excerpt
 from cpa_core.report.formatting import (
     FLAGGED_COLOR,
     GROUP_COLUMNS,
@@ -382,14 +384,57 @@ def verdict_block(verdict: Verdict) -> str:
 </section>"""
 
 
+LISTED_AT = 8
+"""A configuration detail that is a list of more items than this (a tuning fold's document ids) is shown in the
+report's appendix as a count and a SHA-256, not item by item."""
+
+
+def listed_in_appendix(rows: Sequence[tuple[str, object]]) -> tuple[list[tuple[str, object]], list[tuple]]:
+    """The configuration's rows with each long list (:data:`LISTED_AT`) replaced by its count and a pointer to the
+    appendix, and the appendix's entries: name, count and the SHA-256 of the items (each as text, one per line)."""
+    shown, listed = [], []
+    for name, value in rows:
+        if isinstance(value, (list, tuple)) and len(value) > LISTED_AT:
+            digest = hashlib.sha256("\n".join(map(str, value)).encode("utf-8", "surrogatepass")).hexdigest()
+            listed.append((name, len(value), digest))
+            shown.append((name, f"{len(value):,} items (appendix {len(listed)})"))
+        else:
+            shown.append((name, value))
+    return shown, listed
+
+
+def appendix_block(listed: Sequence[tuple]) -> str:
+    """The report's appendix: each long configuration list as a count and a SHA-256 (the items are in the
+    manifest and the per-document records); nothing without one."""
+    if not listed:
+        return ""
+    rows = "".join(f"<tr><th>appendix {i}: {_e(name)}</th><td>{count:,} items; SHA-256 of the items, one per line: "
+                   f"<span class='hash'>{_e(digest)}</span></td></tr>"
+                   for i, (name, count, digest) in enumerate(listed, start=1))
+    return f"""<section class="keep" id="appendix">
+<h2>Appendix: configuration lists</h2>
+<p>Configuration details that are lists are counted and hashed here; the items themselves are in the audit's
+manifest (manifest.json).</p>
+<table class="keep"><tbody>{rows}</tbody></table>
+</section>"""
+
+
 def signoff_block(verdict: Verdict | PanelVerdict, *, inputs: dict, protocol: str, miss_policy: str, generated: str,
-                  tool_version: str, attackers: Iterable[str] = ()) -> str:
+                  tool_version: str, attackers: Iterable[str] = (), redaction: Mapping | None = None) -> str:
     """The block a privacy officer fills in and signs, with what exactly is signed for (``attackers``: the members of
-    an attacker panel, whose verdict is signed)."""
-    files = [(f"{name} file", f"{info.get('file')} ({info.get('rows', 0):,} rows)")
+    an attacker panel, whose verdict is signed; ``redaction``: where a redacted release comes from, whose file is
+    named beside the redacted one's)."""
+    files = [(f"{name} file" + (" (the redacted release)" if redaction and name == "documents" else ""),
+              f"{info.get('file')} ({info.get('rows', 0):,} rows)")
              for name, info in ((n, inputs[n]) for n in ("documents", "registry") if n in inputs)]
     hashes = "".join(f"<tr><th>{_e(name)} SHA-256</th><td class='hash'>{_e(inputs[name].get('sha256'))}</td></tr>"
                      for name in ("documents", "registry") if name in inputs)
+    if redaction:
+        source = redaction.get("source") or {}
+        files.append(("redacted from", f"{redaction_origin(redaction)}: {redaction_counts_text(redaction)}"))
+        hashes += (f"<tr><th>redacted from: documents SHA-256</th><td class='hash'>{_e(source.get('sha256'))}</td></tr>"
+                   f"<tr><th>decisions table SHA-256</th>"
+                   f"<td class='hash'>{_e((redaction.get('decisions') or {}).get('sha256'))}</td></tr>")
     panel = [("attackers (each calibrated on its own)", ", ".join(attackers))] if attackers else []
     facts = [("configuration id", verdict.config_id), *panel, ("verdict", verdict.title),
              ("confidence level", fmt_confidence(verdict.confidence)), ("release rule", f"flag {verdict.rule}"),
@@ -412,7 +457,7 @@ def signoff_block(verdict: Verdict | PanelVerdict, *, inputs: dict, protocol: st
 
 def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd.DataFrame, manifest: dict,
                        generated_at: datetime | None = None, for_print: bool = False,
-                       charts: ChartRenderer | None = None) -> str:
+                       charts: ChartRenderer | None = None, texts: Mapping[str, str] | None = None) -> str:
     """The report of one audit, as one HTML document, at its flagging level under its release policy (both from
     its declared configuration, so the report states one configuration: see :meth:`AuditResult.with_policy`).
 
@@ -425,6 +470,8 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
     charts : on screen, draws the charts instead of the static SVG ones (the dashboard's interactive charts,
         :func:`cpa_ui.figures.report_charts`); without it, or for print, the figures are static and the page
         carries no script
+    texts : the released texts by doc id: each flagged document's row then carries a short excerpt around its
+        evidence (:func:`~cpa_core.report.evidence.evidence_excerpt`), and the report holds document text
     """
     config = result.config
     confidence, policy = config.policy_confidence, config.policy
@@ -496,6 +543,7 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
         *((f"trained on the registry: {name}", value) for name, value in inputs.get("trained", {}).items()),
         ("linkage probability", linkage_method(result.linkage_model.describe())),
     ]
+    threat_rows, listed = listed_in_appendix(threat_rows)
     calibration = summary_of_levels.overall_frame()
     calibration["coverage_ci"] = [fmt_interval(low, high) for low, high in
                                   zip(calibration["coverage_low"], calibration["coverage_high"])]
@@ -544,6 +592,13 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
 
     flagged = without_empty(worklist.drop(columns=[c for c in ("evidence", "config_id", "confidence")
                                                    if c in worklist.columns]), ("inferred_clues", "group"))
+    if texts is not None and len(worklist):
+        flagged.insert(flagged.columns.get_loc("driving_terms") + 1, "excerpt",
+                       [evidence_excerpt(str(texts.get(str(doc_id), "")), spans or [])
+                        for doc_id, spans in zip(worklist["doc_id"], worklist["evidence"])])
+    text_note = ("Each row carries a short excerpt of the released text around its evidence (the evidence between « "
+                 "and »): this report holds document text; keep it as private as the release."
+                 if texts is not None else "Document text is not included in this report.")
     flagged_html = _table(flagged, max_rows=500) if len(flagged) else \
         f"<p>No {'test ' if split_protocol else ''}document is flagged under this policy.</p>"
 
@@ -563,7 +618,8 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
                    f"{len(result.calibration_split):,} documents with known subjects calibrated the thresholds, each "
                    "labelled document's own set leaving its score out.")
     signoff = signoff_block(verdict, inputs=inputs, protocol=config.protocol, miss_policy=config.miss_policy,
-                            generated=generated, tool_version=versions.get("cpa-core", "unknown"))
+                            generated=generated, tool_version=versions.get("cpa-core", "unknown"),
+                            redaction=inputs.get("redaction"))
 
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -575,8 +631,8 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
 <h1>Re-identification risk certificate</h1>
 <p class="subtitle">Conformal Privacy Auditing · configuration {_e(config.config_id)} · generated {_e(generated)}</p>
 {verdict_block(verdict)}
+{redaction_block(inputs['redaction']) if inputs.get('redaction') else ''}
 {signoff}
-{redacted_from_block(inputs.get('redaction'))}
 
 <h2>Summary</h2>
 <p>At <b>{level}</b> confidence, <b>{metrics.n_flagged:,}</b> of {n_test:,}
@@ -647,8 +703,7 @@ being right.</li>
 <h2>Flagged documents (redaction worklist)</h2>
 <p>Flagged when {rule}; riskiest first (highest linkage probability, then smallest set), each with the rule that
 flagged it. The driving terms are the words shared by the document and the
-profiles of its top candidates that weigh most in the match: redacting them is where to start. Document text is
-not included in this report.</p>
+profiles of its top candidates that weigh most in the match: redacting them is where to start. {_e(text_note)}</p>
 {flagged_html}
 
 <section class="keep">
@@ -657,6 +712,7 @@ not included in this report.</p>
 {_pairs(version_rows)}
 <p>Manifest created {_e(manifest.get('created_at'))}. Per-document records (JSONL) re-derive every number above.</p>
 </section>
+{appendix_block(listed)}
 </body></html>
 """
 
@@ -666,7 +722,7 @@ not included in this report.</p>
 MEMBER_COLUMNS = ("attacker", "first_guess_rate", "first_guess_low", "first_guess_high", "n_flagged",
                   "remainder_first_guess", "corrected_bound", "own_verdict", "decided")
 """The members of an attacker panel side by side (:func:`member_frame`)."""
-REDACTION_TITLE = "Redaction verified outside its search"
+REDACTION_TITLE = "A redacted release"
 PANEL_WORKLIST_LABELS = {"set_size": "smallest |C|", "set_size_by": "smallest set by",
                          "linkage_probability": "largest linkage probability", "linkage_by": "largest linkage by",
                          "flagged_by": "flagged by (rule)"}
@@ -756,23 +812,58 @@ def rate_text(rate, low, high, n) -> str:
     return f"{fmt_percent(rate)} ({fmt_interval(low, high)}{documents})"
 
 
+def redaction_counts_text(redaction: Mapping) -> str:
+    """What the decisions did to the release a redacted one comes from, in one sentence: its documents withheld,
+    edited (by how many edits, removing how many characters) and untouched."""
+    counts = redaction.get("counts") or {}
+    untouched = counts.get("untouched")
+    return (f"{counts.get('withheld', 0):,} documents withheld, {counts.get('edited', 0):,} edited by "
+            f"{counts.get('edits', 0):,} edits ({counts.get('characters', 0):,} characters removed)"
+            + ("" if untouched is None else f", {untouched:,} released untouched"))
+
+
+def redaction_origin(redaction: Mapping) -> str:
+    """The release a redacted one comes from: the audit (its history id when it has one) and configuration, and its
+    documents' file with its rows."""
+    source = redaction.get("source") or {}
+    audit = f"audit {redaction['from_audit']}, " if redaction.get("from_audit") is not None else "the audit of "
+    config_id = redaction.get("source_config_id") or redaction.get("from_config_id")
+    file = f" of {source.get('file')} ({int(source.get('rows') or 0):,} documents)" if source.get("file") else ""
+    return f"{audit}configuration {config_id}{file}"
+
+
 def redaction_block(redaction: Mapping) -> str:
-    """The report's section on a redaction verified outside its search: each attacker's first-guess rate before and
-    after, with its interval, the one the search never consulted marked."""
+    """The report's section on the release a redacted release comes from (``summary.json``'s ``redaction``,
+    :func:`~cpa_core.redaction.decisions.redaction_lineage`): the audit and file it was redacted from (with the
+    file's SHA-256), what the decisions did (withheld, edited, untouched, edits, characters), the decisions' SHA-256,
+    each attacker's first-guess rate before and after with its interval (the one the search never consulted marked)
+    and what the release keeps."""
+    source = redaction.get("source") or {}
+    decisions = redaction.get("decisions") or {}
+    held_out = redaction.get("held_out")
     rows = "".join(
         f"<tr><td>{_e(row['attacker'])}</td>"
         f"<td>{'held out: never consulted by the search' if row['held_out'] else 'consulted by the search'}</td>"
         f"<td>{_e(rate_text(row['first_guess_before'], row['before_low'], row['before_high'], row['n_before']))}</td>"
         f"<td>{_e(rate_text(row['first_guess_after'], row['after_low'], row['after_high'], row['n_after']))}</td></tr>"
         for row in redaction_rows(redaction))
+    graded = (f"<p>The redaction search read the evidence of the audit's attackers; the redacted release was then "
+              f"audited again by every one of them and by <b>{_e(held_out)}</b>, an attacker the search never "
+              "consulted (held out), so that the redaction is graded by an attacker it was not fitted to.</p>"
+              if held_out else "")
+    table = (f"""{graded}<table class="keep redaction"><thead><tr><th>attacker</th><th>role</th>
+<th>first guess right before (interval)</th><th>first guess right after (interval)</th></tr></thead>
+<tbody>{rows}</tbody></table>""" if rows else "")
+    digest = (f"<tr><th>redacted from: SHA-256</th><td class='hash'>{_e(source.get('sha256'))}</td></tr>"
+              if source.get("sha256") else "")
     return f"""<section class="keep" id="redaction">
 <h2>{REDACTION_TITLE}</h2>
-<p>The redaction search read the evidence of the panel's attackers; the redacted release was then audited again by
-every one of them and by <b>{_e(redaction.get('held_out'))}</b>, an attacker the search never consulted (held out), so
-that the redaction is graded by an attacker it was not fitted to. Before: the audit of the release before redaction
-(configuration {_e(redaction.get('source_config_id'))}).</p>
-<table class="keep redaction"><thead><tr><th>attacker</th><th>role</th><th>first guess right before (interval)</th>
-<th>first guess right after (interval)</th></tr></thead><tbody>{rows}</tbody></table>
+<p>This audit certifies a <b>redacted release</b>, made from {_e(redaction_origin(redaction))}:
+<b>{_e(redaction_counts_text(redaction))}</b>. The redacted release was calibrated anew; this certificate is its own,
+and the audit before it certifies only the release as it was.</p>
+<table class="keep"><tbody>{digest}
+<tr><th>decisions table SHA-256</th><td class='hash'>{_e(decisions.get('sha256'))}</td></tr></tbody></table>
+{table}
 {kept_paragraph(redaction.get('kept'))}
 </section>"""
 
@@ -781,26 +872,6 @@ def kept_paragraph(kept: Mapping | None) -> str:
     """What a redacted release keeps (:func:`~cpa_core.report.formatting.kept_text`), as a paragraph; nothing when it
     was not measured."""
     return f"<p id='kept'>What the redacted release keeps: {_e(kept_text(kept))}.</p>" if kept else ""
-
-
-def redacted_from_block(redaction: Mapping | None) -> str:
-    """The report's section on the release an audit of a redacted release was redacted from (``summary.json``'s
-    ``redaction``: the audit and configuration, the decisions, what the release keeps); nothing for an audit of a
-    release as it was given."""
-    if not redaction:
-        return ""
-    decisions = redaction.get("decisions") or {}
-    origin = (f"audit {redaction['from_audit']}, " if redaction.get("from_audit") else "") + \
-        f"configuration {redaction.get('from_config_id')}"
-    withheld = decisions.get("withheld") or ()
-    return f"""<section class="keep" id="redacted-from">
-<h2>A redacted release</h2>
-<p>This audit certifies a release redacted from {_e(origin)}: {len(withheld):,} documents withheld,
-{decisions.get('documents_edited', 0):,} edited by {decisions.get('applied_edits', 0):,} edits
-({decisions.get('characters', 0):,} characters); decisions table SHA-256
-<span class="hash">{_e(decisions.get('sha256'))}</span>.</p>
-{kept_paragraph(redaction.get('kept'))}
-</section>"""
 
 
 def _member_rows(verdict: PanelVerdict, links: Mapping[str, str]) -> str:
@@ -865,7 +936,7 @@ def panel_report(panel: PanelResult, *, worklist: pd.DataFrame, manifest: Mappin
     checksums += [(f"{name} SHA-256", info.get("sha256")) for name, info in files.items()]
     signoff = signoff_block(verdict, inputs=inputs, protocol=config.protocol, miss_policy=config.miss_policy,
                             generated=generated, tool_version=versions.get("cpa-core", "unknown"),
-                            attackers=panel.names)
+                            attackers=panel.names, redaction=redaction)
     own_reports = "".join(
         f"<li><b>{_e(member.attacker)}</b>: {_e(member.own.headline)}"
         + (f" (<a href='{_e(member_links[member.attacker])}'>its report</a>)" if member.attacker in (member_links or {})
@@ -896,6 +967,7 @@ linkage rate: {_e(fmt_percent(verdict.acceptable_linkage))}.</p>
 <h3>What the curator should do</h3>
 <ol>{actions}</ol>
 </section>
+{redaction_block(redaction) if redaction else ''}
 {signoff}
 
 <section id="correction">
@@ -904,7 +976,6 @@ linkage rate: {_e(fmt_percent(verdict.acceptable_linkage))}.</p>
 <p>Each attacker's own certificate keeps its guarantee (its own report); a document's smallest set over the attackers
 is no certificate of its own, only the smallest of valid ones.</p>
 </section>
-{redaction_block(redaction) if redaction else ''}
 
 <h2>Each attacker's own audit</h2>
 <ul>{own_reports}</ul>

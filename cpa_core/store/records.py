@@ -263,7 +263,8 @@ def write_private(path: Path, text: str | Iterable[str]) -> None:
 
 
 def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer | None" = None, *,
-                report: bool = False, summary: dict | None = None) -> dict[str, Path]:
+                report: bool = False, summary: dict | None = None,
+                texts: Mapping[str, str] | None = None) -> dict[str, Path]:
     """Write summary.json, the records (documents.jsonl; calibration.jsonl and test.jsonl under the split
     protocol), worklist.csv/json, manifest.json and audit.toml (the declared configuration: with the input
     files, ``cpa audit --config audit.toml`` runs this audit again). The evidence is computed once, for the
@@ -272,6 +273,7 @@ def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer 
     ``report``: also write the certificate report, report.html (:func:`audit_report`), as private as the other
     files; the manifest does not list it, and no other file changes for it. ``summary``: the audit's
     :func:`~cpa_core.report.verdict.summary_document` when the caller has it already (computed here otherwise).
+    ``texts``: the released texts by doc id, for the report's excerpts around each flagged document's evidence.
 
     The files are written into ``out_dir`` as they come: a run that replaces an earlier output writes into an
     :class:`~cpa_core.store.output_folder.OutputFolder`'s staging folder, put in place once complete."""
@@ -292,18 +294,20 @@ def write_audit(result: "AuditResult", out_dir: str | Path, explain: "Explainer 
     write_private(paths[CONFIG_FILE], declared_toml(config))
     if report:
         paths[REPORT_FILE] = out / REPORT_FILE
-        write_private(paths[REPORT_FILE], audit_report(result, work, audit_manifest))
+        write_private(paths[REPORT_FILE], audit_report(result, work, audit_manifest, texts))
     return paths
 
 
-def audit_report(result: "AuditResult", work: "pd.DataFrame", audit_manifest: dict) -> str:
+def audit_report(result: "AuditResult", work: "pd.DataFrame", audit_manifest: dict,
+                 texts: Mapping[str, str] | None = None) -> str:
     """The certificate report of an audit (:func:`cpa_core.report.html.certificate_report`, static figures, no
-    script) from its worklist and its manifest as written, dated when the manifest was created."""
+    script) from its worklist and its manifest as written, dated when the manifest was created (``texts``: the
+    released texts, for the excerpts of its flagged documents)."""
     from cpa_core.report.html import certificate_report  # the report's own imports only when one is written
     from cpa_core.report.metrics import confidence_curve
 
     return certificate_report(result, curve=confidence_curve(result), worklist=work, manifest=audit_manifest,
-                              generated_at=datetime.fromisoformat(audit_manifest["created_at"]))
+                              generated_at=datetime.fromisoformat(audit_manifest["created_at"]), texts=texts)
 
 
 PANEL_FOLDER = "members"
@@ -355,7 +359,7 @@ def _shared_inputs(panel: "PanelResult") -> dict:
 
 
 def write_panel(panel: "PanelResult", out_dir: str | Path, explainers: Mapping[str, "Explainer | None"], *,
-                redaction: dict | None = None) -> dict:
+                redaction: dict | None = None, texts: Mapping[str, str] | None = None) -> dict:
     """Write an attacker panel's audit: each member's whole audit (:func:`write_audit`, report included) in
     ``members/<attacker>/``, and at the top the panel's ``summary.json`` (:func:`panel_summary`, with ``redaction``
     when given), its worklist (every document any member flags, :func:`~cpa_core.report.worklist.panel_worklist`),
@@ -369,7 +373,8 @@ def write_panel(panel: "PanelResult", out_dir: str | Path, explainers: Mapping[s
     (out / PANEL_FOLDER).mkdir(parents=True, exist_ok=True, mode=0o700)  # its members' records hold document text
     members = {name: summary_document(member) for name, member in zip(panel.names, panel.members)}
     for name, member in zip(panel.names, panel.members):
-        write_audit(member, out / PANEL_FOLDER / name, explainers.get(name), report=True, summary=members[name])
+        write_audit(member, out / PANEL_FOLDER / name, explainers.get(name), report=True, summary=members[name],
+                    texts=texts)
     summary = panel_summary(panel, members, redaction=redaction)
     config = panel.config
     work = panel_worklist(panel.certificate(config.policy_confidence), config.policy, panel.config_id)

@@ -461,7 +461,7 @@ def test_the_panel_report_states_each_attacker_as_the_panel_s_verdict_reads_it()
     assert "<script" not in document and REDACTION_TITLE_TEXT not in document  # no redaction given, none shown
 
 
-REDACTION_TITLE_TEXT = "Redaction verified outside its search"
+REDACTION_TITLE_TEXT = "A redacted release"
 
 
 def test_the_panel_report_renders_a_redaction_verified_outside_its_search():
@@ -487,6 +487,15 @@ def test_the_panel_report_renders_a_redaction_verified_outside_its_search():
         ["bm25", "held out: never consulted by the search", "not audited", "8.0 % (5.0–11.0 %, 480 documents)"]]
     assert "<img" not in document and "&lt;img src=x onerror=alert(1)&gt;" in document  # a name from the data: text
     assert rate_text(None, None, None, None) == "not audited"
+    # where it comes from, what was done to it, and both files in the sign-off
+    assert ("made from the audit of configuration abc123def456 of ward<b>7</b>.csv (120 documents): 7 documents "
+            "withheld, 30 edited by 52 edits (410 characters removed), 83 released untouched") in " ".join(
+        section.split())
+    assert "f" * 64 in section and "d" * 64 in section and "<b>7</b>" not in document
+    signoff = " ".join(found.texts["signoff"].split())
+    assert "redacted from" in signoff and "the audit of configuration abc123def456 of ward<b>7</b>.csv" in signoff
+    assert "7 documents withheld" in signoff and "f" * 64 in signoff and "d" * 64 in signoff
+    assert document.index('id="redaction"') < document.index('id="signoff"')  # read before it is signed
 
 
 def test_nothing_left_to_release_is_decided_by_no_attacker():
@@ -500,3 +509,92 @@ def test_nothing_left_to_release_is_decided_by_no_attacker():
     assert verdict.remainder_bound is None and verdict.status != "inconclusive"
     assert deciding_member(verdict) is None and not member_frame(verdict)["decided"].any()
     assert decided_sentence(verdict).startswith("No attacker's bound decides it")
+
+
+def test_a_redacted_release_s_report_is_its_own_certificate_naming_where_it_comes_from(audit):
+    from cpa_core.redaction.decisions import decisions_table, redaction_lineage
+    from cpa_core.redaction.suggestions import WITHHOLD
+
+    result, work = audit["result"], audit["worklist"]
+    ids = [str(d) for d in audit["documents"].frame["doc_id"][:5]]
+    table = decisions_table([])
+    rows = [{"doc_id": ids[0], "action": "edit", "offset": 0, "length": 4, "original": "abcd", "replacement": "[X]",
+             "term": "abcd", "kind": "placeholder", "source": "curator", "reason": "", "accept": True},
+            {"doc_id": ids[1], "action": "edit", "offset": 2, "length": 3, "original": "xyz", "replacement": "[X]",
+             "term": "xyz", "kind": "placeholder", "source": "curator", "reason": "", "accept": True},
+            {"doc_id": ids[1], "action": "edit", "offset": 9, "length": 5, "original": "wwwww", "replacement": "[X]",
+             "term": "w", "kind": "placeholder", "source": "curator", "reason": "", "accept": True},
+            {"doc_id": ids[2], "action": "edit", "offset": 0, "length": 2, "original": "qq", "replacement": "[X]",
+             "term": "q", "kind": "placeholder", "source": "curator", "reason": "", "accept": True},
+            {"doc_id": ids[2], "action": WITHHOLD, "source": "suggested", "reason": "too risky", "accept": True},
+            {"doc_id": ids[3], "action": "edit", "offset": 0, "length": 2, "original": "rr", "replacement": "[X]",
+             "term": "r", "kind": "placeholder", "source": "curator", "reason": "", "accept": False}]
+    table = pd.concat([table, pd.DataFrame(rows)], ignore_index=True)
+    source = {"file": "<i>ward</i>.csv", "sha256": "a" * 64, "rows": 400}
+    lineage = redaction_lineage(source, "parent123456", table, from_audit=7,
+                                attackers=[{"attacker": "tfidf", "held_out": False,
+                                            "before": {"first_guess": 0.5, "low": 0.4, "high": 0.6, "n": 100},
+                                            "after": {"first_guess": 0.1, "low": 0.05, "high": 0.2, "n": 90}}])
+    # the edit of the withheld document is not in the release, nor counted; the rejected one neither
+    assert lineage["counts"] == {"withheld": 1, "edited": 2, "untouched": 397, "edits": 3, "characters": 12}
+    assert lineage["decisions"]["applied_edits"] == 3 and lineage["decisions"]["withheld"] == [ids[2]]
+    redacted = result.with_inputs(redaction=lineage)
+    html = certificate_report(redacted, curve=confidence_curve(result), worklist=work, manifest=manifest(redacted),
+                              generated_at=GENERATED, for_print=True)
+    found = parsed(html)
+    section = " ".join(found.texts["redaction"].split())
+    assert ("made from audit 7, configuration parent123456 of <i>ward</i>.csv (400 documents): 1 documents withheld, 2 "
+            "edited by 3 edits (12 characters removed), 397 released untouched") in section
+    assert "a" * 64 in section and lineage["decisions"]["sha256"] in section
+    assert "50.0 %" in section and "10.0 %" in section  # the first-guess rate before and after
+    signoff = " ".join(found.texts["signoff"].split())
+    assert "(the redacted release)" in signoff and "<i>ward</i>.csv" in signoff and "a" * 64 in signoff
+    assert "<i>ward</i>" not in html  # a file name from the data is text
+    plain = certificate_report(result, curve=confidence_curve(result), worklist=work, manifest=manifest(result),
+                               generated_at=GENERATED, for_print=True)
+    assert 'id="redaction"' not in plain and "redacted from" not in plain  # a release as given says nothing of it
+
+
+def test_a_configuration_list_goes_to_the_appendix_as_a_count_and_a_hash(audit):
+    import hashlib
+
+    result, work = audit["result"], audit["worklist"]
+    fold = [f"doc-{i}" for i in range(200)]
+    listed = result.with_inputs(learned={"temperature": 0.05, "tuning fold": fold})
+    html = certificate_report(listed, curve=confidence_curve(result), worklist=work, manifest=manifest(listed),
+                              generated_at=GENERATED, for_print=True)
+    assert "doc-17" not in html  # no id of the fold is listed
+    appendix = " ".join(parsed(html).texts["appendix"].split())
+    digest = hashlib.sha256("\n".join(fold).encode()).hexdigest()
+    assert "tuning fold" in appendix and "200 items" in appendix and digest in appendix
+    assert "200 items (appendix 1)" in html and "0.05" in html  # a scalar stays in the configuration table
+
+
+def test_the_worklist_of_the_report_carries_an_excerpt_around_each_evidence_span(audit):
+    from cpa_core.report.evidence import evidence_excerpt
+
+    result, work = audit["result"], audit["worklist"]
+    texts = audit["documents"].texts()
+    html = certificate_report(result, curve=confidence_curve(result), worklist=work, manifest=manifest(result),
+                              generated_at=GENERATED, for_print=True, texts=texts)
+    flagged = next(table for table in parsed(html).tables.values() if table and "excerpt" in table[0])
+    column = flagged[0].index("excerpt")
+    shown = [i for i, spans in enumerate(work["evidence"]) if spans]
+    assert shown and len(shown) < len(work)  # documents with evidence and without it
+    for i in (shown[0], next(i for i in range(len(work)) if i not in shown)):
+        expected = evidence_excerpt(texts[str(work.iloc[i]["doc_id"])], work.iloc[i]["evidence"])
+        assert flagged[1 + i][column] == expected and ("«" in expected) == (i in shown)
+    assert "this report holds document text" in html
+    assert "Document text is not included" in audit["print"]  # without the texts, none
+
+
+def test_an_excerpt_marks_each_span_in_its_context_and_merges_close_ones():
+    from cpa_core.report.evidence import evidence_excerpt
+
+    text = "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii jjjj"
+    spans = [{"offset": 5, "length": 4}, {"offset": 15, "length": 4}, {"offset": 40, "length": 4}]
+    assert evidence_excerpt(text, spans, context=5) == "aaaa «bbbb» cccc «dddd» eeee… …hhhh «iiii» jjjj"
+    assert evidence_excerpt(text, spans, context=5, most=1) == "aaaa «bbbb» cccc…"
+    assert evidence_excerpt(text, [{"offset": 0, "length": 4}], context=100) == "«aaaa» bbbb cccc dddd eeee ffff " \
+                                                                                "gggg hhhh iiii jjjj"
+    assert evidence_excerpt(text, []) == ""

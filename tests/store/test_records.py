@@ -137,7 +137,7 @@ def test_a_panel_s_folder_holds_its_report_at_the_top_and_its_redaction_in_its_s
     assert json.loads((out / "summary.json").read_text()) == summary and summary["redaction"] == REDACTION
     report = (out / REPORT_FILE).read_text()
     verdict = panel_verdict(panel, panel.config.policy_confidence)
-    assert "Redaction verified outside its search" in report and verdict.title in report
+    assert "A redacted release" in report and verdict.title in report
     for name in panel.names:  # each member's own report, linked from the panel's
         assert (out / PANEL_FOLDER / name / REPORT_FILE).is_file()
         assert f"href='{PANEL_FOLDER}/{name}/{REPORT_FILE}'" in report
