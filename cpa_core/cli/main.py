@@ -33,6 +33,7 @@ from cpa_core.common.params import Param
 from cpa_core.common.progress import ProgressBar
 from cpa_core.conformal.calibration import confidence_label
 from cpa_core.io.candidate_scores import read_candidate_scores
+from cpa_core.io.columns import ROW_NUMBERS
 from cpa_core.io.reading import EncodingError, encoding_name
 from cpa_core.io.tables import check_release
 from cpa_core.llm.client import LLM_PARAMS
@@ -125,6 +126,10 @@ def _add_audit_options(parser: argparse.ArgumentParser) -> None:
                            "another Python codec; Parquet is always UTF-8")
     data.add_argument("--registry-encoding", metavar="ENC", type=_encoding,
                       help="text encoding of a CSV or JSONL registry file (as --documents-encoding)")
+    data.add_argument("--number-rows", action="store_true",
+                      help="a documents file without a document-id column: its rows numbered 1, 2, … are the "
+                           "doc_ids (1 = the first data row, the header excluded), as [columns.documents] doc_id = "
+                           "\"<row number>\" declares; the manifest and audit.toml record it")
     data.add_argument("--config", metavar="FILE", help="audit configuration (TOML): knowledge levels, defaults")
     data.add_argument("--drop-invalid", action="store_true",
                       help="drop invalid rows (reported on stderr) instead of stopping at the first one")
@@ -376,6 +381,9 @@ def _attackers(args, project: ProjectConfig, scores, release: tuple[int, int] | 
 def _load_data(args, documents_file: str | None = None):
     """The project file, the documents, the registry and the imported scores of a run."""
     project = load_config(args.config) if args.config else ProjectConfig()
+    if args.number_rows:
+        project = replace(project, columns={**project.columns,
+                                            "documents": {**project.columns.get("documents", {}), "doc_id": ROW_NUMBERS}})
     on_invalid = "drop" if args.drop_invalid else "error"
     documents = _decoded("--documents-encoding", project.load_documents, documents_file or args.documents,
                          group_column=args.opt_group_column, on_invalid=on_invalid, encoding=args.documents_encoding)
