@@ -185,8 +185,9 @@ def upload_form(data: DataSet | None) -> None:
                 "current registry, or both.")
     left, right = st.columns(2)
     documents_file = left.file_uploader("Released documents", type=UPLOAD_TYPES, key="upload.documents",
-                                        help="Columns: a document id (or none: number the rows), the released text, the "
-                                             "true identity id, and optionally a group (e.g. the release mechanism).")
+                                        help="Columns: a document id (or none: number the rows), the released text, "
+                                             "the true identity id, and optionally a group (e.g. the release "
+                                             "mechanism).")
     registry_file = right.file_uploader("Profile registry", type=UPLOAD_TYPES, key="upload.registry",
                                         help="Columns: an identity id and any profile fields the attacker may know.")
     config_file = st.file_uploader("Audit configuration (optional TOML: knowledge levels and defaults)", type=["toml"],

@@ -17,6 +17,7 @@
 
     [columns.documents]      # optional: our column name = the file's column name
     text = "note"
+    doc_id = "<row number>"  # a release without ids: its rows numbered 1, 2, … (cpa audit --number-rows)
 
     [evidence]               # optional: regexes of anonymiser placeholders, never evidence (replaces the
     # default list, cpa_core.io.placeholders.DEFAULT_PLACEHOLDERS; another list is another configuration id)

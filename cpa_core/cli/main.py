@@ -382,8 +382,8 @@ def _load_data(args, documents_file: str | None = None):
     """The project file, the documents, the registry and the imported scores of a run."""
     project = load_config(args.config) if args.config else ProjectConfig()
     if args.number_rows:
-        project = replace(project, columns={**project.columns,
-                                            "documents": {**project.columns.get("documents", {}), "doc_id": ROW_NUMBERS}})
+        numbered = {**project.columns.get("documents", {}), "doc_id": ROW_NUMBERS}
+        project = replace(project, columns={**project.columns, "documents": numbered})
     on_invalid = "drop" if args.drop_invalid else "error"
     documents = _decoded("--documents-encoding", project.load_documents, documents_file or args.documents,
                          group_column=args.opt_group_column, on_invalid=on_invalid, encoding=args.documents_encoding)

@@ -66,5 +66,6 @@ def test_an_idless_release_is_refused_unasked_naming_its_file_columns_and_remedi
     done = run_cli("audit", "--documents", documents, "--registry", registry, "--config", config,
                    "--attacker", "tfidf", "--out", tmp_path / "out")
     assert_one_line_error(done, str(documents), "required column 'doc_id' is missing",
-                          "found columns ['author', 'post']", "--number-rows", "map one of the file's columns to doc_id")
+                          "found columns ['author', 'post']", "--number-rows",
+                          "map one of the file's columns to doc_id")
     assert not (tmp_path / "out").exists()
