@@ -1,8 +1,10 @@
 """Streamlit pieces shared by the pages: guards, error messages, the confidence and policy controls,
-the KPI row, the audit status, and an attacker panel's verdict with its attackers side by side and the choice of the
+the KPI row, the audit status, an audit's verdict with its counts, and an attacker panel's verdict with its attackers side by side and the choice of the
 attacker whose certificate a page shows."""
 
 from __future__ import annotations
+
+from pathlib import PurePath
 
 import streamlit as st
 
@@ -12,11 +14,12 @@ from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.common.errors import CPAError
 from cpa_core.common.params import Param
 from cpa_core.llm.client import redact_url
-from cpa_core.report.formatting import fmt_number, fmt_percent, percent_from_confidence
+from cpa_core.report.diagnostics import NEARLY_WHOLE
+from cpa_core.report.formatting import counted, fmt_number, fmt_percent, percent_from_confidence
 from cpa_core.report.help import COLUMNS, HELP, PERCENT, column_label, help_texts
 from cpa_core.report.html import decided_sentence, panel_correction
 from cpa_core.report.metrics import COVERAGE_MEANING, LevelSummary
-from cpa_core.report.verdict import PanelVerdict
+from cpa_core.report.verdict import PanelVerdict, Verdict
 from cpa_ui import nav
 from cpa_ui.analysis import members_table
 from cpa_ui.attackers import Declared, declare_panel, default_threat, needs_endpoint, widget_bounds
@@ -109,8 +112,30 @@ def declared(data: DataSet) -> Declared | None:
         return None
 
 
+def stale_message(run: AuditRun, data: DataSet, declared_config_id: str) -> str | None:
+    """What the shown results (``run``) are of, when it is not the documents loaded on the Data page (``data``) under
+    the configuration declared now (``declared_config_id``): the data and the configuration compared each on its own,
+    and only what differs said (``None`` when nothing does). Raw text: show it with :func:`~cpa_ui.text.plain`."""
+    same_data, same_config = run.data_fingerprint == data.fingerprint, run.config_id == declared_config_id
+    if same_data and same_config:
+        return None
+    loaded = PurePath(str(data.documents.file)).name
+    released = PurePath(str(run.result.inputs.get("documents", {}).get("file") or loaded)).name
+    release = f"the release {released}" if released != loaded else f"another version of {loaded}"
+    if same_config:
+        return (f"These results are of {release} ({run.label}), not of {loaded}, the documents loaded on the Data "
+                f"page. The declared configuration is the same ({run.config_id}).")
+    if same_data:
+        return (f"These results are for configuration {run.config_id} ({run.label}). The threat model declared now "
+                f"(configuration {declared_config_id}) has not been calibrated yet.")
+    return (f"These results are of {release} under configuration {run.config_id} ({run.label}). The Data page holds "
+            f"{loaded}, and the threat model declared now (configuration {declared_config_id}) has not been "
+            "calibrated on it yet.")
+
+
 def stale_notice(run: AuditRun) -> None:
-    """Say so when the shown results are not those of the configuration declared now."""
+    """Say so when the shown results are not those of the loaded documents under the configuration declared now,
+    and what differs (:func:`stale_message`)."""
     data = state.data
     if data is None or state.threat is None:
         return
@@ -118,10 +143,40 @@ def stale_notice(run: AuditRun) -> None:
         config_id = declare_panel(data, state.threat, state.scores).config_id
     except CPAError:
         return
-    if run.key != f"{data.fingerprint}:{config_id}":
-        st.warning(f"These results are for configuration {run.config_id} ({plain(run.label)}). The threat "
-                   f"model declared now ({config_id}) has not been calibrated yet.",
-                   icon=":material/history:")
+    message = stale_message(run, data, config_id)
+    if message is not None:
+        st.warning(plain(message), icon=":material/history:")
+
+
+def verdict_counts(verdict: Verdict, metrics: LevelSummary, documents: str = "documents") -> str:
+    """The counts a verdict rests on, in words: the flagged documents of all (by each rule, under the policy's rule),
+    what is left to release, and the sets that certify nothing (whole-pool sets, documents on which the attacker has
+    nothing to go on, empty sets), said even when there are none, so that a vacuous certificate is never silent."""
+    n, n_flagged = verdict.n_documents, verdict.n_flagged
+    whole = round((metrics.whole_pool_rate or 0) * n)
+    empty = round((metrics.empty_rate or 0) * n)
+    uninformative = verdict.n_uninformative or 0
+    parts = [f"Flagged: {n_flagged:,} of {n:,} {documents} ({verdict.n_flagged_by_set or 0:,} by set size, "
+             f"{verdict.n_flagged_by_linkage or 0:,} by linkage probability; flagged when {verdict.rule})",
+             f"left to release: {n - n_flagged:,}",
+             f"whole-pool sets (at least {100 * NEARLY_WHOLE:g} % of the candidate pool; they certify nothing, no "
+             f"evidence of safety): {whole:,}" if whole else "no set is the whole candidate pool"]
+    if uninformative:
+        parts.append(f"{counted(uninformative, 'document')} on which the attacker has nothing to go on (every "
+                     "candidate ties): their set is the whole pool")
+    if empty:
+        parts.append(f"empty sets (|C| = 0, the highest risk): {empty:,}")
+    return " · ".join(parts) + "."
+
+
+def verdict_box(verdict: Verdict, metrics: LevelSummary, label: str = "Verdict", documents: str = "documents") -> None:
+    """The release verdict of one audit (:func:`~cpa_core.report.verdict.release_verdict`, as the report states it):
+    a heading, its title and headline in a coloured box, and the counts it rests on (:func:`verdict_counts`)."""
+    st.subheader(plain(label), anchor=False)
+    show = st.success if verdict.status == "release" else st.warning  # a page's errors are the app's own
+    show(plain(f"{label}: {verdict.title}. {verdict.headline}"),
+         icon=":material/gavel:" if verdict.status in ("release", "redact") else ":material/report:")
+    st.markdown(plain(verdict_counts(verdict, metrics, documents)))
 
 
 def member_choice(page: str, run: AuditRun, label: str = "Attacker shown below") -> AuditRun:

@@ -98,55 +98,80 @@ def _count_axis(top: float, title: str, log: bool) -> dict:
 
 
 def fig_set_size_histogram(set_sizes: np.ndarray | Mapping[str, np.ndarray], flag_below: int,
-                           title: str = "Certified set sizes", *, log_counts: bool = True,
-                           documents: str = "documents") -> go.Figure:
+                           title: str = "Certified set sizes", *,
+                           flagged: np.ndarray | Mapping[str, np.ndarray] | None = None, rule: str | None = None,
+                           log_counts: bool = True, documents: str = "documents") -> go.Figure:
     """Histogram of ``|C|`` (binned here: tens of bars, whatever the number of documents), its cumulative share,
     and the flag threshold ``k``.
 
     ``set_sizes`` is one release's sizes, shape ``(n,)``, or several releases by name (e.g. ``{"before": sizes,
     "after redaction": sizes}``), drawn side by side over the same bins with one cumulative line each. One bar per
     set size up to just past ``k``, wider bins beyond (the axis is categorical, so every bin has the same width).
-    Bins left of the dashed line (sets with fewer than ``k`` members) are flagged: red bars for one release, a red
-    band behind several; the line's label counts them. Counts are log-scaled by default
-    (``log_counts``), so that a few flagged documents stay visible beside a bar of thousands. ``documents`` names
-    what is counted (e.g. ``"test documents"`` under the split protocol).
+
+    ``flagged``: the documents the release policy flags (:meth:`~cpa_core.audit.results.Certificate.flags`, shape
+    ``(n,)``, or one mask per release), and ``rule`` its words: each bin's bar is then split into its flagged documents
+    (red, at its foot) and the others, so that the red bars count exactly the flagged documents, those flagged by their
+    linkage probability right of the k line included. Without ``flagged``, red is the sets smaller than ``k``: red bars
+    for one release, a red band behind several. The dashed line sits at ``k``. Counts are log-scaled by default
+    (``log_counts``), so that a few flagged documents stay visible beside a bar of thousands. ``documents`` names what
+    is counted (e.g. ``"test documents"`` under the split protocol).
     """
     releases = _releases(set_sizes)
     single = not isinstance(set_sizes, Mapping)
+    masks = None if flagged is None else \
+        {name: np.asarray(mask, dtype=bool) for name, mask in (_releases(flagged).items())}
     bins = set_size_bins(np.concatenate(list(releases.values())), flag_below)
     uppers = bins["upper"].to_numpy()
-    flagged = uppers < flag_below
-    n_flagged_bins = int(flagged.sum())
+    below_k = uppers < flag_below
+    n_below_bins = int(below_k.sum())
     labels = bins["label"].tolist()
-    data, below, top = [], [], 1
+    data, counted, top = [], [], 1
     for i, (name, sizes) in enumerate(releases.items()):
-        counts = np.bincount(np.searchsorted(uppers, sizes), minlength=len(uppers))
+        counts = report_html.bin_counts(bins, sizes)
         top = max(top, int(counts.max(initial=0)))
-        below.append((name, int(counts[flagged].sum())))
         color = PALETTE[i % len(PALETTE)]
         in_name = "" if single else f" ({name})"
-        data.append({"type": "bar", "x": labels, "y": counts.tolist(), "name": name or "documents",
-                     "marker": {"color": np.where(flagged, FLAGGED_COLOR, SAFE_COLOR).tolist() if single else color},
-                     "hovertemplate": f"|C| %{{x}}: %{{y:,}} {documents}{in_name}<extra></extra>"})
+        common = {"type": "bar", "x": labels, "offsetgroup": str(i)}
+        if masks is None:
+            counted.append((name, int(counts[below_k].sum())))
+            data.append({**common, "y": counts.tolist(), "name": name or documents,
+                         "marker": {"color": np.where(below_k, FLAGGED_COLOR, SAFE_COLOR).tolist() if single
+                                    else color},
+                         "hovertemplate": f"|C| %{{x}}: %{{y:,}} {documents}{in_name}<extra></extra>"})
+        else:
+            red = report_html.bin_counts(bins, sizes, masks[name])
+            counted.append((name, int(red.sum())))
+            # the flagged documents at the foot of each bar, the others stacked on them (``base``)
+            data.append({**common, "y": red.tolist(), "name": f"flagged{in_name}: {int(red.sum()):,}",
+                         "marker": {"color": FLAGGED_COLOR, **({} if single else {"line": {"color": color,
+                                                                                           "width": 2}})},
+                         "hovertemplate": f"|C| %{{x}}: %{{y:,}} flagged {documents}{in_name}<extra></extra>"})
+            data.append({**common, "y": (counts - red).tolist(), "base": red.tolist(),
+                         "name": f"not flagged{in_name}: {int((counts - red).sum()):,}",
+                         "marker": {"color": SAFE_COLOR if single else color},
+                         "hovertemplate": f"|C| %{{x}}: %{{y:,}} {documents}{in_name} not flagged<extra></extra>"})
         data.append({"type": "scatter", "x": labels, "y": (100 * np.cumsum(counts) / max(sizes.size, 1)).round(2).tolist(),
                      "yaxis": "y2", "name": f"cumulative share{in_name}", "mode": "lines", "showlegend": False,
                      "line": {"color": TARGET_COLOR if single else color, "dash": "solid" if single else "dot"},
                      "hovertemplate": f"|C| ≤ %{{x}}: %{{y:.1f}} % of {documents}{in_name}<extra></extra>"})
-    # the line sits between the last flagged bin and the first kept one (bins below k are unit bins)
-    counted = f"{below[0][1]:,} {documents}" if single else ", ".join(f"{name} {n:,}" for name, n in below)
-    line, label = _vline(n_flagged_bins - 0.5, FLAGGED_COLOR, f"k = {flag_below} · |C| < k: {counted}")
+    # the line sits between the last bin below k and the first one from k on (bins below k are unit bins)
+    what = "flagged" if masks is not None else "|C| < k"
+    count_text = f"{counted[0][1]:,} {documents}" if single else ", ".join(f"{name} {n:,}" for name, n in counted)
+    line, label = _vline(n_below_bins - 0.5, FLAGGED_COLOR, f"k = {flag_below} · {what}: {count_text}")
     shapes = [line]
-    if not single and n_flagged_bins:
-        shapes.insert(0, {"type": "rect", "xref": "x", "yref": "paper", "x0": -0.5, "x1": n_flagged_bins - 0.5,
+    if masks is None and not single and n_below_bins:
+        shapes.insert(0, {"type": "rect", "xref": "x", "yref": "paper", "x0": -0.5, "x1": n_below_bins - 0.5,
                           "y0": 0, "y1": 1, "fillcolor": FLAGGED_COLOR, "opacity": 0.08, "line": {"width": 0},
                           "layer": "below"})
+    colours = report_html.histogram_colours(flag_below, rule) if masks is not None or single else \
+        f"shaded: |C| < k = {flag_below}"
     # margins fixed (no automargin): drawn once, not measured and drawn again on every redraw
     return go.Figure({
         "data": data,
-        "layout": _layout(title, shapes=shapes, annotations=label, showlegend=not single, barmode="group",
-                          bargap=0.15 if single else 0.25, margin={"l": 70, "r": 60, "t": 70, "b": 95},
+        "layout": _layout(title, shapes=shapes, annotations=label, showlegend=masks is not None or not single,
+                          barmode="group", bargap=0.15 if single else 0.25, margin={"l": 70, "r": 60, "t": 70, "b": 95},
                           legend={"orientation": "h", "yanchor": "bottom", "y": 1.08, "xanchor": "right", "x": 1},
-                          xaxis={"title": {"text": "certified set size |C| (red: flagged, |C| < k)"},
+                          xaxis={"title": {"text": f"certified set size |C| ({colours})"},
                                  "type": "category", "tickangle": -45, "automargin": False},
                           yaxis=_count_axis(top, documents, log_counts),
                           yaxis2={"title": {"text": "cumulative share (%)"}, "overlaying": "y", "side": "right",
@@ -402,6 +427,7 @@ def report_charts(charts: report_html.ReportCharts) -> tuple[str, list[str]]:
     curve = (fig_confidence_curve(charts.curve, charts.confidence) if split else
              fig_set_size_curve(charts.curve, charts.confidence, charts.flag_below))
     figures = [_figure(fig_set_size_histogram(charts.set_sizes, charts.flag_below, title=charts.histogram_title,
+                                              flagged=charts.flagged, rule=charts.rule,
                                               documents="test documents" if split else "certified documents"),
                        "fig-histogram"),
                _figure(curve, "fig-curve")]

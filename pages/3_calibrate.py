@@ -21,7 +21,9 @@ from cpa_ui.components import (
     require_data,
     show_error,
     show_warnings,
+    stale_message,
     table_columns,
+    verdict_box,
 )
 from cpa_ui.history import record_calibration
 from cpa_ui.memory import adopt_run
@@ -101,18 +103,21 @@ if st.button(label, type="primary" if not current else "secondary", icon=":mater
 if run is None:
     st.info("Not calibrated yet.", icon=":material/hourglass_empty:")
     st.stop()
-if not current:
-    st.warning(f"The results below are for an earlier configuration ({run.config_id}, {plain(run.label)}); "
-               "run the calibration for the configuration declared now.", icon=":material/history:")
+stale = stale_message(run, data, declaration.config_id)
+if stale is not None:
+    st.warning(plain(f"{stale} Run the calibration for the documents and the configuration declared now."),
+               icon=":material/history:")
 if state.notice:
     st.success(state.notice, icon=":material/check_circle:")
     state.notice = None
 
+verdict_label = "Verdict"
 if run.is_panel:
     st.subheader(f"The attacker panel at {fmt_confidence(state.confidence)} confidence")
     panel_verdict_row(panel_verdict_at(run.key, state.confidence, state.policy, run.panel))
     st.subheader("Each attacker's calibration")
     run = member_choice("calibrate", run, "Attacker whose calibration is shown below")
+    verdict_label = f"Its own verdict ({run.result.config.attacker.name} alone)"
 result = run.result
 protocol = result.config.protocol
 helps = help_texts(protocol)
@@ -128,8 +133,9 @@ columns[2].metric("Candidate-miss rate ρ", fmt_percent(metrics.candidate_miss_r
 columns[3].metric("Top-1 accuracy (no guarantee)", fmt_percent(metrics.top1), help=helps["top1"])
 
 st.subheader(f"The attack at {fmt_confidence(state.confidence)} confidence")
+verdict_box(release_verdict(summary, state.confidence), metrics, verdict_label,
+            "certified documents" if protocol == "release" else "held-out test documents")
 attack_row(metrics, state.policy)
-st.caption(plain(release_verdict(summary, state.confidence).headline))
 show_warnings(w for level in levels for w in summary.level(level).warnings)
 for name, value in result.inputs.get("learned", {}).items():
     if name.endswith("temperature"):

@@ -8,6 +8,7 @@ import streamlit as st
 from cpa_core.report.formatting import fmt_confidence, without_empty
 from cpa_core.report.help import COLUMNS, HELP, column_label, help_texts
 from cpa_core.report.metrics import summarize
+from cpa_core.report.verdict import release_verdict
 from cpa_ui import nav
 from cpa_ui.analysis import group_table
 from cpa_ui.cache import curve, panel_verdict_at, sizes_by_level
@@ -22,6 +23,7 @@ from cpa_ui.components import (
     show_warnings,
     stale_notice,
     table_columns,
+    verdict_box,
 )
 from cpa_ui.figures import fig_confidence_curve, fig_set_size_histogram, fig_set_sizes_by_level
 from cpa_ui.state import AuditRun, state
@@ -60,14 +62,18 @@ def certificate_at_level(run: AuditRun, shown: AuditRun, documents: str, curve_f
     cert = result.certificate(confidence)
     headline = st.container()
     st.plotly_chart(fig_set_size_histogram(cert.set_sizes, policy.flag_below, documents=documents,
+                                           flagged=cert.flags(policy), rule=policy.rule,
                                            title=f"Certified set sizes at {fmt_confidence(confidence)}"),
                     key="explore.histogram")
-    st.caption(f"{HELP['set_size']} Red bars are flagged ({policy.rule}); counts are on a log scale, so a single "
+    st.caption(f"{HELP['set_size']} Red: the flagged documents ({policy.rule}), at the foot of each bar; right of "
+               "the k line they are flagged by their linkage probability. Counts are on a log scale, so a single "
                "document still shows; the grey line is the cumulative share of documents.")
 
     summary = summarize(result, [confidence], policy)  # the KPIs and the group table, computed once
     metrics = summary.level(confidence)
     with headline:
+        if verdict is None:
+            verdict_box(release_verdict(summary, confidence), metrics, documents=documents)
         attack_row(metrics, policy)
         kpi_row(metrics, confidence, result.config.protocol)
         show_warnings(metrics.warnings)

@@ -10,6 +10,8 @@ from cpa_core.redaction.whatif import release_what_if
 from cpa_core.report.evidence import N_CANDIDATES, document_evidence, driving_terms, release_function_words
 from cpa_core.report.formatting import fmt_confidence, fmt_number
 from cpa_core.report.help import HELP
+from cpa_core.report.metrics import summarize
+from cpa_core.report.verdict import release_verdict
 from cpa_core.report.worklist import worklist
 from cpa_ui import nav
 from cpa_ui.analysis import (
@@ -35,6 +37,7 @@ from cpa_ui.components import (
     results_page,
     show_warnings,
     table_columns,
+    verdict_box,
     what_if_section,
 )
 from cpa_ui.figures import fig_candidate_weights
@@ -71,8 +74,12 @@ if panel_run.is_panel:
     columns = panel_flagged_columns(shown)
 else:
     flagged = worklist(panel_run.result.certificate(confidence), policy, panel_run.config_id)
-    show_warnings(kpis(panel_run.result, confidence, policy).warnings)
-    attack_row(kpis(panel_run.result, confidence, policy), policy)
+    summary = summarize(panel_run.result, [confidence], policy)
+    metrics = summary.level(confidence)
+    verdict_box(release_verdict(summary, confidence), metrics, documents="certified documents"
+                if panel_run.result.config.protocol == "release" else "held-out test documents")
+    show_warnings(metrics.warnings)
+    attack_row(metrics, policy)
     st.caption(f"Flagged when {policy.rule}; the column 'flagged by' says which rule. Riskiest first: highest linkage "
                "probability, then smallest set. The export on the Report page adds the terms that drive each match.")
     shown = flagged_table(flagged).drop(columns=["driving_terms", "evidence", "config_id", "confidence"])

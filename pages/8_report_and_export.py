@@ -24,6 +24,7 @@ from cpa_ui.components import (
     redaction_columns,
     results_page,
     table_columns,
+    verdict_box,
 )
 from cpa_ui.figures import certificate_report, fig_set_size_histogram
 from cpa_ui.panel_exports import declared_panel, panel_report_html, panel_report_zip
@@ -127,11 +128,11 @@ def audit_exports(run: AuditRun, in_panel: bool) -> None:
         return report_pdf(certificate_report(result, curve=curve(run.key, result), worklist=work,
                                              manifest=audit_manifest, for_print=True, texts=data.documents.texts()))
 
-    verdict = release_verdict(summarize(result, [confidence]), confidence)
-    show_verdict = st.success if verdict.status == "release" else st.warning  # a page's errors are the app's own
-    own = f"Its own verdict ({result.config.attacker.name} alone)" if in_panel else "Verdict"
-    show_verdict(plain(f"{own}: {verdict.title}. {verdict.headline}"),
-                 icon=":material/gavel:" if verdict.status in ("release", "redact") else ":material/report:")
+    summary = summarize(result, [confidence])
+    verdict = release_verdict(summary, confidence)
+    verdict_box(verdict, summary.level(confidence),
+                f"Its own verdict ({result.config.attacker.name} alone)" if in_panel else "Verdict",
+                "certified documents" if result.config.protocol == "release" else "held-out test documents")
     for check in verdict.failed:
         st.caption(plain(f"Failed check, {check.name}: {check.reason}. {check.remedy}"))
 
@@ -149,7 +150,10 @@ def audit_exports(run: AuditRun, in_panel: bool) -> None:
                    f"{redaction.before.result.first_guess_right.mean():.1%} → {run.result.first_guess_right.mean():.1%}.")
         st.plotly_chart(fig_set_size_histogram({"before": before_cert.set_sizes, "after redaction": after_cert.set_sizes},
                                                policy.flag_below, f"Certified set sizes at {fmt_confidence(confidence)}: "
-                                                                  "input and output"), key="export.before_after")
+                                                                  "input and output",
+                                               flagged={"before": before_cert.flags(policy),
+                                                        "after redaction": after_cert.flags(policy)},
+                                               rule=policy.rule), key="export.before_after")
         st.dataframe(sides, hide_index=True, width="stretch", height=240, key="export.sides",
                      column_config=table_columns(sides))
 

@@ -187,6 +187,10 @@ class ReportCharts:
     protocol: str = "split"
     """The audit's protocol: under ``release`` coverage is the target by construction (a curve of it says nothing),
     so the static report draws set size against confidence instead."""
+    flagged: np.ndarray | None = None
+    """The documents the release policy flags (by set size or by linkage probability), the histogram's red."""
+    rule: str | None = None
+    """The release policy's rule in symbols (:attr:`~cpa_core.audit.policy.ReleasePolicy.rule`)."""
 
 
 ChartRenderer = Callable[[ReportCharts], tuple[str, list[str]]]
@@ -225,11 +229,31 @@ def _fitted_text(x: float, y: float, text: str, size: int, width: float, anchor:
     return box + _svg_text(x + shift, y, text, size, anchor, color)
 
 
-def svg_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str) -> str:
-    """The set-size histogram (the bins of :func:`cpa_core.report.formatting.set_size_bins`) as a static SVG bar chart:
-    flagged bins (|C| < k) in red, a dashed line at k. Every label stays inside the figure: the last bin's beside the
-    right edge, the line's on whichever side of it has room."""
+def bin_counts(bins: pd.DataFrame, set_sizes: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
+    """How many documents fall in each bin of :func:`~cpa_core.report.formatting.set_size_bins` (``bins``), counting
+    only those of the mask ``among`` when given (e.g. the flagged ones)."""
+    sizes = np.asarray(set_sizes, dtype=np.int64)
+    if among is not None:
+        sizes = sizes[np.asarray(among, dtype=bool)]
+    return np.bincount(np.searchsorted(bins["upper"].to_numpy(), sizes), minlength=len(bins))[: len(bins)]
+
+
+def histogram_colours(flag_below: int, rule: str | None) -> str:
+    """What the histograms' red stands for: the documents the release policy flags (its ``rule``), or, without the
+    flags, the sets smaller than ``k``."""
+    return f"red: flagged, {rule}" if rule else f"red: |C| < k = {flag_below}"
+
+
+def svg_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str, flagged: np.ndarray | None = None,
+                           rule: str | None = None) -> str:
+    """The set-size histogram (the bins of :func:`cpa_core.report.formatting.set_size_bins`) as a static SVG bar chart,
+    a dashed line at k. Red: the documents ``flagged`` by the release policy (``rule``: its words), at the foot of
+    each bin's bar, so that a bin right of k shows the documents flagged by their linkage probability; without
+    ``flagged``, the bins of sets smaller than k. Every label stays inside the figure: the last bin's beside the right
+    edge, the line's on whichever side of it has room."""
     bins = set_size_bins(set_sizes, flag_below)
+    red = bin_counts(bins, set_sizes, flagged) if flagged is not None else \
+        np.where(bins["upper"] < flag_below, bins["count"], 0)
     n = max(len(bins), 1)
     last = str(bins["label"].iloc[-1]) if len(bins) else ""
     width, height, left, top, bottom = 680, 250, 52, 30, 52
@@ -244,11 +268,14 @@ def svg_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str) -
     widest = max((_text_width(str(label), 9) for label in bins["label"]), default=0.0)
     label_every = max(1, math.ceil(n / 12), math.ceil((widest + 6) / max(step, 1e-9)))  # labels never overlap
     for i, row in enumerate(bins.itertuples(index=False)):
-        bar = plot_h * row.count / peak
-        color = FLAGGED_COLOR if row.upper < flag_below else SAFE_COLOR
         x = left + i * step
-        parts.append(f'<rect x="{x + 0.5:.1f}" y="{top + plot_h - bar:.1f}" width="{max(step - 1, 0.5):.1f}" '
-                     f'height="{bar:.1f}" fill="{color}"/>')
+        base = top + plot_h
+        for count, color in ((int(red[i]), FLAGGED_COLOR), (row.count - int(red[i]), SAFE_COLOR)):
+            if count:  # red at the foot of the bar, the documents not flagged above it
+                bar = plot_h * count / peak
+                parts.append(f'<rect x="{x + 0.5:.1f}" y="{base - bar:.1f}" width="{max(step - 1, 0.5):.1f}" '
+                             f'height="{bar:.1f}" fill="{color}"/>')
+                base -= bar
         if i == n - 1 or (i % label_every == 0 and n - 1 - i >= label_every):  # the last label always, alone
             parts.append(_fitted_text(x + step / 2, top + plot_h + 14, row.label, 9, width))
     flagged = int((bins["upper"] < flag_below).sum())
@@ -259,7 +286,8 @@ def svg_set_size_histogram(set_sizes: np.ndarray, flag_below: int, title: str) -
     room_right = line_x + 4 + _text_width(k_label, 9) <= width - 2
     parts.append(_fitted_text(line_x + 4 if room_right else line_x - 4, top + 10, k_label, 9, width,
                               "start" if room_right else "end", FLAGGED_COLOR, backdrop=True))
-    parts.append(_svg_text(left + plot_w / 2, height - 14, "certified set size |C| (red: flagged, |C| < k)", 10))
+    parts.append(_fitted_text(left + plot_w / 2, height - 14,
+                              f"certified set size |C| ({histogram_colours(flag_below, rule)})", 10, width))
     parts.append(_svg_text(14, top + plot_h / 2, "documents", 10).replace(
         "<text ", f'<text transform="rotate(-90 14 {top + plot_h / 2:.1f})" ', 1))
     return _svg(width, height, "".join(parts), title)
@@ -566,7 +594,7 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
     group_html = ""
     if charts is not None and not for_print:
         script, figures = charts(ReportCharts(cert.set_sizes, policy.flag_below, histogram_title, curve, confidence,
-                                              per_group, config.protocol))
+                                              per_group, config.protocol, cert.flags(policy), policy.rule))
     else:
         script = ""
         if split_protocol:
@@ -579,7 +607,9 @@ def certificate_report(result: AuditResult, *, curve: pd.DataFrame, worklist: pd
                           "(a chart of it would be the diagonal), so the second chart shows instead how the certified "
                           "sets grow with the confidence level, against the release policy's k; coverage per level is "
                           "in the table below")
-        figures = [f"<figure>{svg_set_size_histogram(cert.set_sizes, policy.flag_below, histogram_title)}</figure>",
+        histogram = svg_set_size_histogram(cert.set_sizes, policy.flag_below, histogram_title, cert.flags(policy),
+                                           policy.rule)
+        figures = [f"<figure>{histogram}</figure>",
                    f"<figure>{curve_figure}</figure>",
                    f"<p class='figure-note'>{'Printed' if for_print else 'Static'} version: the charts are drawn "
                    f"from the same figures as the interactive report; {curve_note}"

@@ -100,7 +100,11 @@ def test_the_sample_calibrates_without_a_warning_at_its_levels(sample, knowledge
     test_each_cause_of_an_uncertified_level_is_said_once)."""
     at = calibrate(new_app().run(), knowledge=knowledge)
     assert at.session_state["cpa.confidence"] in sample["confidences"]
-    assert not at.warning, [shown(w) for w in at.warning]
+    verdicts = [shown(w) for w in [*at.warning, *at.success] if shown(w).startswith("Verdict: ")]
+    assert len(verdicts) == 1 and "Verdict" in [shown(h) for h in at.subheader]  # the verdict, not a caption's end
+    assert not [w for w in at.warning if not shown(w).startswith("Verdict: ")], [shown(w) for w in at.warning]
+    flagged, of = metric(at, "Flagged").split(" of ")
+    assert any(shown(m).startswith(f"Flagged: {flagged} of {of} certified documents (") for m in at.markdown)
     table = at.dataframe[0].value
     assert list(table["confidence"]) == sample["confidences"]
     assert "infinite" not in set(table["threshold"])

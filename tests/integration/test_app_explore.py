@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 
-from apptest import assert_clean, calibrate, new_app, shown
+from dataclasses import replace
 
+from apptest import assert_clean, calibrate, metric, new_app, shown
+
+from cpa_core.report.formatting import FLAGGED_COLOR
 from cpa_ui import nav
 
 HISTOGRAM = "Certified set sizes at"
@@ -19,6 +22,18 @@ def figures(at) -> dict[str, dict]:
     """The page's plotly figures by the start of their title."""
     specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
     return {spec["layout"]["title"]["text"].split(" at ")[0]: spec for spec in specs}
+
+
+def red_documents(figure: dict) -> int:
+    """The documents a figure draws in red, whether a trace is red as a whole or bar by bar."""
+    total = 0
+    for trace in figure["data"]:
+        if trace["type"] != "bar":
+            continue
+        colours = trace["marker"]["color"]
+        colours = [colours] * len(trace["y"]) if isinstance(colours, str) else colours
+        total += sum(int(y) for y, colour in zip(trace["y"], colours) if colour == FLAGGED_COLOR)
+    return total
 
 
 def words(at) -> str:
@@ -47,6 +62,14 @@ def test_release_protocol_says_audited_documents_and_shows_no_coverage_curve(sam
     assert "coverage equals the confidence level by construction" in said and "is not shown" in said
     histogram = shown_figures["Certified set sizes"]
     assert histogram["layout"]["yaxis"]["title"]["text"] == "audited documents (log scale)"
+    # one flag rule: the histogram's red documents are the KPI's flagged ones and the verdict's, under the same rule
+    flagged, of = metric(at, "Flagged").split(" of ")
+    policy = at.session_state["cpa.run"].result.config.policy
+    assert red_documents(histogram) == int(flagged.replace(",", "")) > 0
+    assert f"red: flagged, {policy.rule}" in histogram["layout"]["xaxis"]["title"]["text"]
+    assert [shown(h) for h in at.subheader][:1] == ["Verdict"]
+    verdicts = [shown(a) for a in [*at.warning, *at.success] if shown(a).startswith("Verdict: ")]
+    assert len(verdicts) == 1 and f"{flagged} of {of} audited documents" in said
     assert histogram["layout"]["yaxis"]["type"] == "log"
     levels = shown_figures[BY_LEVEL]
     assert levels["data"][0]["name"] == "audited documents with |C| < k = 11"
@@ -79,3 +102,19 @@ def test_split_protocol_says_test_documents_and_shows_the_coverage_curve():
     assert COVERAGE_CURVE in shown_figures and BY_LEVEL not in shown_figures
     assert shown_figures["Certified set sizes"]["layout"]["yaxis"]["title"]["text"] == "test documents (log scale)"
     assert "Coverage should track the dotted diagonal" in said
+
+
+def test_results_of_other_documents_than_the_loaded_ones_say_so_and_name_one_configuration():
+    """The loaded documents change (as when a redacted release's audit is made the current one and the Data page holds
+    another release), the declared configuration does not: the notice names the release and one configuration id."""
+    at = explore("release")
+    run, data = at.session_state["cpa.run"], at.session_state["cpa.data"]
+    at.session_state["cpa.data"] = replace(data, fingerprint=f"{data.fingerprint}-other",
+                                           documents=replace(data.documents, file="documents-redacted.csv"))
+    at.switch_page(nav.EXPLORE).run()
+    assert not at.exception
+    notices = [shown(w) for w in at.warning if shown(w).startswith("These results are")]
+    assert notices == [f"These results are of the release documents.csv ({run.label}), not of documents-redacted.csv, "
+                       f"the documents loaded on the Data page. The declared configuration is the same "
+                       f"({run.config_id})."]
+    assert "has not been calibrated" not in notices[0]

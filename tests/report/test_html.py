@@ -252,13 +252,18 @@ def test_print_version_runs_no_script_and_draws_static_figures(audit):
     assert "<script" not in html and "Plotly" not in html and "js-plotly" not in html
     assert "http://" not in html and "https://" not in html  # no URL at all: nothing a PDF engine could fetch
     assert html.count("<svg ") == 2 and "@page" in html and "size: A4" in html and "@media print" in html
-    # the histogram's bars are the set sizes of the certificate: red left of k, blue from k on
+    # the histogram's bars are the set sizes of the certificate: in each bin, its flagged documents in red (by set
+    # size or by linkage probability, as the verdict counts them), the others in blue
     from cpa_core.report.formatting import FLAGGED_COLOR, SAFE_COLOR, set_size_bins
+    from cpa_core.report.html import bin_counts
 
-    bins = set_size_bins(audit["result"].certificate(CONFIDENCE).set_sizes, POLICY.flag_below)
+    cert = audit["result"].certificate(CONFIDENCE)
+    bins = set_size_bins(cert.set_sizes, POLICY.flag_below)
+    red = bin_counts(bins, cert.set_sizes, cert.flags(POLICY))
     histogram = _between(html, "<svg ", "</svg>")
-    assert histogram.count(f'fill="{FLAGGED_COLOR}"/>') == int((bins["upper"] < POLICY.flag_below).sum())
-    assert histogram.count(f'fill="{SAFE_COLOR}"/>') == int((bins["upper"] >= POLICY.flag_below).sum())
+    assert histogram.count(f'fill="{FLAGGED_COLOR}"/>') == int((red > 0).sum())
+    assert histogram.count(f'fill="{SAFE_COLOR}"/>') == int((bins["count"] > red).sum())
+    assert escape(f"red: flagged, {POLICY.rule}") in histogram
     # data stays escaped in the print version too
     assert HOSTILE_GROUP not in html and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
     assert HOSTILE_FILE not in html
