@@ -11,10 +11,12 @@ from pathlib import Path
 
 import streamlit as st
 
+from cpa_core.common.errors import CPAError
 from cpa_core.report.formatting import fmt_confidence, fmt_percent
 from cpa_core.report.html import decided_sentence
 from cpa_ui import nav
 from cpa_ui.analysis import kpis
+from cpa_ui.attackers import declare_panel
 from cpa_ui.cache import panel_verdict_at
 from cpa_ui.components import audit_status, ensure_data
 from cpa_ui.memory import give_back
@@ -43,6 +45,15 @@ def attackers_text(attackers: tuple[str, ...]) -> str:
     return f"a panel of {len(attackers)} attackers ({plain(', '.join(attackers))})"
 
 
+def knowledge_text() -> str:
+    """The declared knowledge level, named as the declared configuration names it (as every other page, the exports
+    and the history do: ``full`` for every registry field, whichever way it was chosen)."""
+    try:
+        return f"knowledge level {plain(declare_panel(state.data, state.threat, state.scores).config.knowledge.name)}"
+    except CPAError:
+        return "a knowledge level that is not valid yet"
+
+
 def home() -> None:
     st.title("Conformal Privacy Auditing")
     st.markdown(INTRODUCTION)
@@ -54,8 +65,8 @@ def home() -> None:
          f"{len(data.documents):,} documents and {len(data.registry):,} profiles loaded ({source})" if data
          else "load documents and a registry"),
         (state.threat is not None, nav.THREAT,
-         f"knowledge level {plain(state.threat.knowledge)}, " + attackers_text(state.threat.attackers)
-         if state.threat else "declare the attacker and its knowledge"),
+         f"{knowledge_text()}, " + attackers_text(state.threat.attackers)
+         if state.threat and data is not None else "declare the attacker and its knowledge"),
         (run is not None, nav.CALIBRATE,
          f"calibrated ({plain(run.label)}, configuration {run.config_id})" if run
          else "run the attack and calibrate"),

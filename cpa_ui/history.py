@@ -16,7 +16,14 @@ import streamlit as st
 from cpa_core.audit.panel import PanelResult
 from cpa_core.common.errors import CPAError, HistoryError
 from cpa_core.store import reopen as reopen_rules
-from cpa_core.store.history import HistoryEntry, load_result, panel_entries, record_audit, recorded_panel_summary
+from cpa_core.store.history import (
+    AuditComparison,
+    HistoryEntry,
+    load_result,
+    panel_entries,
+    record_audit,
+    recorded_panel_summary,
+)
 from cpa_core.store.reopen import declared_attacker
 from cpa_ui.cache import run_label
 from cpa_ui.state import AuditRun, DataSet
@@ -28,6 +35,11 @@ HISTORY_COLUMNS = ("id", "created_at", "source", "redacted_from", "config_id", "
 """The History page's list of audits (labelled by :data:`~cpa_core.report.help.COLUMNS`)."""
 MEMBER_COLUMNS = ("id", "attacker", "config_id", "verdict", "first_guess_rate", "n_flagged", "median_set_size")
 """An attacker panel's members, each recorded as an audit of its own."""
+NOT_REDACTED = "—"
+"""The History list's ``redacted_from`` of an audit that was not redacted from another (a number column would show
+its missing value as the word None)."""
+CHANGES = ("newly flagged", "no longer flagged", "withheld", "not audited in B", "flagged in both")
+"""How a document of either worklist changed from audit A to audit B (:class:`WorklistChanges`)."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +89,44 @@ def history_table(audits: pd.DataFrame) -> pd.DataFrame:
                        verdict=None, first_guess_rate=None, n_flagged=None, median_set_size=None)
         else:
             row["members"] = None
+        redacted_from = row.get("redacted_from")
+        row["redacted_from"] = NOT_REDACTED if redacted_from is None or pd.isna(redacted_from) else \
+            str(int(redacted_from))
         out.append(row)
     return pd.DataFrame(out, columns=list(HISTORY_COLUMNS))
+
+
+@dataclass(frozen=True)
+class WorklistChanges:
+    """How audit B's worklist differs from audit A's, each document of either counted once: ``newly_flagged`` (on B's
+    only), ``flagged_in_both``, and those on A's only split by what became of them in B: ``withheld`` from B's release
+    (the decisions B's redaction recorded), ``no_longer_flagged`` (audited in B, not flagged), ``not_audited`` (neither
+    withheld nor among B's audited documents, e.g. another test split)."""
+
+    newly_flagged: tuple[str, ...]
+    no_longer_flagged: tuple[str, ...]
+    withheld: tuple[str, ...]
+    not_audited: tuple[str, ...]
+    flagged_in_both: tuple[str, ...]
+
+    def to_frame(self) -> pd.DataFrame:
+        """``doc_id`` and ``change`` (one of :data:`CHANGES`) of every document on either worklist."""
+        groups = (self.newly_flagged, self.no_longer_flagged, self.withheld, self.not_audited, self.flagged_in_both)
+        return pd.DataFrame([(doc, change) for change, docs in zip(CHANGES, groups) for doc in docs],
+                            columns=["doc_id", "change"])
+
+
+def worklist_changes(comparison: AuditComparison, b: HistoryEntry) -> WorklistChanges:
+    """The worklist changes of ``comparison`` (A against B), with A's flagged documents missing from B's worklist
+    told apart: withheld from B's release, audited in B and no longer flagged, or not audited in B."""
+    withheld_ids = set(((b.summary.get("redaction") or {}).get("decisions") or {}).get("withheld") or ())
+    audited = set().union(*b.set_sizes.values())
+    gone = comparison.flagged_removed
+    withheld = tuple(doc for doc in gone if doc in withheld_ids)
+    return WorklistChanges(comparison.flagged_added,
+                           tuple(doc for doc in gone if doc not in withheld_ids and doc in audited), withheld,
+                           tuple(doc for doc in gone if doc not in withheld_ids and doc not in audited),
+                           comparison.flagged_kept)
 
 
 def panel_members_table(audits: pd.DataFrame, entry: Entry) -> pd.DataFrame:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from cpa_core.common.errors import CPAError
 from cpa_core.report.formatting import fmt_confidence
+from cpa_core.report.help import HELP, column_label
 from cpa_core.store.history import compare_audits, history_path, list_audits, load_audit, release_difference
 from cpa_ui import nav
 from cpa_ui.components import show_error, table_columns
@@ -20,6 +21,7 @@ from cpa_ui.history import (
     panel_members_table,
     reopen_panel,
     unreadable_notes,
+    worklist_changes,
 )
 from cpa_ui.memory import adopt_run
 from cpa_ui.state import set_widget, state, widget_key, widget_value
@@ -45,7 +47,9 @@ listed = history_table(audits)
 st.dataframe(listed, hide_index=True, width="stretch", height=240, key="history.table",
              column_config={**table_columns(listed), "members": st.column_config.TextColumn(
                  "members", help="An attacker panel is one entry: each of its attackers was recorded as an audit of "
-                                 "its own (this column: the attackers and their audits).")})
+                                 "its own (this column: the attackers and their audits)."),
+                 "redacted_from": st.column_config.TextColumn(column_label("redacted_from"),
+                                                              help=HELP["redacted_from"])})
 for note in unreadable_notes(audits):
     st.warning(plain(note), icon=":material/warning:")
 readable = audits[audits["unreadable"].isna()]
@@ -130,12 +134,21 @@ if common:
                                       second.policy.flag_below,
                                       title=f"Share of documents with a set of at most |C|, at "
                                             f"{fmt_confidence(float(level))}"), key="history.ecdf")
-columns = st.columns(3)
-columns[0].metric("Newly flagged in B", f"{len(comparison.flagged_added):,}",
+changes = worklist_changes(comparison, second)
+a_worklist = f"On A's worklist (at {fmt_confidence(float(first.flag_confidence))})"
+columns = st.columns(4)
+columns[0].metric("Newly flagged in B", f"{len(changes.newly_flagged):,}",
                   help=f"On B's worklist (at {fmt_confidence(float(second.flag_confidence))}), not on A's.")
-columns[1].metric("No longer flagged in B", f"{len(comparison.flagged_removed):,}",
-                  help=f"On A's worklist (at {fmt_confidence(float(first.flag_confidence))}), not on B's.")
-columns[2].metric("Flagged in both", f"{len(comparison.flagged_kept):,}", help="On both worklists.")
-flagged = comparison.flagged_frame()
+columns[1].metric("No longer flagged in B", f"{len(changes.no_longer_flagged):,}",
+                  help=f"{a_worklist}, audited in B and not on its worklist.")
+columns[2].metric("Withheld from B", f"{len(changes.withheld):,}",
+                  help=f"{a_worklist}, withheld from B's release by the redaction B was audited after: not released, "
+                       "so not audited in B.")
+columns[3].metric("Flagged in both", f"{len(changes.flagged_in_both):,}", help="On both worklists.")
+if changes.not_audited:
+    st.caption(f"{len(changes.not_audited):,} documents of A's worklist are not among B's audited documents (another "
+               "release, or another test split) and were not withheld by a redaction: neither flagged nor cleared "
+               "in B.")
+flagged = changes.to_frame()
 st.dataframe(flagged, hide_index=True, width="stretch", height=240, key="history.flagged",
              column_config=table_columns(flagged))
