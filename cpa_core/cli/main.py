@@ -33,7 +33,7 @@ from cpa_core.common.params import Param
 from cpa_core.common.progress import ProgressBar
 from cpa_core.conformal.calibration import confidence_label
 from cpa_core.io.candidate_scores import read_candidate_scores
-from cpa_core.io.columns import ROW_NUMBERS
+from cpa_core.io.columns import ROW_NUMBERS, redacted_columns
 from cpa_core.io.reading import EncodingError, encoding_name
 from cpa_core.io.tables import check_release
 from cpa_core.llm.client import LLM_PARAMS
@@ -872,8 +872,11 @@ def cmd_redact(args) -> int:
         kept = len(texts) - len(withheld)
         release = redacted_release(documents_file, documents, edits, out, withheld)
         frame = decided_frame(documents.frame, edits, withheld)
-        after = [replace(redacted_config(c, frame), data={role: info for role, info in c.data.items()
-                                                          if role != "documents"})
+        # the redacted release is read as its input was (columns, encoding), but is another file (no checksum)
+        read_as = {key: value for key, value in (("columns", redacted_columns(documents.columns)),
+                                                 ("encoding", documents.encoding)) if value and value != "utf-8"}
+        after = [replace(redacted_config(c, frame), data={**{role: info for role, info in c.data.items()
+                                                             if role != "documents"}, "documents": read_as})
                  for c in [c for c, _ in declared] + ([] if held is None else [held[0]])]
         write_private(out / CONFIG_FILE, declared_panel_toml(after, held_out))
         verified = None

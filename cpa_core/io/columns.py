@@ -223,6 +223,12 @@ def row_numbers(n: int) -> list[str]:
     return [str(row) for row in range(1, n + 1)]
 
 
+def redacted_columns(mapping: Mapping[str, str]) -> dict[str, str]:
+    """The column mapping of a redacted release written from a file read under ``mapping``: ids that were row numbers
+    are the release's own ``doc_id`` column (its withheld rows would renumber the rest)."""
+    return {ours: theirs for ours, theirs in mapping.items() if theirs != ROW_NUMBERS}
+
+
 def _apply_mapping(name: str, frame: pd.DataFrame, mapping: Mapping[str, str] | None,
                    required: Sequence[str]) -> pd.DataFrame:
     """Rename user columns to ours: ``mapping`` is ``{our_name: their_name}``; an id mapped to

@@ -1,12 +1,14 @@
 """A release exported without document ids (a blog archive: author, post) audited by ``cpa audit --number-rows``:
-its ids are the rows' numbers, the manifest says so, and the audit.toml it writes audits it again identically; the
-same run without the option is refused in one line that names the file, its columns and the remedies."""
+its ids are the rows' numbers, the manifest says so, and the audit.toml it writes audits it again identically; its
+redacted release keeps the numbers as its own doc_id column and is audited again; the same run without the option is
+refused in one line that names the file, its columns and the remedies."""
 
 from __future__ import annotations
 
 import json
 import tomllib
 
+import pandas as pd
 from cli_checks import assert_one_line_error, ok
 from conftest import run_cli, toy_frames, write_table
 
@@ -69,3 +71,33 @@ def test_an_idless_release_is_refused_unasked_naming_its_file_columns_and_remedi
                           "found columns ['author', 'post']", "--number-rows",
                           "map one of the file's columns to doc_id")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_redacted_idless_release_keeps_its_row_numbers_and_is_audited_again(tmp_path):
+    documents, registry, config, blog = blog_release(tmp_path)
+    audit = tmp_path / "audit"
+    ok(run_cli("audit", "--documents", documents, "--registry", registry, "--config", config, "--number-rows",
+               "--attacker", "tfidf", "--out", audit, "--no-history"))
+    ok(run_cli("redact", "--audit", audit, "--out", tmp_path / "search", "--no-history"))
+    decisions = pd.read_csv(tmp_path / "search" / "decisions.csv", dtype=str, keep_default_na=False)
+    withhold = decisions["action"] == "withhold"
+    decisions.loc[withhold, "accept"] = "False"
+    decisions.loc[decisions.index[withhold][:2], "accept"] = "True"
+    withheld = sorted(decisions.loc[decisions.index[withhold][:2], "doc_id"], key=int)
+    decisions.to_csv(tmp_path / "reviewed.csv", index=False)
+    redacted = tmp_path / "redacted"
+    done = ok(run_cli("redact", "--audit", audit, "--decisions", tmp_path / "reviewed.csv", "--out", redacted,
+                      "--no-history"))
+    # the release keeps each document's number as its doc_id: the withheld rows renumber nothing
+    release = pd.read_csv(redacted / "blog-redacted.csv", dtype=str, keep_default_na=False)
+    assert list(release.columns) == ["doc_id", "author", "post"]
+    kept = [str(row) for row in range(1, len(blog) + 1) if str(row) not in withheld]
+    assert release["doc_id"].tolist() == kept
+    assert release["author"].tolist() == [blog["author"].iloc[int(row) - 1] for row in kept]
+    # read as its input was, the ids its own column: audited again
+    written = tomllib.loads((redacted / "audit.toml").read_text(encoding="utf-8"))
+    assert written["columns"]["documents"] == {"text": "post", "identity_id": "author"}
+    assert "the redacted release, audited again" in done.stderr, done.describe()
+    records = [json.loads(line) for line in next((redacted / "audit").rglob("documents.jsonl")).read_text(
+        encoding="utf-8").splitlines()]
+    assert sorted((r["doc_id"] for r in records), key=int) == kept
