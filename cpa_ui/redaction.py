@@ -24,15 +24,19 @@ from cpa_core.audit.results import Certificate
 from cpa_core.common.errors import CPAError, DataError
 from cpa_core.redaction.decisions import (
     CURATOR,
+    EDIT,
     accepted,
     curator_rows,
     decisions_table,
     redacted_config,
     redaction_lineage,
+    row_keys,
     typed,
+    word_rows,
 )
 from cpa_core.redaction.suggestions import (
     REPLACEMENTS,
+    WITHHOLD,
     Suggestion,
     apply_edits,
     decided_frame,
@@ -151,38 +155,152 @@ def rescore(run: AuditRun, data: DataSet, confidence: float, doc_id: str, text: 
     return Rescored(found.risk.set_size, tuple(explain.spans(text, list(found.rows))) if explain is not None else ())
 
 
-def review_rows(review: Review) -> pd.DataFrame:
-    """The review table as drawn: the rows of the table it was drawn from, the columns of :data:`REVIEW_COLUMNS`."""
-    table = review.drawn if review.drawn is not None else review.table
-    return table[list(REVIEW_COLUMNS)].rename(columns=REVIEW_COLUMNS).reset_index(drop=True)
+BY_YOU = "you"
+"""Who decided a row the curator ticked, or decided in bulk (the review table's ``decided by``)."""
+NEVER, ALWAYS = "never redact: ", "always redact: "
+"""How a row decided by a word of the deny or allow list names it (the word follows)."""
+PAGE_ROWS = 100
+"""Rows of the review table shown at once: a tick redraws nothing, and no page sends the browser the whole table."""
+VIEWS = ("rows to review", "documents to withhold", "accepted edits", "rejected rows",
+         "edits of documents withheld (folded)")
+"""Which rows of the decisions table the review table shows; the edits of a document withheld are folded under its
+withhold row (not in the release) and shown only on their own."""
 
 
-def with_ticks(review: Review, accept) -> Review:
-    """The review with the ``accept`` column as ticked in the review table (the table is not redrawn)."""
-    return _with_accept(review, accept, redraw=False)
+def folded(table: pd.DataFrame) -> np.ndarray:
+    """The edit rows of documents withheld (an accepted ``withhold`` row): not in the release, folded under it."""
+    withheld = table.loc[(table["action"] == WITHHOLD) & table["accept"], "doc_id"]
+    return ((table["action"] == EDIT) & table["doc_id"].isin(set(withheld))).to_numpy()
 
 
-def with_decisions(review: Review, accept) -> Review:
-    """The review with the ``accept`` column decided in bulk: the review table is redrawn from it."""
-    return _with_accept(review, accept, redraw=True)
+def review_positions(review: Review, view: str, term: str | None = None, doc_id: str = "") -> np.ndarray:
+    """The rows of the decisions table the review table shows, in order: those of the ``view``
+    (:data:`VIEWS`), of edits of ``term`` only when one is chosen, of one document when ``doc_id`` is given."""
+    table = review.table
+    hidden = folded(table)
+    is_edit = (table["action"] == EDIT).to_numpy()
+    accept = table["accept"].to_numpy(dtype=bool)
+    shown = {VIEWS[0]: ~hidden, VIEWS[1]: (table["action"] == WITHHOLD).to_numpy(),
+             VIEWS[2]: is_edit & accept & ~hidden, VIEWS[3]: ~accept & ~hidden, VIEWS[4]: hidden}[view]
+    if term is not None:
+        shown = shown & is_edit & (table["term"] == term).to_numpy()
+    if doc_id:
+        shown = shown & (table["doc_id"] == str(doc_id)).to_numpy()
+    return np.flatnonzero(shown)
 
 
-def _with_accept(review: Review, accept, redraw: bool) -> Review:
-    """The review with a new ``accept`` column; the audit of the release the old one made is dropped."""
+def review_page(review: Review, positions: np.ndarray) -> pd.DataFrame:
+    """The rows at ``positions`` as the review table shows them: the columns of :data:`REVIEW_COLUMNS`, who decided
+    each (``decided by``: the search, you, or a word of the deny or allow list) and, on a withhold row, the edits of
+    the document folded under it."""
+    table = review.table
+    rows = table.iloc[positions]
+    page = rows[list(REVIEW_COLUMNS)].rename(columns=REVIEW_COLUMNS).reset_index(drop=True)
+    page.insert(1, "decided_by", [review.decided.get(review.keys[p], (None, "search"))[1] for p in positions])
+    withhold = rows["action"].to_numpy() == WITHHOLD
+    if withhold.any():
+        counts = table.loc[table["action"] == EDIT, "doc_id"].value_counts()
+        page["folded_edits"] = pd.array([int(counts.get(d, 0)) if w and a else None for d, w, a in
+                                         zip(rows["doc_id"], withhold, rows["accept"])], dtype="Int64")
+    return page
+
+
+def review_counts(review: Review) -> dict[str, int]:
+    """What the decisions put in the release, in numbers: documents to withhold, edits accepted of the edits
+    proposed (a withheld document's are not counted: not in the release), documents edited."""
+    table = review.table
+    hidden = folded(table)
+    is_edit = (table["action"] == EDIT).to_numpy()
+    accept = table["accept"].to_numpy(dtype=bool)
+    kept_edits = is_edit & accept & ~hidden
+    return {"withheld": int(((table["action"] == WITHHOLD).to_numpy() & accept).sum()),
+            "edits_accepted": int(kept_edits.sum()), "edits": int((is_edit & ~hidden).sum()),
+            "folded": int(hidden.sum()), "edited": int(table.loc[kept_edits, "doc_id"].nunique())}
+
+
+def _decided(review: Review, proposed: pd.DataFrame, decided: dict, **changes) -> Review:
+    """The review with the decisions table ``proposed`` (its accept column as proposed) and the decisions
+    ``decided`` over it; the audit of the release an earlier table made is dropped."""
+    keys = tuple(row_keys(proposed))
+    wanted = proposed["accept"].to_numpy(dtype=bool)
+    accept = wanted.copy()
+    for row, key in enumerate(keys):
+        if key in decided:
+            accept[row] = decided[key][0]
+    table = proposed.copy()
+    table["accept"] = accept
+    return replace(review, table=table, proposed=wanted, keys=keys, decided=decided, after=None, after_data=None,
+                   utility=None, **changes)
+
+
+def proposed_table(review: Review) -> pd.DataFrame:
+    """The decisions table with its accept column as proposed (by the search, the allow list or the curator's own
+    text), before any decision over it."""
     table = review.table.copy()
-    table["accept"] = np.asarray(accept, dtype=bool)
-    drawn = None if redraw else review.drawn if review.drawn is not None else review.table
-    return replace(review, table=table, drawn=drawn, version=review.version + redraw, after=None, after_data=None,
-                   utility=None)
+    if review.proposed is not None:
+        table["accept"] = review.proposed
+    return table
+
+
+def with_ticks(review: Review, positions, accept) -> Review:
+    """The review once the curator has ticked or unticked the rows at ``positions`` of the review table (the table
+    editor is not drawn anew: it shows the ticks as its own)."""
+    positions = np.asarray(positions, dtype=np.int64)
+    table = review.table.copy()
+    values = np.asarray(accept, dtype=bool)
+    table.loc[table.index[positions], "accept"] = values
+    decided = {**review.decided, **{review.keys[p]: (bool(v), BY_YOU) for p, v in zip(positions, values)}}
+    return replace(review, table=table, decided=decided, after=None, after_data=None, utility=None)
+
+
+def with_bulk(review: Review, rows: np.ndarray, accept: bool) -> Review:
+    """The review with every row of the mask ``rows`` decided at once (accept all, reject all, reject the edits of a
+    term): the review table is drawn anew."""
+    decided = {**review.decided, **{review.keys[p]: (bool(accept), BY_YOU) for p in np.flatnonzero(rows)}}
+    return _decided(review, proposed_table(review), decided, version=review.version + 1)
+
+
+def decide_rows(rows: np.ndarray, accept: bool) -> None:
+    """The review table's bulk action: every row of the mask ``rows`` accepted or rejected (a button's callback)."""
+    state.review = with_bulk(state.review, rows, accept)
+
+
+def reset_decisions() -> None:
+    """The review table's reset: every decision taken back (a button's callback)."""
+    state.review = without_decisions(state.review)
+
+
+def without_decisions(review: Review) -> Review:
+    """The review with every decision taken back: the rows as proposed, then the deny and allow lists applied."""
+    deny, allow = review.lists
+    undecided = _decided(review, proposed_table(review), {}, version=review.version + 1, lists=((), ()))
+    return with_lists(undecided, deny, allow)
+
+
+def with_lists(review: Review, deny: tuple[str, ...], allow: tuple[str, ...]) -> Review:
+    """The review with the deny and allow lists applied to its rows at once, no new search: each row of a word
+    added to the deny list rejected, of a word added to the allow list accepted (a later tick decides it again); the
+    rows a word taken off a list decided go back to as proposed."""
+    if (tuple(deny), tuple(allow)) == tuple(review.lists):
+        return review
+    old_deny, old_allow = review.lists
+    gone = {NEVER + w for w in old_deny if w not in deny} | {ALWAYS + w for w in old_allow if w not in allow}
+    decided = {key: value for key, value in review.decided.items() if value[1] not in gone}
+    table = review.table
+    for words, accept, origin in ((tuple(w for w in allow if w not in old_allow), True, ALWAYS),
+                                  (tuple(w for w in deny if w not in old_deny), False, NEVER)):
+        for word, rows in word_rows(table, words).items():
+            decided.update({review.keys[p]: (accept, origin + word) for p in np.flatnonzero(rows)})
+    return _decided(review, proposed_table(review), decided, version=review.version + 1,
+                    lists=(tuple(deny), tuple(allow)))
 
 
 def with_curator_text(review: Review, doc_id: str, released: str, edited: str) -> Review:
     """The review once the curator has written ``edited`` for a document (the drill-down): its rows follow the
     text (:func:`~cpa_core.redaction.decisions.curator_rows`)."""
-    table = review.table if review.table is not None else decisions_table([])
-    return replace(review, table=curator_rows(table, doc_id, released, edited), drawn=None,
-                   version=review.version + 1, after=None, after_data=None,
-                   utility=None)
+    table = proposed_table(review) if review.table is not None else decisions_table([])
+    return _decided(review, curator_rows(table, doc_id, released, edited), review.decided,
+                    version=review.version + 1)
 
 
 def current_review(run: AuditRun) -> Review | None:
@@ -193,22 +311,27 @@ def current_review(run: AuditRun) -> Review | None:
 
 def new_review(run: AuditRun, data: DataSet) -> Review:
     """An empty review of the run's redactions (the curator's own edits come first)."""
-    return Review((run.key,), run, data, table=decisions_table([]))
+    return _decided(Review((run.key,), run, data), decisions_table([]), {})
 
 
 def curator_rows_of(review: Review | None) -> pd.DataFrame:
-    """The rows the curator wrote in the drill-down (kept when a new search replaces the table)."""
+    """The rows the curator wrote in the drill-down (kept when a new search replaces the table), as proposed."""
     if review is None or review.table is None:
         return decisions_table([])
-    return review.table[review.table["source"] == CURATOR]
+    table = proposed_table(review)
+    return table[table["source"] == CURATOR]
 
 
 def with_search(ask: tuple, run: AuditRun, data: DataSet, suggestions, total: int, table: pd.DataFrame,
                 previous: Review | None, rewrite: dict | None = None) -> Review:
-    """A review of a (possibly stopped) search, with the curator's rows of the previous review kept (``rewrite``: the
-    LLM rewrite's settings when the search used one)."""
-    return Review(ask, run, data, tuple(suggestions), total,
-                  typed(pd.concat([table, curator_rows_of(previous)], ignore_index=True)), rewrite=rewrite)
+    """A review of a (possibly stopped) search, with the curator's rows of the previous review kept and every
+    decision taken on it (a row of the same key is decided as before; the deny and allow lists as applied)
+    (``rewrite``: the LLM rewrite's settings when the search used one)."""
+    decided, lists = ({}, ((), ())) if previous is None else (previous.decided, previous.lists)
+    review = Review(ask, run, data, tuple(suggestions), total, rewrite=rewrite,
+                    version=0 if previous is None else previous.version + 1)
+    return _decided(review, typed(pd.concat([table, curator_rows_of(previous)], ignore_index=True)), dict(decided),
+                    lists=lists)
 
 
 def has_rows(review: Review, doc_id: str) -> bool:

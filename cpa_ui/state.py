@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Generic, TypeVar
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -167,10 +168,15 @@ class Comparison:
 class Review:
     """The review of a run's redactions: what was asked (``ask``: run key, strategy, level, policy, deny and allow
     lists), the search's suggestions (``total``: the flagged documents; fewer suggestions when it was stopped), the
-    decisions table as the curator left it (``table``; ``version`` names the table editor drawn from it), and, once
-    run, the audit of the release the accepted rows make (``after``, with its data and what it keeps, ``utility``). ``before`` and ``data`` are
-    the audit and data it redacts. The review table is drawn from ``drawn`` (the table when it was last redrawn) and
-    keeps the curator's ticks since as its own edits, so that a tick never redraws it."""
+    decisions table (``table``: its ``accept`` column the search's own, ``proposed``, with the curator's decisions
+    over it; ``keys``: each row's :func:`~cpa_core.redaction.decisions.row_keys`), and, once run, the audit of the
+    release the accepted rows make (``after``, with its data and what it keeps, ``utility``). ``before`` and ``data``
+    are the audit and data it redacts.
+
+    ``decided`` holds every decision taken on the table, by row key, in the order taken: the curator's ticks and bulk
+    actions, and the rows a word of the deny or allow list (``lists``, as applied to the table) rejects or accepts.
+    A new search keeps them: a row of the same key is decided as before. ``version`` names the review table's editor:
+    a bulk action draws it anew, a tick does not."""
 
     ask: tuple
     before: AuditRun = field(compare=False)
@@ -179,11 +185,14 @@ class Review:
     total: int = 0
     table: pd.DataFrame | None = field(default=None, compare=False)
     version: int = 0
-    drawn: pd.DataFrame | None = field(default=None, compare=False)  # the table the review table was drawn from
     after: AuditRun | None = field(default=None, compare=False)
     after_data: DataSet | None = field(default=None, compare=False)
     utility: ReleaseUtility | None = field(default=None, compare=False)  # what the release ``after`` audits keeps
     rewrite: dict | None = field(default=None, compare=False)  # the LLM rewrite's settings, when the search used one
+    proposed: np.ndarray | None = field(default=None, compare=False)  # the table's accept column as proposed
+    keys: tuple = field(default=(), compare=False)
+    decided: dict = field(default_factory=dict, compare=False)  # row key -> (accept, who decided it)
+    lists: tuple = field(default=((), ()), compare=False)  # the deny and allow lists applied to the table
 
     @property
     def complete(self) -> bool:

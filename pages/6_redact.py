@@ -22,7 +22,7 @@ from cpa_core.redaction.decisions import (
     proposed_decisions,
     redaction_log,
 )
-from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, suggested_worklist
+from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, redacted_name, suggested_worklist
 from cpa_core.redaction.rewrite import Rewriter
 from cpa_core.redaction.utility import release_utility
 from cpa_core.redaction.whatif import release_what_if
@@ -36,15 +36,21 @@ from cpa_ui.figures import fig_set_size_histogram
 from cpa_ui.history import record_calibration
 from cpa_ui.memory import adopt_run
 from cpa_ui.redaction import (
+    PAGE_ROWS,
     STRATEGIES,
+    VIEWS,
     before_after,
     change_counts,
     current_review,
+    decide_rows,
     reaudit,
-    review_rows,
+    reset_decisions,
+    review_counts,
+    review_page,
+    review_positions,
     rewrite_endpoint,
     strategy_label,
-    with_decisions,
+    with_lists,
     with_search,
     with_ticks,
 )
@@ -129,21 +135,25 @@ if rewrite:
                f"{redact_url(endpoint['base_url'])}.", icon=":material/cloud_upload:")
 ask = (run.key, strategy, float(confidence), policy, deny, allow, float(common), int(most) if rewrite else None)
 review = current_review(run)
+if review is not None and review.table is not None:  # the lists decide the table's rows at once: no new search
+    state.review = review = with_lists(review, deny, allow)
 searched = review is not None and review.ask == ask
 if not searched or not review.complete:
     if searched:
         st.warning(f"The search was stopped after {len(review.suggestions):,} of {review.total:,} flagged documents: "
                    "the table holds those. Suggest again to search them all.", icon=":material/pause_circle:")
     elif review is not None and len(review.table):
-        st.info("The table holds your own edits and any earlier search's rows; suggest redactions to search with the "
-                "settings above (your own edits are kept).", icon=":material/info:")
+        st.info("The deny and allow lists are applied to the table's rows as you type them. Suggest redactions to "
+                "search again with the settings above: the table then holds the new search's rows, your own edits, and "
+                "every decision you took (unless you reset them).", icon=":material/info:")
     if n_flagged == 0 and not allow and review is None:
         st.success("No document is flagged under this policy: nothing to redact.", icon=":material/check_circle:")
         st.stop()
     if st.button("Suggest redactions for the flagged documents", type="primary", icon=":material/ink_eraser:",
                  key="redact.suggest"):
-        st.button("Stop", key="redact.stop", icon=":material/stop_circle:",
-                  help="Stop the search: the documents done so far stay in the table.")
+        stop = st.empty()
+        stop.button("Stop", key="redact.stop", icon=":material/stop_circle:",
+                    help="Stop the search: the documents done so far stay in the table.")
         bar = st.progress(0.0, text=f"Searching 0 of {n_flagged:,} flagged documents…")
         previous = review
 
@@ -165,89 +175,127 @@ if not searched or not review.complete:
         finally:
             if rewriter is not None:
                 rewriter.client.close()
+            stop.empty()
         state.review = review = with_search(ask, run, data, found, len(found), table, previous,
                                             None if rewriter is None else rewriter.params())
         bar.empty()
     elif review is None:
         st.stop()
 
-table = review.table
-edits_of, withheld = accepted(table)
-is_edit = table["action"] == EDIT
 st.subheader("Review")
 st.caption("Every suggested edit (its document, the words, what they become, the evidence term and the document's "
            "|C| and linkage probability before and once that term is redacted, indicative), every allow-list edit "
-           "and every edit you wrote in the drill-down, and a row per document to withhold. Tick or untick "
-           "'accept'; the release is built from the accepted rows only.")
-shown = review_rows(review)
-edited = st.data_editor(shown, hide_index=True, width="stretch", height=min(38 + 35 * len(shown), 420),
-                        key=f"redact.review.{review.version}", num_rows="fixed",
-                        disabled=[c for c in shown.columns if c != "accept"],
-                        column_config={**table_columns(shown), "accept": st.column_config.CheckboxColumn(
-                            "accept", help="Apply this edit, or withhold this document, in the redacted release.")})
-if not np.array_equal(edited["accept"].to_numpy(dtype=bool), table["accept"].to_numpy(dtype=bool)):
-    state.review = review = with_ticks(review, edited["accept"])
-    table = review.table
-    edits_of, withheld = accepted(table)
-bulk = st.columns([1, 1, 2, 1], vertical_alignment="bottom")
-terms = sorted(set(table.loc[is_edit, "term"]))
-if bulk[0].button("Accept all", key="redact.accept_all", icon=":material/done_all:"):
-    state.review = with_decisions(review, np.ones(len(table), dtype=bool))
-    st.rerun()
-if bulk[1].button("Reject all", key="redact.reject_all", icon=":material/remove_done:"):
-    state.review = with_decisions(review, np.zeros(len(table), dtype=bool))
-    st.rerun()
-term = bulk[2].selectbox("Evidence term", terms, key="redact.term", index=None, placeholder="a word…",
-                         disabled=not terms)
-if bulk[3].button("Reject its edits", key="redact.reject_term", disabled=term is None):
-    state.review = with_decisions(review, table["accept"] & ~(is_edit & (table["term"] == term)))
-    st.rerun()
-
-columns = st.columns(5)
-columns[0].metric("Flagged documents searched", f"{len(review.suggestions):,}")
-columns[1].metric("Made acceptable (indicative)", f"{sum(s.action != WITHHOLD for s in review.suggestions):,}")
-columns[2].metric("To withhold", f"{len(withheld):,}", help="Documents no safe redaction of their evidence makes "
-                                                            "acceptable, left out of the release while accepted.")
-columns[3].metric("Edits accepted", f"{int((is_edit & table['accept']).sum()):,} of {int(is_edit.sum()):,}")
-characters = [sum(e.length for e in document) for document in edits_of.values()]
-columns[4].metric("Characters per edited doc (median)", f"{int(np.median(characters)) if characters else 0:,}")
-kept_now = release_utility(data.documents.texts(), edits_of, withheld).summary()
-st.caption(f"Kept as accepted now: {kept_text(kept_now)}. The meaning each edited text keeps is scored when the "
-           "redacted release is audited below.")  # figures only
-what_if_section(release_what_if(result, review.suggestions, policy, confidence), "redact", True)
-
-source = data.documents_source
+           "and every edit you wrote in the drill-down, and a row per document to withhold, whose edits are folded "
+           "under it (not in the release). Tick or untick 'accept'; the release is built from the accepted rows only. "
+           "Your decisions, and the rows the deny and allow lists decide, are kept when you search again.")
 declared = result.with_policy(confidence, policy)  # what the worklist declares, as on the Report page
 work = suggested_worklist(explained_worklist(run.key, declared.config.config_id, declared, data, run),
                           review.suggestions)
-left, middle, right, last = st.columns(4)
-if source is not None:
-    try:
-        name, payload = redacted_file(source, data.documents, edits_of, withheld)
-    except CPAError as error:
-        show_error(error, "The redacted release cannot be written: ")
-    else:
-        left.download_button("Download the redacted release", payload, file_name=name, icon=":material/download:",
-                             key="redact.download", help="The input file with the accepted edits made and the "
-                                                        "documents to withhold left out: same format, encoding and "
-                                                        "columns, named after the input.")
-middle.download_button("Download the decisions (CSV)", decisions_csv(table, result.config.config_id),
-                       file_name="decisions.csv",
-                       mime="text/csv", icon=":material/download:", key="redact.decisions",
-                       help="The review table, accepted and rejected rows: `cpa redact --decisions decisions.csv` "
-                            "applies it in a pipeline.")
-right.download_button("Download the worklist with suggested edits (CSV)", worklist_csv(work),
-                      file_name="worklist-suggested-edits.csv", mime="text/csv", icon=":material/download:",
-                      key="redact.worklist")
-last.download_button("Download the edit log (JSON)",
-                     json.dumps(redaction_log(result.config, strategy, review.suggestions, policy, confidence,
-                                              decisions=table, deny=deny, allow=allow,
-                                              common_share=float(common) or None,
-                                              function_words=function_words(data.documents.texts().values(),
-                                                                            float(common) or None),
-                                              rewrite=review.rewrite), indent=2, ensure_ascii=False),
-                     file_name="redactions.json", mime="application/json", icon=":material/download:",
-                     key="redact.log")
+
+
+@st.fragment
+def review_table() -> None:
+    """The review table, its bulk actions, its counts and the downloads of what it decides: a fragment, so that a
+    tick or a bulk action reruns this part only, whatever the size of the table."""
+    review = state.review
+    table = review.table
+    is_edit = (table["action"] == EDIT).to_numpy()
+    terms = sorted(set(table.loc[is_edit, "term"]) | {t for s in review.suggestions for t in s.rejected})
+    left, middle, right = st.columns([1.2, 1, 1])
+    view = left.selectbox("Show", VIEWS, key=widget_key("redact.view", VIEWS[0]))
+    term = middle.selectbox("Evidence term", terms, key="redact.term", index=None, placeholder="every term",
+                            disabled=not terms, help="Show the edits of one evidence term only (and reject them "
+                                                     "all below).")
+    doc_id = right.text_input("Document", key="redact.doc", placeholder="every document", help="A doc_id: its rows only.")
+    positions = review_positions(review, view, term, doc_id.strip())
+    pages = max(1, -(-len(positions) // PAGE_ROWS))
+    page = 1 if pages == 1 else int(st.number_input(f"Page (of {pages:,}, {PAGE_ROWS} rows each)", min_value=1,
+                                                    max_value=pages, step=1, key="redact.page"))
+    shown = positions[(min(page, pages) - 1) * PAGE_ROWS:][:PAGE_ROWS]
+    frame = review_page(review, shown)
+    if term is not None and not len(positions):
+        st.caption(f"No edit of the table redacts {plain(term)}: the search found that redacting it would not lower "
+                   "the risk of the documents where it is evidence, or it is on the deny list.")
+    key = f"redact.review.{review.version}.{hash(shown.tobytes())}"
+    edited = st.data_editor(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420), key=key,
+                            num_rows="fixed", disabled=[c for c in frame.columns if c != "accept"],
+                            column_config={**table_columns(frame), "accept": st.column_config.CheckboxColumn(
+                                "accept", help="Apply this edit, or withhold this document, in the redacted release."),
+                                "decided_by": st.column_config.TextColumn(
+                                    "decided by", help="Who decided this row: the search (as proposed), you, or a "
+                                                       "word of the deny or allow list."),
+                                "folded_edits": st.column_config.NumberColumn(
+                                    "folded edits", help="The edits of a document withheld: not in the release.")})
+    ticked = edited["accept"].to_numpy(dtype=bool) != frame["accept"].to_numpy(dtype=bool)
+    if ticked.any():
+        had_audit = review.after is not None
+        state.review = review = with_ticks(review, shown[ticked], edited["accept"].to_numpy(dtype=bool)[ticked])
+        if had_audit:  # the audit below was of the release before this tick
+            st.rerun()
+        if not np.array_equal(review_positions(review, view, term, doc_id.strip()), positions):
+            st.rerun(scope="fragment")  # a document withheld or released: its edits fold or unfold
+    where = (is_edit & (table["term"] == term).to_numpy()) if term is not None else None
+    bulk = st.columns(4, vertical_alignment="bottom")
+    bulk[0].button("Accept all", key="redact.accept_all", icon=":material/done_all:", on_click=decide_rows,
+                   args=(np.ones(len(table), dtype=bool), True))
+    bulk[1].button("Reject all", key="redact.reject_all", icon=":material/remove_done:", on_click=decide_rows,
+                   args=(np.ones(len(table), dtype=bool), False))
+    bulk[2].button("Reject the edits of the term", key="redact.reject_term", disabled=where is None or not where.any(),
+                   on_click=decide_rows, args=(where, False))
+    bulk[3].button("Reset my decisions", key="redact.reset", icon=":material/restart_alt:", on_click=reset_decisions,
+                   disabled=not review.decided, help="Every row as the search proposed it, then the deny and allow "
+                                                     "lists applied.")
+    counts = review_counts(review)
+    columns = st.columns(5)
+    columns[0].metric("Flagged documents searched", f"{len(review.suggestions):,}")
+    columns[1].metric("Made acceptable (indicative)", f"{sum(s.action != WITHHOLD for s in review.suggestions):,}")
+    columns[2].metric("To withhold", f"{counts['withheld']:,}", help="Documents left out of the release while "
+                                                                     "accepted; their edits are folded, not counted.")
+    columns[3].metric("Edits accepted", f"{counts['edits_accepted']:,} of {counts['edits']:,}",
+                      help=f"In the release: the {counts['folded']:,} edits of documents withheld are not counted.")
+    columns[4].metric("Documents edited", f"{counts['edited']:,}")
+    st.caption(f"Kept as accepted now: {kept_text(release_utility(data.documents.texts(), *accepted(table)).summary())}."
+               " The meaning each edited text keeps is scored when the redacted release is audited below.")
+    downloads(review)
+
+
+def downloads(review) -> None:
+    """The files the review's decisions make, each built when its button is pressed."""
+    table = review.table
+    left, middle, right, last = st.columns(4)
+    source = data.documents_source
+    if source is not None:
+        def release() -> bytes:
+            edits_of, withheld = accepted(table)
+            return redacted_file(source, data.documents, edits_of, withheld)[1]
+        named = data.documents.file if isinstance(source, (bytes, bytearray)) else source
+        left.download_button("Download the redacted release", release, file_name=redacted_name(str(named)),
+                             icon=":material/download:", key="redact.download",
+                             help="The input file with the accepted edits made and the documents to withhold left "
+                                  "out: same format, encoding and columns, named after the input.")
+    middle.download_button("Download the decisions (CSV)", lambda: decisions_csv(table, result.config.config_id),
+                           file_name="decisions.csv", mime="text/csv", icon=":material/download:",
+                           key="redact.decisions",
+                           help="The review table, accepted and rejected rows: `cpa redact --decisions decisions.csv` "
+                                "applies it in a pipeline.")
+    right.download_button("Download the worklist with suggested edits (CSV)", lambda: worklist_csv(work),
+                          file_name="worklist-suggested-edits.csv", mime="text/csv", icon=":material/download:",
+                          key="redact.worklist")
+    last.download_button("Download the edit log (JSON)",
+                         lambda: json.dumps(redaction_log(result.config, strategy, review.suggestions, policy,
+                                                          confidence, decisions=table, deny=deny, allow=allow,
+                                                          common_share=float(common) or None,
+                                                          function_words=function_words(
+                                                              data.documents.texts().values(), float(common) or None),
+                                                          rewrite=review.rewrite), indent=2, ensure_ascii=False),
+                         file_name="redactions.json", mime="application/json", icon=":material/download:",
+                         key="redact.log")
+
+
+review_table()
+review = state.review
+table = review.table
+what_if_section(release_what_if(result, review.suggestions, policy, confidence), "redact", True)
 
 st.subheader("Audit the redacted release")
 if review.after is None:

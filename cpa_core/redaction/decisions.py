@@ -34,6 +34,7 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from cpa_core.attack.explainers import Span, find_clue, fold
@@ -130,6 +131,31 @@ def typed(frame: pd.DataFrame) -> pd.DataFrame:
         frame[name] = frame[name].astype(object).fillna("").astype(str)
     frame["accept"] = frame["accept"].astype(bool)
     return frame.reset_index(drop=True)
+
+
+def row_keys(table: pd.DataFrame) -> list[tuple]:
+    """What names each row of a decisions table across searches: an edit by its document, offset and length in the
+    released text; a document to withhold by its document. A decision on a row holds for the row of the same key
+    that a later search proposes (its replacement or evidence may differ: the text it redacts is the same)."""
+    withhold = (table["action"] == WITHHOLD).to_numpy()
+    return [(str(d), WITHHOLD, None, None) if w else (str(d), EDIT, int(o), int(n))
+            for d, w, o, n in zip(table["doc_id"], withhold, table["offset"].fillna(-1), table["length"].fillna(-1))]
+
+
+def word_rows(table: pd.DataFrame, words: Iterable[str]) -> dict[str, np.ndarray]:
+    """For each word or phrase of a deny or allow list, the edit rows of ``table`` it names: its evidence term is
+    the word, or the text it redacts holds the word whole (case and accents aside, as the lists match the texts)."""
+    is_edit = (table["action"] == EDIT).to_numpy()
+    out = {}
+    for word in dict.fromkeys(str(w).strip() for w in words):
+        if not word:
+            continue
+        folded = fold(word)
+        originals = {text: bool(find_clue(text, word)) for text in table.loc[is_edit, "original"].unique()}
+        terms = {term: fold(term) == folded for term in table.loc[is_edit, "term"].unique()}
+        out[word] = is_edit & (table["original"].map(originals).fillna(False).to_numpy(dtype=bool)
+                               | table["term"].map(terms).fillna(False).to_numpy(dtype=bool))
+    return out
 
 
 def allow_edits(texts: Mapping[str, str], words: Iterable[str], choose) -> dict[str, list[Edit]]:

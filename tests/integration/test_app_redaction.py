@@ -180,14 +180,14 @@ def test_review_the_redactions_build_the_release_and_certify_it_in_place(sample_
     # the redacted release: the input file named -redacted, the accepted edits made, the withheld documents out
     name = next(n for n in downloads if n.endswith("-redacted.csv"))
     released = pd.read_csv(sample_paths["documents"], dtype=str, keep_default_na=False)
-    redacted = pd.read_csv(io.BytesIO(downloads[name]), dtype=str, keep_default_na=False)
+    redacted = pd.read_csv(io.BytesIO(downloads[name]()), dtype=str, keep_default_na=False)
     assert list(redacted.columns) == list(released.columns) and len(redacted) == len(released) - len(withheld)
     before_texts = dict(zip(released["doc_id"], released["text"]))
     changed = {d for d, t in zip(redacted["doc_id"], redacted["text"]) if t != before_texts[d]}
     assert changed == set(edits) - withheld
-    decisions = read_decisions(io.BytesIO(downloads["decisions.csv"]).getvalue(), before_texts, name="decisions.csv")
+    decisions = read_decisions(downloads["decisions.csv"]().encode("utf-8"), before_texts, name="decisions.csv")
     assert accepted(decisions) == (edits, withheld)
-    log = json.loads(downloads["redactions.json"])
+    log = json.loads(downloads["redactions.json"]())
     assert log["deny"] == ["the", "and"] and log["decisions"]["withheld"] == sorted(withheld)
     assert log["function_words"]["share"] == 0.1 and log["function_words"]["documents_by_language"] == {"en": 1000}
     assert log["rewrite"] is None  # no rewrite offered
@@ -235,11 +235,56 @@ def test_review_the_redactions_build_the_release_and_certify_it_in_place(sample_
     report = downloads[next(n for n in downloads if n.endswith("-report.html"))]
     report = (report() if callable(report) else report)
     report = report.decode() if isinstance(report, bytes) else report
-    assert f"redacted from audit {run.audit_id}, configuration {run.result.config.config_id}" in report
-    assert f"{len(withheld):,} documents withheld" in report and "What the redacted release keeps" in report
+    assert f"made from audit {run.audit_id}, configuration {run.result.config.config_id}" in " ".join(report.split())
+    assert f"{len(withheld):,} documents withheld" in " ".join(report.split()) and "What the redacted release keeps" in report
     import zipfile
     bundle = downloads[next(n for n in downloads if n.endswith("-reproduce.zip"))]
     archive = zipfile.ZipFile(io.BytesIO(bundle() if callable(bundle) else bundle))
     assert {"audit.toml", "original/audit.toml", "decisions.csv", "reproduce.sh"} <= set(archive.namelist())
     script = archive.read("reproduce.sh").decode()
     assert "cpa redact --audit out/original --decisions decisions.csv" in script
+
+
+def test_the_deny_list_decides_the_table_s_rows_at_once_and_every_decision_survives_a_new_search(sample_paths):
+    at = calibrate(new_app().run())
+    at.switch_page(nav.REDACT).run()
+    at.button(key="redact.suggest").click().run()
+    assert_clean(at)
+    review = at.session_state["cpa.review"]
+    edits = review.table[review.table["action"] == "edit"]
+    word = edits["term"].value_counts().index[0]  # the commonest evidence term
+    other = next(t for t in edits["term"].value_counts().index[1:] if t != word)
+    # a bulk decision on one term ...
+    at.selectbox(key="redact.term").set_value(other).run()
+    at.button(key="redact.reject_term").click().run()
+    assert_clean(at)
+    # ... then a word on the deny list: its rows are rejected at once, with no new search
+    at.text_input(key="w.redact.deny").set_value(word).run()
+    assert_clean(at)
+    denied = at.session_state["cpa.review"]
+    assert denied.suggestions is review.suggestions and denied.ask == review.ask  # the search is not run again
+    table = denied.table
+    of_word = (table["action"] == "edit") & (table["term"].str.casefold() == word.casefold())
+    assert of_word.any() and not table.loc[of_word, "accept"].any()
+    assert not table.loc[table["term"] == other, "accept"].any()
+    assert "applied to the table's rows" in " ".join(shown(i) for i in at.info)
+    # a new search with another replacement keeps every decision taken (the deny list now also shapes the search)
+    at.selectbox(key="w.redact.strategy").set_value("delete").run()
+    at.button(key="redact.suggest").click().run()
+    assert_clean(at)
+    again = at.session_state["cpa.review"]
+    assert again.suggestions is not review.suggestions and again.ask != denied.ask
+    table = again.table
+    decided = denied.decided
+    rows = [i for i, key in enumerate(again.keys) if key in decided]
+    assert rows and table["term"].iloc[rows].eq(other).any()  # rows of the bulk decision the new search proposes too
+    assert [bool(a) for a in table["accept"].iloc[rows]] == [decided[again.keys[i]][0] for i in rows]
+    assert not table.loc[(table["action"] == "edit") & (table["term"].str.casefold() == word.casefold()), "accept"].any()
+    fresh = [i for i, key in enumerate(again.keys) if key not in decided]
+    assert table["accept"].iloc[fresh].tolist() == list(again.proposed[fresh])  # the others, as the search proposes
+    # taking the decisions back gives the search's own rows
+    at.button(key="redact.reset").click().run()
+    assert_clean(at)
+    reset = at.session_state["cpa.review"]
+    assert reset.table["accept"].tolist() == [bool(a) and not denied_row for a, denied_row in zip(
+        reset.proposed, (reset.table["action"] == "edit") & (reset.table["term"].str.casefold() == word.casefold()))]
