@@ -876,7 +876,8 @@ def cmd_redact(args) -> int:
         read_as = {key: value for key, value in (("columns", redacted_columns(documents.columns)),
                                                  ("encoding", documents.encoding)) if value and value != "utf-8"}
         after = [replace(redacted_config(c, frame), data={**{role: info for role, info in c.data.items()
-                                                             if role != "documents"}, "documents": read_as})
+                                                             if role != "documents"},
+                                                          **({"documents": read_as} if read_as else {})})
                  for c in [c for c, _ in declared] + ([] if held is None else [held[0]])]
         write_private(out / CONFIG_FILE, declared_panel_toml(after, held_out))
         verified = None
