@@ -22,6 +22,7 @@ from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.rescoring import StoredRisk
 from cpa_core.audit.results import Certificate
 from cpa_core.common.errors import CPAError, DataError
+from cpa_core.io.columns import redacted_columns
 from cpa_core.redaction.decisions import (
     CURATOR,
     EDIT,
@@ -113,22 +114,38 @@ def rewrite_endpoint(data: DataSet) -> dict | None:
     return settings if settings.get("base_url") and settings.get("model") else None
 
 
-def drill_down_suggestion(run: AuditRun, data: DataSet, doc_id: str, strategy: str, confidence: float,
-                          policy: ReleasePolicy) -> Suggestion | None:
-    """What the drill-down suggests for a flagged document: the Redact page's suggestion when its search, with these
-    settings, went through the document; else the same search of this document alone, with the deny list and share of
-    the Redact page's last search (none and :data:`~cpa_core.attack.function_words.COMMON_SHARE` before any), so
-    that both pages propose the same edits."""
+def redaction_settings(run: AuditRun) -> dict:
+    """The settings of a redaction search, as the Redact page shows them and the drill-down uses them (one set for
+    both): the replacement ``strategy``, the ``deny`` and ``allow`` lists and the ``common`` share of function
+    words, from the review under way (its lists as applied to its rows, the rest as its last search asked), else
+    the defaults."""
     review = current_review(run)
-    deny, share = (), COMMON_SHARE
+    settings = {"strategy": STRATEGIES[0], "deny": (), "allow": (), "common": COMMON_SHARE}
     if review is not None and len(review.ask) == len(SEARCH_ASK):
         asked = dict(zip(SEARCH_ASK, review.ask))
-        deny, share = tuple(asked["deny"]), float(asked["common"]) or None
-        if (asked["strategy"], asked["confidence"], asked["policy"]) == (strategy, float(confidence), policy):
+        settings.update(strategy=asked["strategy"], deny=tuple(asked["deny"]), allow=tuple(asked["allow"]),
+                        common=float(asked["common"]))
+    if review is not None and review.lists != ((), ()):
+        settings.update(deny=tuple(review.lists[0]), allow=tuple(review.lists[1]))
+    return settings
+
+
+def drill_down_suggestion(run: AuditRun, data: DataSet, doc_id: str, confidence: float,
+                          policy: ReleasePolicy) -> Suggestion | None:
+    """What the drill-down suggests for a flagged document, with the Redact page's settings
+    (:func:`redaction_settings`): the search's suggestion when the Redact page's search went through the document
+    with those settings, else the same search of this document alone; both pages propose the same edits."""
+    settings = redaction_settings(run)
+    review = current_review(run)
+    if review is not None and len(review.ask) == len(SEARCH_ASK):
+        asked = dict(zip(SEARCH_ASK, review.ask))
+        same = (asked["strategy"], asked["confidence"], asked["policy"], tuple(asked["deny"]), float(asked["common"]))
+        if same == (settings["strategy"], float(confidence), policy, settings["deny"], settings["common"]):
             found = next((s for s in review.suggestions if s.doc_id == str(doc_id)), None)
             if found is not None:
                 return found
-    return document_suggestion(run.key, doc_id, strategy, float(confidence), policy, deny, share, run, data)
+    return document_suggestion(run.key, doc_id, settings["strategy"], float(confidence), policy, settings["deny"],
+                               settings["common"] or None, run, data)
 
 
 SEARCH_ASK = ("run", "strategy", "confidence", "policy", "deny", "allow", "common", "rewrite")
@@ -365,7 +382,8 @@ def redacted_data(data: DataSet, table: pd.DataFrame) -> DataSet:
     # the checksum of the file as written, so that `cpa redact --decisions` on the input file writes the release
     # this audit certifies; of the texts when the input's file is not at hand
     sha256 = hashlib.sha256(payload).hexdigest() if payload is not None else digest.hexdigest()
-    released = replace(documents, frame=frame, file=name, sha256=sha256, report=replace(documents.report, file=name))
+    released = replace(documents, frame=frame, file=name, sha256=sha256, report=replace(documents.report, file=name),
+                       columns=redacted_columns(documents.columns))  # row-number ids are the file's own column
     return replace(data, documents=released, source="redacted", documents_source=payload,
                    fingerprint=fingerprint(data.fingerprint, "redacted", sha256))
 

@@ -42,13 +42,13 @@ from cpa_ui.components import (
 )
 from cpa_ui.figures import fig_candidate_weights
 from cpa_ui.redaction import (
-    STRATEGIES,
     current_review,
     document_text,
     drill_down_suggestion,
     edits_table,
     has_rows,
     new_review,
+    redaction_settings,
     rescore,
     strategy_label,
     with_curator_text,
@@ -179,9 +179,15 @@ with set_column:
 def edit_and_rescore(doc_id: str, certified: int, released: str, flagged: bool) -> None:
     """Suggested edits to accept, the text to edit, its set size re-scored against the stored calibration, and the
     text as the curator's decision for the release: a fragment, so a committed edit reruns only this part."""
-    strategy = st.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("flagged.strategy", STRATEGIES[0]),
-                            format_func=strategy_label)
-    suggestion = drill_down_suggestion(run, data, doc_id, strategy, float(confidence), policy) if flagged else None
+    settings = redaction_settings(run)
+    strategy = settings["strategy"]
+    suggestion = drill_down_suggestion(run, data, doc_id, float(confidence), policy) if flagged else None
+    if flagged:
+        st.caption(plain(f"Suggested by the Redact page's search, with its settings: replace redacted words by "
+                         f"{strategy_label(strategy)}; never redact: {', '.join(settings['deny']) or 'nothing listed'}"
+                         "; function words never redacted: " + (f"those in more than {settings['common']:.0%} of the documents"
+                                                               if settings["common"] else "none") + ". Change them on "
+                         "the Redact page: both pages then suggest the same edits."))
     accepted = []
     if suggestion is not None and suggestion.edits:
         st.markdown(f"**Suggested:** {len(suggestion.edits)} edits, {suggestion.characters:,} characters; |C| "

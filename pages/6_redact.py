@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import streamlit as st
 
-from cpa_core.attack.function_words import COMMON_SHARE, MIN_DOCUMENTS, function_words
+from cpa_core.attack.function_words import MIN_DOCUMENTS, function_words
 from cpa_core.audit.project import make_llm_client
 from cpa_core.common.errors import CPAError
 from cpa_core.llm.client import redact_url
@@ -44,6 +44,7 @@ from cpa_ui.redaction import (
     current_review,
     decide_rows,
     reaudit,
+    redaction_settings,
     reset_decisions,
     review_counts,
     review_page,
@@ -98,19 +99,20 @@ if explain is None:
             "release yourself, load it on the Data page and calibrate it again.", icon=":material/info:")
     st.stop()
 
+settings = redaction_settings(run)  # the last search's, and the lists as applied: the widgets start from them
 left, middle, right = st.columns([1.2, 1, 1])
-strategy = left.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("redact.strategy", STRATEGIES[0]),
+strategy = left.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("redact.strategy", settings["strategy"]),
                           format_func=strategy_label)
-deny = words(middle.text_input("Never redact (deny list)", key=widget_key("redact.deny", ""),
+deny = words(middle.text_input("Never redact (deny list)", key=widget_key("redact.deny", ", ".join(settings["deny"])),
                                placeholder="e.g. urlLink, the, yang",
                                help="Comma-separated words that identify no one (a link token, the release's "
                                     "function words): never suggested."))
-allow = words(right.text_input("Always redact (allow list)", key=widget_key("redact.allow", ""),
+allow = words(right.text_input("Always redact (allow list)", key=widget_key("redact.allow", ", ".join(settings["allow"])),
                                placeholder="e.g. a ward's name",
                                help="Comma-separated words or phrases redacted wherever they occur, in every "
                                     "document, unless that raises the document's risk."))
 common = st.number_input("Never redact words found in more than this share of the documents", min_value=0.0,
-                         max_value=0.99, step=0.05, format="%.2f", key=widget_key("redact.common", COMMON_SHARE),
+                         max_value=0.99, step=0.05, format="%.2f", key=widget_key("redact.common", settings["common"]),
                          help="Such words identify no one in this release (a link token, its function words): a "
                               "word in more than this share of the documents, or of the documents of its language "
                               f"where they number at least {MIN_DOCUMENTS} (each document's language is detected), is "
@@ -332,7 +334,9 @@ if review.utility is not None:
     st.markdown(f"**Kept:** {kept_text(review.utility.summary())}.", help=HELP["meaning"])  # figures only
 st.plotly_chart(fig_set_size_histogram({"before": cert.set_sizes, "after redaction": after_cert.set_sizes},
                                        policy.flag_below, f"Certified set sizes at {fmt_confidence(confidence)}, "
-                                                          "before and after redaction"),
+                                                          "before and after redaction",
+                                       flagged={"before": cert.flags(policy),
+                                                "after redaction": after_cert.flags(policy)}, rule=policy.rule),
                 key="redact.histogram")
 st.dataframe(sides, hide_index=True, width="stretch", height=360, key="redact.sides",
              column_config=table_columns(sides))

@@ -582,7 +582,10 @@ class EditCounts:
 
     @classmethod
     def of(cls, table: pd.DataFrame) -> "EditCounts":
-        take = table[(table["action"] == EDIT) & table["accept"].astype(bool)]
+        """Those of the released documents (a withheld document's edits are not in the release: not counted)."""
+        _, withheld = accepted(table)
+        take = table[(table["action"] == EDIT) & table["accept"].astype(bool)
+                     & ~table["doc_id"].astype(str).isin(withheld)]
         no_ops, keeping = [], []
         for index, original, replacement in zip(take.index, take["original"], take["replacement"]):
             if original == replacement:

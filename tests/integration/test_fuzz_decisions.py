@@ -82,7 +82,10 @@ def expected_release(texts: dict[str, str], rows: list[dict]) -> dict[str, str]:
 # one hostile change: (name, how it changes the rows given a row index and a payload, the error's words or None
 # when the table is to be applied)
 def _edit_rows(rows):
-    return [i for i, row in enumerate(rows) if row["action"] == "edit" and row["accept"] == "True"]
+    """The accepted edits of the documents released (a withheld document's edits are not in the release)."""
+    withheld = {row["doc_id"] for row in rows if row["action"] == "withhold" and row["accept"] == "True"}
+    return [i for i, row in enumerate(rows) if row["action"] == "edit" and row["accept"] == "True"
+            and row["doc_id"] not in withheld]
 
 
 def _set(column, value):
