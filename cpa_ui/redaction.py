@@ -222,6 +222,17 @@ def review_page(review: Review, positions: np.ndarray) -> pd.DataFrame:
     return page
 
 
+def drawn_page(review: Review, positions: np.ndarray) -> tuple[Review, str, pd.DataFrame]:
+    """The review table's page of the rows at ``positions``: the review (holding the page as drawn), the editor's key
+    and its rows. A page drawn before under the same key is given as it was drawn: the editor shows the ticks since
+    as its own edits, and the data it is given does not change under them."""
+    key = f"redact.review.{review.version}.{hashlib.sha256(positions.tobytes()).hexdigest()[:16]}"
+    if review.page is not None and review.page[0] == key:
+        return review, key, review.page[1]
+    frame = review_page(review, positions)
+    return replace(review, page=(key, frame)), key, frame
+
+
 def review_counts(review: Review) -> dict[str, int]:
     """What the decisions put in the release, in numbers: documents to withhold, edits accepted of the edits
     proposed (a withheld document's are not counted: not in the release), documents edited."""

@@ -176,7 +176,8 @@ class Review:
     ``decided`` holds every decision taken on the table, by row key, in the order taken: the curator's ticks and bulk
     actions, and the rows a word of the deny or allow list (``lists``, as applied to the table) rejects or accepts.
     A new search keeps them: a row of the same key is decided as before. ``version`` names the review table's editor:
-    a bulk action draws it anew, a tick does not."""
+    a bulk action draws it anew, a tick does not (``page``: the rows the editor was drawn from, kept as they were, so
+    that the editor keeps the ticks as its own)."""
 
     ask: tuple
     before: AuditRun = field(compare=False)
@@ -193,6 +194,7 @@ class Review:
     keys: tuple = field(default=(), compare=False)
     decided: dict = field(default_factory=dict, compare=False)  # row key -> (accept, who decided it)
     lists: tuple = field(default=((), ()), compare=False)  # the deny and allow lists applied to the table
+    page: tuple | None = field(default=None, compare=False)  # (editor key, rows) of the review table as last drawn
 
     @property
     def complete(self) -> bool:

@@ -43,11 +43,11 @@ from cpa_ui.redaction import (
     change_counts,
     current_review,
     decide_rows,
+    drawn_page,
     reaudit,
     redaction_settings,
     reset_decisions,
     review_counts,
-    review_page,
     review_positions,
     rewrite_endpoint,
     strategy_label,
@@ -214,11 +214,11 @@ def review_table() -> None:
     page = 1 if pages == 1 else int(st.number_input(f"Page (of {pages:,}, {PAGE_ROWS} rows each)", min_value=1,
                                                     max_value=pages, step=1, key="redact.page"))
     shown = positions[(min(page, pages) - 1) * PAGE_ROWS:][:PAGE_ROWS]
-    frame = review_page(review, shown)
+    review, key, frame = drawn_page(review, shown)
+    state.review = review
     if term is not None and not len(positions):
         st.caption(f"No edit of the table redacts {plain(term)}: the search found that redacting it would not lower "
                    "the risk of the documents where it is evidence, or it is on the deny list.")
-    key = f"redact.review.{review.version}.{hash(shown.tobytes())}"
     edited = st.data_editor(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420), key=key,
                             num_rows="fixed", disabled=[c for c in frame.columns if c != "accept"],
                             column_config={**table_columns(frame), "accept": st.column_config.CheckboxColumn(
@@ -228,7 +228,9 @@ def review_table() -> None:
                                                        "word of the deny or allow list."),
                                 "folded_edits": st.column_config.NumberColumn(
                                     "folded edits", help="The edits of a document withheld: not in the release.")})
-    ticked = edited["accept"].to_numpy(dtype=bool) != frame["accept"].to_numpy(dtype=bool)
+    # against the table as decided now: the page as drawn may be older than the ticks the editor holds (a tick
+    # taken back leaves the editor with no edit of that row, so it shows the row as drawn)
+    ticked = edited["accept"].to_numpy(dtype=bool) != review.table["accept"].to_numpy(dtype=bool)[shown]
     if ticked.any():
         had_audit = review.after is not None
         state.review = review = with_ticks(review, shown[ticked], edited["accept"].to_numpy(dtype=bool)[ticked])
@@ -253,7 +255,7 @@ def review_table() -> None:
     columns[1].metric("Made acceptable (indicative)", f"{sum(s.action != WITHHOLD for s in review.suggestions):,}")
     columns[2].metric("To withhold", f"{counts['withheld']:,}", help="Documents left out of the release while "
                                                                      "accepted; their edits are folded, not counted.")
-    columns[3].metric("Edits accepted", f"{counts['edits_accepted']:,} of {counts['edits']:,}",
+    columns[3].metric(f"Edits accepted (of {counts['edits']:,})", f"{counts['edits_accepted']:,}",
                       help=f"In the release: the {counts['folded']:,} edits of documents withheld are not counted.")
     columns[4].metric("Documents edited", f"{counts['edited']:,}")
     st.caption(f"Kept as accepted now: {kept_text(release_utility(data.documents.texts(), *accepted(table)).summary())}."

@@ -328,3 +328,17 @@ def calibrate(driver, timeout: float = 180, attackers: tuple[str, ...] | None = 
     click(driver, "//button[.//p[text()='Run the attack and calibrate']]", "the calibrate button")
     wait(driver, text_present("Threshold and coverage per confidence level"), "the calibration results", timeout)
     wait(driver, settled, "the calibration to settle")
+
+
+def tick(driver, row: int) -> None:
+    """Click the 'accept' cell (the first column) of a row of the review table, and wait for the page to settle."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    canvas = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas')[0]
+    width, height = canvas.size["width"], canvas.size["height"]
+    row_height = 35
+    ActionChains(driver).move_to_element_with_offset(
+        canvas, -width // 2 + 40, -height // 2 + row_height * (row + 1) + row_height // 2).click().perform()
+    time.sleep(0.5)
+    wait(driver, settled, "the review table to settle")

@@ -31,6 +31,7 @@ from browser import (
     screenshot,
     settled,
     text_present,
+    tick,
     upload,
     wait,
 )
@@ -326,20 +327,6 @@ def test_click_a_flagged_row_then_edit_and_rescore_in_a_real_browser(browser, ap
     assert seconds < 120  # a hang guard that holds under load; the figure is measured in bench/bench_dashboard.py
 
 
-def _tick(driver, row: int, rows_before: int | None = None) -> None:
-    """Click the 'accept' cell (the first column) of a row of the review table, and wait for the page to settle."""
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.by import By
-
-    canvas = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas')[0]
-    width, height = canvas.size["width"], canvas.size["height"]
-    row_height = 35
-    ActionChains(driver).move_to_element_with_offset(
-        canvas, -width // 2 + 40, -height // 2 + row_height * (row + 1) + row_height // 2).click().perform()
-    time.sleep(0.5)
-    wait(driver, settled, "the review table to settle")
-
-
 def test_review_redactions_write_one_edit_download_and_certify_in_place_in_a_real_browser(browser, app_url,
                                                                                           sample_paths):
     """The curator's decisions: two suggestions accepted and one rejected in the review table, one edit typed in the
@@ -381,7 +368,7 @@ def test_review_redactions_write_one_edit_download_and_certify_in_place_in_a_rea
     assert not decisions["accept"].any() and len(edit_rows) == 3 and edit_rows[-1] < 8  # on screen, unscrolled
     # tick three edit rows, untick the third: two accepted, one rejected
     for row in (*edit_rows, edit_rows[-1]):
-        _tick(driver, int(row))
+        tick(driver, int(row))
     no_errors(driver)
     decisions = pd.read_csv(download("Download the decisions (CSV)", "decisions*.csv"), keep_default_na=False)
     assert np.flatnonzero(decisions["accept"]).tolist() == edit_rows[:2].tolist()
