@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pandas as pd
 import streamlit as st
 
 from cpa_core.common.errors import CPAError
 from cpa_core.conformal.scores import SCORES
-from cpa_core.io.knowledge import QUERY_MODES, KnowledgeLevel, profile_texts
+from cpa_core.io.knowledge import QUERY_MODES, profile_texts
 from cpa_core.report.formatting import configuration_summary
 from cpa_core.report.help import HELP
 from cpa_ui import nav
@@ -104,18 +102,9 @@ if knowledge == CUSTOM_LEVEL:
 query_mode = st.radio("Query mode", QUERY_MODES, format_func=QUERY_MODE_LABELS.get, horizontal=True,
                       key=widget_key("threat.query_mode", query_mode if query_mode in QUERY_MODES else "direct"),
                       help="The clue-augmented mode asks an LLM for identifying clues and appends them to the query.")
-if knowledge == CUSTOM_LEVEL:
-    level = KnowledgeLevel(CUSTOM_LEVEL, custom_fields, query_mode) if custom_fields else None
-else:
-    level = replace(data.project.levels[knowledge], query_mode=query_mode)
-    st.caption(plain(level.description))
-if level is not None:
-    visible = set(level.fields)
-    st.dataframe(pd.DataFrame({"registry field": data.registry.fields,
-                               "the attacker sees it": [f in visible for f in data.registry.fields]}),
-                 hide_index=True, column_config={"the attacker sees it": st.column_config.CheckboxColumn()})
-    with st.expander("The profile text the attacker builds for the first registry entry"):
-        st.text(profile_texts(data.registry, level)[0])
+# the level as the declared configuration names it (every registry field is `full`, however chosen): drawn here once
+# the whole configuration below is declared
+knowledge_preview = st.container()
 llm = dict(threat.llm) or endpoint_defaults(data)
 sending = [specs[name] for name in attackers if needs_endpoint(specs[name], query_mode)]
 if sending:
@@ -184,7 +173,8 @@ confidences = st.multiselect("Confidence levels to certify and export", CONFIDEN
                              " The Explore page shows any other level without a new attack.")
 
 state.threat = ThreatChoice(
-    attackers=tuple(attackers), attacker_params=tuple((name, tuple(params.items())) for name, params in members.items()),
+    attackers=tuple(attackers),
+    attacker_params=tuple((name, tuple(params.items())) for name, params in members.items()),
     llm=tuple(llm.items()), knowledge=knowledge, custom_fields=custom_fields,
     query_mode=query_mode, score=score, top_k=top_k, protocol=protocol, n_cal=n_cal, n_test=n_test, seed=seed,
     per_group=per_group,
@@ -194,6 +184,16 @@ state.threat = ThreatChoice(
 st.subheader("Declared configuration")
 declaration = declared(data)
 if declaration is not None:
+    level = declaration.config.knowledge
+    with knowledge_preview:
+        st.caption(plain(f"Knowledge level {level.name}"
+                         + (f": {level.description.rstrip('.')}." if level.description else ".")))
+        visible = set(level.fields)
+        st.dataframe(pd.DataFrame({"registry field": data.registry.fields,
+                                   "the attacker sees it": [f in visible for f in data.registry.fields]}),
+                     hide_index=True, column_config={"the attacker sees it": st.column_config.CheckboxColumn()})
+        with st.expander("The profile text the attacker builds for the first registry entry"):
+            st.text(profile_texts(data.registry, level)[0])
     places = st.tabs([labels[name] for name in declaration.names]) if declaration.is_panel else [st.container()]
     for place, member in zip(places, declaration.members):
         place.info(plain(configuration_summary(member.config, n_documents=n_documents, n_profiles=len(data.registry),
