@@ -48,5 +48,6 @@ def panel_report_zip(run: AuditRun, data: DataSet, confidence: float, policy: Re
             result = member.result.with_policy(confidence, policy)
             work = explained_worklist(member.key, result.config.config_id, result, data, member)
             archive.writestr(link, certificate_report(result, curve=curve(member.key, result), worklist=work,
-                                                      manifest=manifest(result), for_print=True))
+                                                      manifest=manifest(result), for_print=True,
+                                                      texts=data.documents.texts()))
     return buffer.getvalue()

@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from cpa_core.attack.base import Attacker
-from cpa_core.attack.explainers import Span
+from cpa_core.attack.explainers import Span, fold
 from cpa_core.attack.function_words import COMMON_SHARE, function_words
 from cpa_core.audit.policy import ReleasePolicy
 from cpa_core.audit.rescoring import StoredRisk
@@ -231,6 +231,17 @@ def drawn_page(review: Review, positions: np.ndarray) -> tuple[Review, str, pd.D
         return review, key, review.page[1]
     frame = review_page(review, positions)
     return replace(review, page=(key, frame)), key, frame
+
+
+def evidence_terms(review: Review, work: pd.DataFrame) -> list[str]:
+    """The evidence terms the review table can show the edits of: those of its edits, those the search found no use
+    in redacting, and every driving term of the worklist (the drill-down's evidence), case and accents aside as the
+    edits name them."""
+    table = review.table
+    terms = set(table.loc[table["action"] == EDIT, "term"]) | {t for s in review.suggestions for t in s.rejected}
+    if "driving_terms" in work.columns:
+        terms |= {fold(t) for listed in work["driving_terms"] for t in (listed or ())}
+    return sorted(t for t in terms if t)
 
 
 def review_counts(review: Review) -> dict[str, int]:

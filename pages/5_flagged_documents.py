@@ -256,7 +256,7 @@ def edit_and_rescore_panel(doc_id: str, released: str) -> None:
     table = rescored_members(names, [int(member.set_sizes[at_row]) for member in certified.members],
                              [found.set_size for found in sizes], policy.flag_below)
     st.dataframe(table, hide_index=True, width="stretch", key="flagged.rescored", column_config=table_columns(table))
-    st.warning(f"Indicative: each attacker's set of the edited text under its stored calibration. An edited release "
+    st.warning("Indicative: each attacker's set of the edited text under its stored calibration. An edited release "
                "is a new release mechanism: only a new calibration of every attacker certifies it.",
                icon=":material/science:")
     evidence = sizes[names.index(result.config.attacker.name)].evidence

@@ -44,6 +44,7 @@ from cpa_ui.redaction import (
     current_review,
     decide_rows,
     drawn_page,
+    evidence_terms,
     reaudit,
     redaction_settings,
     reset_decisions,
@@ -202,7 +203,7 @@ def review_table() -> None:
     review = state.review
     table = review.table
     is_edit = (table["action"] == EDIT).to_numpy()
-    terms = sorted(set(table.loc[is_edit, "term"]) | {t for s in review.suggestions for t in s.rejected})
+    terms = evidence_terms(review, work)
     left, middle, right = st.columns([1.2, 1, 1])
     view = left.selectbox("Show", VIEWS, key=widget_key("redact.view", VIEWS[0]))
     term = middle.selectbox("Evidence term", terms, key="redact.term", index=None, placeholder="every term",
@@ -217,8 +218,9 @@ def review_table() -> None:
     review, key, frame = drawn_page(review, shown)
     state.review = review
     if term is not None and not len(positions):
-        st.caption(f"No edit of the table redacts {plain(term)}: the search found that redacting it would not lower "
-                   "the risk of the documents where it is evidence, or it is on the deny list.")
+        st.caption(f"No row of the table redacts {plain(term)}: it is evidence, but the search found that redacting "
+                   "it would not lower the risk of the documents where it is, or it is a function word of the release, "
+                   "or on the deny list.")
     edited = st.data_editor(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420), key=key,
                             num_rows="fixed", disabled=[c for c in frame.columns if c != "accept"],
                             column_config={**table_columns(frame), "accept": st.column_config.CheckboxColumn(

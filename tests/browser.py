@@ -342,3 +342,24 @@ def tick(driver, row: int) -> None:
         canvas, -width // 2 + 40, -height // 2 + row_height * (row + 1) + row_height // 2).click().perform()
     time.sleep(0.5)
     wait(driver, settled, "the review table to settle")
+
+
+def downloads_into(driver, name: str) -> Path:
+    """An empty folder of the artifacts (``name``) that the browser's downloads go into from now on."""
+    folder = ARTIFACTS / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder)})
+    return folder
+
+
+def download(driver, folder: Path, label: str, pattern: str, timeout: float = 180) -> Path:
+    """Press the download button ``label`` once the page has settled and wait for its file (``pattern``) in
+    ``folder``, any earlier file of that pattern removed first."""
+    for old in folder.glob(pattern):
+        old.unlink()
+    wait(driver, settled, "the page to settle before a download")
+    click(driver, f"//button[.//p[text()={label!r}]]", label)
+    wait(driver, lambda d: any(folder.glob(pattern)) and not any(folder.glob("*.crdownload")),
+         f"the download of {label}", timeout)
+    return next(folder.glob(pattern))

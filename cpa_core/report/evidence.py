@@ -110,12 +110,6 @@ def release_function_words(split: "ScoredSplit") -> FunctionWords:
     its default share, as the redaction search reads them by default): never evidence."""
     queries = (document_query(split, row) for row in range(len(split.table.doc_ids)))
     return function_words([query[0] for query in queries if query is not None])
-    found = function_words(texts)
-    with _FUNCTION_WORDS_LOCK:
-        _FUNCTION_WORDS[digest] = found
-        while len(_FUNCTION_WORDS) > _FUNCTION_WORDS_KEPT:
-            _FUNCTION_WORDS.popitem(last=False)
-    return found
 
 
 def document_inferred_clues(split: "ScoredSplit", row: int, explainer: Explainer | None = None) -> list[str]:

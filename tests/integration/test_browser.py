@@ -8,7 +8,6 @@ Skipped when Chromium or its driver is missing (``.ci/run`` installs Debian's ``
 
 from __future__ import annotations
 
-import shutil
 import time
 import zipfile
 
@@ -16,7 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from browser import (
-    ARTIFACTS,
+    download as save,
+    downloads_into,
     SCREENSHOTS,
     calibrate,
     choose_attackers,
@@ -153,18 +153,11 @@ def test_workflow_in_a_real_browser(browser, app_url, sample_paths):
     screenshot(driver, "7-report-and-export")
 
     # download the worklist and the report as a user would, then open the report offline
-    downloads = ARTIFACTS / "downloads"
-    shutil.rmtree(downloads, ignore_errors=True)
-    downloads.mkdir(parents=True)
-    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    downloads = downloads_into(driver, "downloads")
     for label, suffix in (("Worklist (CSV)", ".csv"), ("Certificate report (HTML)", ".html"),
                           ("Certificate report (PDF)", ".pdf"),
                           ("Reproduce this audit (audit.toml and command, ZIP)", ".zip")):
-        wait(driver, settled, "the page to settle before a download")
-        click(driver, f"//button[.//p[text()='{label}']]", f"the button {label}")
-        finished = lambda d: suffix in {p.suffix for p in downloads.iterdir()} and not any(
-            p.suffix == ".crdownload" for p in downloads.iterdir())
-        wait(driver, finished, f"the download of {label}", 120)
+        save(driver, downloads, label, f"*{suffix}", 120)
     worklist = next(downloads.glob("*-worklist.csv")).read_text(encoding="utf-8")
     assert worklist.startswith("doc_id,group,flagged_by,linkage_probability,linkage_low,linkage_high,first_guess,"
                                "set_size,leakage,top_candidates")
@@ -342,19 +335,10 @@ def test_review_redactions_write_one_edit_download_and_certify_in_place_in_a_rea
     wait(driver, text_present("Conformal Privacy Auditing"), "the home page")
     wait(driver, settled, "the home page to settle")
     calibrate(driver)
-    downloads = ARTIFACTS / "downloads-redaction"
-    shutil.rmtree(downloads, ignore_errors=True)
-    downloads.mkdir(parents=True)
-    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    downloads = downloads_into(driver, "downloads-redaction")
 
     def download(label: str, pattern: str, timeout: float = 180):
-        for old in downloads.glob(pattern):
-            old.unlink()
-        wait(driver, settled, "the page to settle before a download")
-        click(driver, f"//button[.//p[text()={label!r}]]", label)
-        finished = lambda d: any(downloads.glob(pattern)) and not any(downloads.glob("*.crdownload"))  # noqa: E731
-        wait(driver, finished, f"the download of {label}", timeout)
-        return next(downloads.glob(pattern))
+        return save(driver, downloads, label, pattern, timeout)
 
     # the search, then every row rejected: the table is the curator's to decide
     go(driver, "Redact & re-audit", "Suggest redactions for the flagged documents")

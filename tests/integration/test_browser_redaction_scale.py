@@ -6,16 +6,16 @@ decisions did. Skipped when Chromium or its driver is missing."""
 from __future__ import annotations
 
 import io
-import shutil
 
 import pandas as pd
 import pytest
 from browser import (
-    ARTIFACTS,
     calibrate,
     chromium,
     click,
     dashboard,
+    download as save,
+    downloads_into,
     go,
     metric_value,
     missing,
@@ -63,19 +63,10 @@ def test_a_release_of_5000_documents_is_redacted_reviewed_and_certified_in_a_rea
     paths = generate_sample_data(tmp_path / "release", seed=7, n_people=1_500, n_documents=N_DOCUMENTS)
     upload(driver, [paths["documents"], paths["registry"]])
     calibrate(driver, timeout=SLOW_S)
-    downloads = ARTIFACTS / "downloads-redaction-scale"
-    shutil.rmtree(downloads, ignore_errors=True)
-    downloads.mkdir(parents=True)
-    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    downloads = downloads_into(driver, "downloads-redaction-scale")
 
     def download(label: str, pattern: str, timeout: float = 300):
-        for old in downloads.glob(pattern):
-            old.unlink()
-        wait(driver, settled, "the page to settle before a download")
-        click(driver, f"//button[.//p[text()={label!r}]]", label)
-        finished = lambda d: any(downloads.glob(pattern)) and not any(downloads.glob("*.crdownload"))  # noqa: E731
-        wait(driver, finished, f"the download of {label}", timeout)
-        return next(downloads.glob(pattern))
+        return save(driver, downloads, label, pattern, timeout)
 
     def decisions() -> pd.DataFrame:
         return pd.read_csv(download("Download the decisions (CSV)", "decisions*.csv"), keep_default_na=False)

@@ -145,3 +145,12 @@ def test_a_review_table_of_fifty_thousand_rows_is_shown_a_page_at_a_time():
     review = with_ticks(review, term[:3], [False] * 3)
     assert review_counts(review)["edits_accepted"] == 49_997
     assert review_positions(review, VIEWS[3]).tolist() == term[:3].tolist()
+
+
+def test_every_term_shown_as_evidence_can_be_chosen_in_the_review_table():
+    from cpa_ui.redaction import evidence_terms
+
+    review = searched()
+    work = pd.DataFrame({"doc_id": ["a", "b", "c"], "driving_terms": [["Leeds", "Ann"], ["Bús"], []]})
+    assert evidence_terms(review, work) == ["ann", "bingo", "bus", "leeds", "urllink"]
+    assert review_positions(review, VIEWS[0], term="ann").tolist() == []  # evidence with no edit: no row
