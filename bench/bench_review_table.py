@@ -156,7 +156,7 @@ def main() -> int:
             click(driver, "//button[.//p[text()='Download the decisions (CSV)']]", "the decisions")
             wait(driver, lambda d: any(downloads.glob("decisions*.csv")) and not any(downloads.glob("*.crdownload")),
                  "the decisions file")
-            table = pd.read_csv(next(downloads.glob("decisions*.csv")), keep_default_na=False)
+            table = pd.read_csv(next(downloads.glob("decisions*.csv")), keep_default_na=False, low_memory=False)
             rows = len(table)
             if rows < args.rows:
                 sys.exit(f"the review table holds {rows:,} rows, fewer than {args.rows:,}: raise --documents")

@@ -1,6 +1,6 @@
 """Streamlit pieces shared by the pages: guards, error messages, the confidence and policy controls,
-the KPI row, the audit status, an audit's verdict with its counts, and an attacker panel's verdict with its attackers side by side and the choice of the
-attacker whose certificate a page shows."""
+the KPI row, the audit status, an audit's verdict with its counts, and an attacker panel's verdict with its
+attackers side by side and the choice of the attacker whose certificate a page shows."""
 
 from __future__ import annotations
 

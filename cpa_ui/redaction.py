@@ -295,8 +295,12 @@ def with_ticks(review: Review, positions, accept) -> Review:
 def with_bulk(review: Review, rows: np.ndarray, accept: bool) -> Review:
     """The review with every row of the mask ``rows`` decided at once (accept all, reject all, reject the edits of a
     term): the review table is drawn anew."""
-    decided = {**review.decided, **{review.keys[p]: (bool(accept), BY_YOU) for p in np.flatnonzero(rows)}}
-    return _decided(review, proposed_table(review), decided, version=review.version + 1)
+    rows = np.asarray(rows, dtype=bool)
+    decided = {**review.decided, **dict.fromkeys((review.keys[p] for p in np.flatnonzero(rows)), (bool(accept), BY_YOU))}
+    table = review.table.copy()
+    table["accept"] = np.where(rows, bool(accept), table["accept"].to_numpy(dtype=bool))
+    return replace(review, table=table, decided=decided, version=review.version + 1, after=None, after_data=None,
+                   utility=None)
 
 
 def decide_rows(rows: np.ndarray, accept: bool) -> None:

@@ -183,11 +183,11 @@ def edit_and_rescore(doc_id: str, certified: int, released: str, flagged: bool) 
     strategy = settings["strategy"]
     suggestion = drill_down_suggestion(run, data, doc_id, float(confidence), policy) if flagged else None
     if flagged:
+        common = f"those in more than {settings['common']:.0%} of the documents" if settings["common"] else "none"
         st.caption(plain(f"Suggested by the Redact page's search, with its settings: replace redacted words by "
                          f"{strategy_label(strategy)}; never redact: {', '.join(settings['deny']) or 'nothing listed'}"
-                         "; function words never redacted: " + (f"those in more than {settings['common']:.0%} of the documents"
-                                                               if settings["common"] else "none") + ". Change them on "
-                         "the Redact page: both pages then suggest the same edits."))
+                         f"; function words never redacted: {common}. Change them on the Redact page: both pages then "
+                         "suggest the same edits."))
     accepted = []
     if suggestion is not None and suggestion.edits:
         st.markdown(f"**Suggested:** {len(suggestion.edits)} edits, {suggestion.characters:,} characters; |C| "

@@ -17,6 +17,7 @@ from cpa_core.llm.client import redact_url
 from cpa_core.redaction.decisions import (
     EDIT,
     accepted,
+    accepted_lengths,
     decisions_csv,
     decisions_table,
     proposed_decisions,
@@ -24,7 +25,7 @@ from cpa_core.redaction.decisions import (
 )
 from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, redacted_name, suggested_worklist
 from cpa_core.redaction.rewrite import Rewriter
-from cpa_core.redaction.utility import release_utility
+from cpa_core.redaction.utility import characters_utility
 from cpa_core.redaction.whatif import release_what_if
 from cpa_core.report.formatting import fmt_confidence, kept_text
 from cpa_core.report.help import HELP
@@ -102,13 +103,14 @@ if explain is None:
 
 settings = redaction_settings(run)  # the last search's, and the lists as applied: the widgets start from them
 left, middle, right = st.columns([1.2, 1, 1])
-strategy = left.selectbox("Replace redacted words by", STRATEGIES, key=widget_key("redact.strategy", settings["strategy"]),
-                          format_func=strategy_label)
+strategy = left.selectbox("Replace redacted words by", STRATEGIES,
+                          key=widget_key("redact.strategy", settings["strategy"]), format_func=strategy_label)
 deny = words(middle.text_input("Never redact (deny list)", key=widget_key("redact.deny", ", ".join(settings["deny"])),
                                placeholder="e.g. urlLink, the, yang",
                                help="Comma-separated words that identify no one (a link token, the release's "
                                     "function words): never suggested."))
-allow = words(right.text_input("Always redact (allow list)", key=widget_key("redact.allow", ", ".join(settings["allow"])),
+allow = words(right.text_input("Always redact (allow list)",
+                               key=widget_key("redact.allow", ", ".join(settings["allow"])),
                                placeholder="e.g. a ward's name",
                                help="Comma-separated words or phrases redacted wherever they occur, in every "
                                     "document, unless that raises the document's risk."))
@@ -194,6 +196,7 @@ st.caption("Every suggested edit (its document, the words, what they become, the
 declared = result.with_policy(confidence, policy)  # what the worklist declares, as on the Report page
 work = suggested_worklist(explained_worklist(run.key, declared.config.config_id, declared, data, run),
                           review.suggestions)
+terms = evidence_terms(review, work)  # a tick changes no row's term: found once per run of the page
 
 
 @st.fragment
@@ -203,13 +206,13 @@ def review_table() -> None:
     review = state.review
     table = review.table
     is_edit = (table["action"] == EDIT).to_numpy()
-    terms = evidence_terms(review, work)
     left, middle, right = st.columns([1.2, 1, 1])
     view = left.selectbox("Show", VIEWS, key=widget_key("redact.view", VIEWS[0]))
     term = middle.selectbox("Evidence term", terms, key="redact.term", index=None, placeholder="every term",
                             disabled=not terms, help="Show the edits of one evidence term only (and reject them "
                                                      "all below).")
-    doc_id = right.text_input("Document", key="redact.doc", placeholder="every document", help="A doc_id: its rows only.")
+    doc_id = right.text_input("Document", key="redact.doc", placeholder="every document",
+                              help="A doc_id: its rows only.")
     positions = review_positions(review, view, term, doc_id.strip())
     pages = max(1, -(-len(positions) // PAGE_ROWS))
     page = 1 if pages == 1 else int(st.number_input(f"Page (of {pages:,}, {PAGE_ROWS} rows each)", min_value=1,
@@ -260,8 +263,9 @@ def review_table() -> None:
     columns[3].metric(f"Edits accepted (of {counts['edits']:,})", f"{counts['edits_accepted']:,}",
                       help=f"In the release: the {counts['folded']:,} edits of documents withheld are not counted.")
     columns[4].metric("Documents edited", f"{counts['edited']:,}")
-    st.caption(f"Kept as accepted now: {kept_text(release_utility(data.documents.texts(), *accepted(table)).summary())}."
-               " The meaning each edited text keeps is scored when the redacted release is audited below.")
+    kept = characters_utility(data.documents.texts(), *accepted_lengths(review.table)).summary()
+    st.caption(f"Kept as accepted now: {kept_text(kept)}. The meaning each edited text keeps is scored when the "
+               "redacted release is audited below.")
     downloads(review)
 
 

@@ -256,16 +256,38 @@ def curator_rows(table: pd.DataFrame, doc_id: str, released: str, edited: str) -
 def accepted(table: pd.DataFrame) -> tuple[dict[str, list[Edit]], set[str]]:
     """The accepted edits by document (a no-op, whose replacement is its original, is no edit) and the documents
     to withhold; the edits of a document withheld are none: they are not in the release, nor counted."""
-    take = table[table["accept"].astype(bool)]
-    withheld = set(take.loc[take["action"] == WITHHOLD, "doc_id"].astype(str))
+    rows, withheld, columns = _accepted_rows(table)
     edits: dict[str, list[Edit]] = {}
-    released = ~take["doc_id"].astype(str).isin(withheld)
-    for row in take[released & (take["action"] == EDIT) & (take["original"] != take["replacement"])].itertuples(
-            index=False):
-        edits.setdefault(str(row.doc_id), []).append(
-            Edit(int(row.offset), int(row.length), str(row.original), str(row.replacement), str(row.term),
-                 str(row.kind) or ""))
+    for doc_id, offset, length, was, becomes, term, kind in zip(*(c[rows].tolist() for c in columns())):
+        edits.setdefault(doc_id, []).append(Edit(offset, length, was, becomes, term, kind))
     return edits, withheld
+
+
+def accepted_lengths(table: pd.DataFrame) -> tuple[dict[str, int], set[str]]:
+    """What :func:`accepted` decides, in characters: those the accepted edits redact in each document, and the
+    documents to withhold (no edit is built: a table of tens of thousands of rows is read at every tick)."""
+    rows, withheld, columns = _accepted_rows(table)
+    doc_ids, _, lengths = (c[rows] for c in columns()[:3])
+    removed = pd.Series(lengths).groupby(doc_ids).sum() if len(rows) else pd.Series(dtype=np.int64)
+    return {str(d): int(n) for d, n in removed.items()}, withheld
+
+
+def _accepted_rows(table: pd.DataFrame):
+    """The accepted edits of the documents released that change their text (row positions), the documents to
+    withhold, and the columns an edit is made of, as arrays (on demand)."""
+    take = table["accept"].to_numpy(dtype=bool)
+    action, doc_ids = table["action"].to_numpy(dtype=object), table["doc_id"].astype(str).to_numpy(dtype=object)
+    withheld = set(doc_ids[take & (action == WITHHOLD)].tolist())
+    original, replacement = table["original"].to_numpy(dtype=object), table["replacement"].to_numpy(dtype=object)
+    released = np.fromiter((d not in withheld for d in doc_ids), dtype=bool, count=len(doc_ids))
+    rows = np.flatnonzero(take & (action == EDIT) & (original != replacement) & released)
+
+    def columns():
+        return (doc_ids, table["offset"].to_numpy(dtype=np.int64, na_value=-1),
+                table["length"].to_numpy(dtype=np.int64, na_value=-1), original, replacement,
+                table["term"].astype(str).to_numpy(dtype=object),
+                table["kind"].fillna("").astype(str).to_numpy(dtype=object))
+    return rows, withheld, columns
 
 
 def decisions_csv(table: pd.DataFrame, config_id: str, held_out: str | None = None) -> str:

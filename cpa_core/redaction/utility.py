@@ -93,14 +93,24 @@ def release_utility(texts: Mapping[str, str], edits: Mapping[str, Sequence[Edit]
         before = embed([texts[d] for d in changed])
         after = embed([apply_edits(texts[d], edits[d]) for d in changed])
         meaning = dict(zip(changed, np.clip(np.sum(before * after, axis=1), -1.0, 1.0).astype(float).tolist()))
+    removed = {doc_id: sum(edit.length for edit in document) for doc_id, document in edits.items()}
+    return characters_utility(texts, removed, withheld, meaning)
+
+
+def characters_utility(texts: Mapping[str, str], removed: Mapping[str, int], withheld: Collection[str] = (),
+                       meaning: Mapping[str, float] | None = None) -> ReleaseUtility:
+    """The utility of the release ``texts`` once ``removed`` characters of each document (doc id -> count) are
+    redacted and ``withheld`` left out, with the ``meaning`` scores of its edited texts when they are known (an
+    untouched released text scores 1)."""
+    withheld, meaning = set(map(str, withheld)), meaning or {}
     out = []
     for doc_id, text in texts.items():
-        removed = sum(edit.length for edit in edits.get(doc_id, ()))
+        cut = int(removed.get(doc_id, 0))
         if doc_id in withheld:
             out.append(DocumentUtility(doc_id, len(text), 0, True, None))
         else:
-            score = 1.0 if not removed else meaning.get(doc_id)
-            out.append(DocumentUtility(doc_id, len(text), len(text) - removed, False, score))
+            out.append(DocumentUtility(doc_id, len(text), len(text) - cut, False, 1.0 if not cut else
+                                       meaning.get(doc_id)))
     return ReleaseUtility(tuple(out))
 
 

@@ -238,7 +238,8 @@ def test_review_the_redactions_build_the_release_and_certify_it_in_place(sample_
     report = (report() if callable(report) else report)
     report = report.decode() if isinstance(report, bytes) else report
     assert f"made from audit {run.audit_id}, configuration {run.result.config.config_id}" in " ".join(report.split())
-    assert f"{len(withheld):,} documents withheld" in " ".join(report.split()) and "What the redacted release keeps" in report
+    assert f"{len(withheld):,} documents withheld" in " ".join(report.split())
+    assert "What the redacted release keeps" in report
     import zipfile
     bundle = downloads[next(n for n in downloads if n.endswith("-reproduce.zip"))]
     archive = zipfile.ZipFile(io.BytesIO(bundle() if callable(bundle) else bundle))
@@ -281,7 +282,8 @@ def test_the_deny_list_decides_the_table_s_rows_at_once_and_every_decision_survi
     rows = [i for i, key in enumerate(again.keys) if key in decided]
     assert rows and table["term"].iloc[rows].eq(other).any()  # rows of the bulk decision the new search proposes too
     assert [bool(a) for a in table["accept"].iloc[rows]] == [decided[again.keys[i]][0] for i in rows]
-    assert not table.loc[(table["action"] == "edit") & (table["term"].str.casefold() == word.casefold()), "accept"].any()
+    of_word = (table["action"] == "edit") & (table["term"].str.casefold() == word.casefold())
+    assert not table.loc[of_word, "accept"].any()
     fresh = [i for i, key in enumerate(again.keys) if key not in decided]
     assert table["accept"].iloc[fresh].tolist() == list(again.proposed[fresh])  # the others, as the search proposes
     # taking the decisions back gives the search's own rows

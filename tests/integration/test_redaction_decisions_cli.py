@@ -175,7 +175,8 @@ def test_edits_that_change_nothing_are_counted_apart_and_an_inserted_name_is_ref
     rows = rows_of(sample["out"] / "decisions.csv")
     withheld = {row["doc_id"] for row in rows if row["action"] == "withhold" and row["accept"] == "True"}
     # the accepted edits of the documents released (a withheld document's are not in the release, nor counted)
-    edited = [row for row in rows if row["action"] == "edit" and row["accept"] == "True" and row["doc_id"] not in withheld]
+    edited = [row for row in rows
+              if row["action"] == "edit" and row["accept"] == "True" and row["doc_id"] not in withheld]
     target = edited[0]["doc_id"]
     mine = [row for row in edited if row["doc_id"] == target]
     for row in mine:

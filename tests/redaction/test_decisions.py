@@ -414,3 +414,23 @@ def test_where_the_allow_lists_words_stay_and_why():
     summary = decisions_summary(table, CONFIG)
     assert summary["allow_list_kept"][0] == {"reason": RAISES_RISK, "documents": 1, "doc_ids": ["b"]}
     assert json.loads(json.dumps(summary)) == summary
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["edit", "withhold"]),
+                               st.integers(0, 30), st.integers(1, 6), st.booleans(), st.booleans()), max_size=25))
+def test_the_characters_an_accepted_table_redacts_are_those_of_its_accepted_edits(rows):
+    from cpa_core.redaction.decisions import accepted_lengths
+    from cpa_core.redaction.utility import characters_utility, release_utility
+
+    table = typed_table([{"doc_id": d, "action": action, "offset": offset if action == "edit" else None,
+                          "length": length if action == "edit" else None, "original": "x" * length,
+                          "replacement": "x" * length if same else "[X]", "term": "t", "kind": "placeholder",
+                          "source": "curator", "reason": "", "accept": take}
+                         for d, action, offset, length, same, take in rows])
+    edits, withheld = accepted(table)
+    removed, withheld_too = accepted_lengths(table)
+    assert withheld_too == withheld
+    assert removed == {d: sum(e.length for e in document) for d, document in edits.items()}
+    texts = {d: "y" * 60 for d in "abcd"}
+    assert characters_utility(texts, removed, withheld).summary() == release_utility(texts, edits, withheld).summary()

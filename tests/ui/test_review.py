@@ -84,7 +84,8 @@ def test_the_edits_of_a_withheld_document_are_folded_and_not_counted():
     assert page["folded_edits"].tolist()[-1] == 2 and pd.isna(page["folded_edits"].tolist()[0])
     # released, the document's edits unfold and count
     review = with_ticks(review, [5], [False])
-    assert review_counts(review)["edits_accepted"] == 5 and review_positions(review, VIEWS[0]).tolist() == list(range(6))
+    assert review_counts(review)["edits_accepted"] == 5
+    assert review_positions(review, VIEWS[0]).tolist() == list(range(6))
 
 
 def test_a_tick_is_a_decision_that_a_new_search_keeps_and_a_reset_takes_back():
