@@ -22,6 +22,7 @@ from cpa_core.io.columns import (
 )
 from cpa_core.io.reading import ENCODINGS, FORMATS, EncodingError, encoding_preview
 from cpa_core.io.tables import check_release, registry_share
+from cpa_core.report.formatting import counted
 from cpa_core.report.help import HELP
 from cpa_ui.analysis import preview
 from cpa_ui.cache import (
@@ -139,7 +140,7 @@ def file_columns(uploaded, column, kind: str, synonyms: dict,
         except CPAError as error:
             show_error(error)
             return [], encoding, {}
-        st.caption(f"{rows:,} rows; columns: {plain(', '.join(columns))}")
+        st.caption(f"{counted(rows, 'row')}; columns: {plain(', '.join(columns))}")
         for note in notes:
             st.warning(plain(note), icon=":material/warning:")
     return columns, encoding, lengths
