@@ -125,7 +125,7 @@ def redaction_settings(run: AuditRun) -> dict:
         asked = dict(zip(SEARCH_ASK, review.ask))
         settings.update(strategy=asked["strategy"], deny=tuple(asked["deny"]), allow=tuple(asked["allow"]),
                         common=float(asked["common"]))
-    if review is not None and review.lists != ((), ()):
+    if review is not None:  # the lists as applied to its rows, which a search reads too (cleared ones included)
         settings.update(deny=tuple(review.lists[0]), allow=tuple(review.lists[1]))
     return settings
 
@@ -371,6 +371,9 @@ def with_search(ask: tuple, run: AuditRun, data: DataSet, suggestions, total: in
     decision taken on it (a row of the same key is decided as before; the deny and allow lists as applied)
     (``rewrite``: the LLM rewrite's settings when the search used one)."""
     decided, lists = ({}, ((), ())) if previous is None else (previous.decided, previous.lists)
+    if len(ask) == len(SEARCH_ASK):  # the lists the search read are those its table reflects
+        asked = dict(zip(SEARCH_ASK, ask))
+        lists = (tuple(asked["deny"]), tuple(asked["allow"]))
     review = Review(ask, run, data, tuple(suggestions), total, rewrite=rewrite,
                     version=0 if previous is None else previous.version + 1)
     return _decided(review, typed(pd.concat([table, curator_rows_of(previous)], ignore_index=True)), dict(decided),

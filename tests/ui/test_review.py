@@ -155,3 +155,12 @@ def test_every_term_shown_as_evidence_can_be_chosen_in_the_review_table():
     work = pd.DataFrame({"doc_id": ["a", "b", "c"], "driving_terms": [["Leeds", "Ann"], ["Bús"], []]})
     assert evidence_terms(review, work) == ["ann", "bingo", "bus", "leeds", "urllink"]
     assert review_positions(review, VIEWS[0], term="ann").tolist() == []  # evidence with no edit: no row
+
+
+def test_a_search_s_lists_are_those_its_table_reflects_and_a_cleared_list_stays_cleared():
+    found = search()
+    ask = (RUN.key, "placeholder", 0.9, None, ("urlLink",), ("Ann",), 0.1, None)  # as the Redact page asks
+    review = with_search(ask, RUN, SimpleNamespace(), found, len(found), decisions_table(found), None)
+    assert review.lists == (("urlLink",), ("Ann",))
+    cleared = with_lists(review, (), ())
+    assert cleared.lists == ((), ()) and cleared.table["accept"].tolist() == review.table["accept"].tolist()
