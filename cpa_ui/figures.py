@@ -26,7 +26,14 @@ from plotly.offline import get_plotlyjs
 
 from cpa_core.audit.results import AuditResult
 from cpa_core.report import html as report_html
-from cpa_core.report.formatting import FLAGGED_COLOR, SAFE_COLOR, TARGET_COLOR, fmt_confidence, set_size_bins
+from cpa_core.report.formatting import (
+    FLAGGED_COLOR,
+    SAFE_COLOR,
+    TARGET_COLOR,
+    bin_counts,
+    fmt_confidence,
+    set_size_bins,
+)
 
 SECOND_COLOR = "#e67e22"
 PALETTE = ("#2e86c1", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#d35400", "#2c3e50")
@@ -127,7 +134,7 @@ def fig_set_size_histogram(set_sizes: np.ndarray | Mapping[str, np.ndarray], fla
     labels = bins["label"].tolist()
     data, counted, top = [], [], 1
     for i, (name, sizes) in enumerate(releases.items()):
-        counts = report_html.bin_counts(bins, sizes)
+        counts = bin_counts(bins, sizes)
         top = max(top, int(counts.max(initial=0)))
         color = PALETTE[i % len(PALETTE)]
         in_name = "" if single else f" ({name})"
@@ -139,7 +146,7 @@ def fig_set_size_histogram(set_sizes: np.ndarray | Mapping[str, np.ndarray], fla
                                     else color},
                          "hovertemplate": f"|C| %{{x}}: %{{y:,}} {documents}{in_name}<extra></extra>"})
         else:
-            red = report_html.bin_counts(bins, sizes, masks[name])
+            red = bin_counts(bins, sizes, masks[name])
             counted.append((name, int(red.sum())))
             # the flagged documents at the foot of each bar, the others stacked on them (``base``)
             data.append({**common, "y": red.tolist(), "name": f"flagged{in_name}: {int(red.sum()):,}",

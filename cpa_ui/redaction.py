@@ -28,11 +28,13 @@ from cpa_core.redaction.decisions import (
     EDIT,
     accepted,
     curator_rows,
+    decisions_summary,
     decisions_table,
     redacted_config,
     redaction_lineage,
     row_keys,
     typed,
+    withheld_edits,
     word_rows,
 )
 from cpa_core.redaction.suggestions import (
@@ -121,10 +123,9 @@ def redaction_settings(run: AuditRun) -> dict:
     the defaults."""
     review = current_review(run)
     settings = {"strategy": STRATEGIES[0], "deny": (), "allow": (), "common": COMMON_SHARE}
-    if review is not None and len(review.ask) == len(SEARCH_ASK):
-        asked = dict(zip(SEARCH_ASK, review.ask))
-        settings.update(strategy=asked["strategy"], deny=tuple(asked["deny"]), allow=tuple(asked["allow"]),
-                        common=float(asked["common"]))
+    search = None if review is None else asked(review.ask)
+    if search is not None:
+        settings.update(strategy=search["strategy"], common=float(search["common"]))
     if review is not None:  # the lists as applied to its rows, which a search reads too (cleared ones included)
         settings.update(deny=tuple(review.lists[0]), allow=tuple(review.lists[1]))
     return settings
@@ -137,9 +138,10 @@ def drill_down_suggestion(run: AuditRun, data: DataSet, doc_id: str, confidence:
     with those settings, else the same search of this document alone; both pages propose the same edits."""
     settings = redaction_settings(run)
     review = current_review(run)
-    if review is not None and len(review.ask) == len(SEARCH_ASK):
-        asked = dict(zip(SEARCH_ASK, review.ask))
-        same = (asked["strategy"], asked["confidence"], asked["policy"], tuple(asked["deny"]), float(asked["common"]))
+    search = None if review is None else asked(review.ask)
+    if search is not None:
+        same = (search["strategy"], search["confidence"], search["policy"], tuple(search["deny"]),
+                float(search["common"]))
         if same == (settings["strategy"], float(confidence), policy, settings["deny"], settings["common"]):
             found = next((s for s in review.suggestions if s.doc_id == str(doc_id)), None)
             if found is not None:
@@ -150,6 +152,12 @@ def drill_down_suggestion(run: AuditRun, data: DataSet, doc_id: str, confidence:
 
 SEARCH_ASK = ("run", "strategy", "confidence", "policy", "deny", "allow", "common", "rewrite")
 """What a search of the Redact page was asked (:attr:`~cpa_ui.state.Review.ask`), in order."""
+
+
+def asked(ask: tuple) -> dict | None:
+    """What a search of the Redact page was asked, by name (:data:`SEARCH_ASK`); ``None`` for a review no search
+    made (the curator's own text first)."""
+    return dict(zip(SEARCH_ASK, ask)) if len(ask) == len(SEARCH_ASK) else None
 
 
 def edits_table(suggestion: Suggestion) -> pd.DataFrame:
@@ -184,17 +192,11 @@ VIEWS = ("rows to review", "documents to withhold", "accepted edits", "rejected 
 withhold row (not in the release) and shown only on their own."""
 
 
-def folded(table: pd.DataFrame) -> np.ndarray:
-    """The edit rows of documents withheld (an accepted ``withhold`` row): not in the release, folded under it."""
-    withheld = table.loc[(table["action"] == WITHHOLD) & table["accept"], "doc_id"]
-    return ((table["action"] == EDIT) & table["doc_id"].isin(set(withheld))).to_numpy()
-
-
 def review_positions(review: Review, view: str, term: str | None = None, doc_id: str = "") -> np.ndarray:
     """The rows of the decisions table the review table shows, in order: those of the ``view``
     (:data:`VIEWS`), of edits of ``term`` only when one is chosen, of one document when ``doc_id`` is given."""
     table = review.table
-    hidden = folded(table)
+    hidden = withheld_edits(table)
     is_edit = (table["action"] == EDIT).to_numpy()
     accept = table["accept"].to_numpy(dtype=bool)
     shown = {VIEWS[0]: ~hidden, VIEWS[1]: (table["action"] == WITHHOLD).to_numpy(),
@@ -248,7 +250,7 @@ def review_counts(review: Review) -> dict[str, int]:
     """What the decisions put in the release, in numbers: documents to withhold, edits accepted of the edits
     proposed (a withheld document's are not counted: not in the release), documents edited."""
     table = review.table
-    hidden = folded(table)
+    hidden = withheld_edits(table)
     is_edit = (table["action"] == EDIT).to_numpy()
     accept = table["accept"].to_numpy(dtype=bool)
     kept_edits = is_edit & accept & ~hidden
@@ -371,9 +373,9 @@ def with_search(ask: tuple, run: AuditRun, data: DataSet, suggestions, total: in
     decision taken on it (a row of the same key is decided as before; the deny and allow lists as applied)
     (``rewrite``: the LLM rewrite's settings when the search used one)."""
     decided, lists = ({}, ((), ())) if previous is None else (previous.decided, previous.lists)
-    if len(ask) == len(SEARCH_ASK):  # the lists the search read are those its table reflects
-        asked = dict(zip(SEARCH_ASK, ask))
-        lists = (tuple(asked["deny"]), tuple(asked["allow"]))
+    search = asked(ask)
+    if search is not None:  # the lists the search read are those its table reflects
+        lists = (tuple(search["deny"]), tuple(search["allow"]))
     review = Review(ask, run, data, tuple(suggestions), total, rewrite=rewrite,
                     version=0 if previous is None else previous.version + 1)
     return _decided(review, typed(pd.concat([table, curator_rows_of(previous)], ignore_index=True)), dict(decided),
@@ -429,9 +431,10 @@ def reaudit(review: Review, threat, scores) -> Review:
                     label=f"{before.label} · redacted" + (f" from audit {before.audit_id}" if before.audit_id else ""))
     attacker_figures = {"attacker": before.result.config.attacker.name, "held_out": False,
                         "before": first_guess_figures(before.result), "after": first_guess_figures(run.result)}
-    lineage = redaction_lineage(before.result.inputs.get("documents") or {}, before.result.config.config_id,
-                                review.table, from_audit=before.audit_id, attackers=[attacker_figures],
-                                kept=utility.summary())
+    config_id = before.result.config.config_id
+    lineage = redaction_lineage(before.result.inputs.get("documents") or {}, config_id,
+                                decisions_summary(review.table, config_id), from_audit=before.audit_id,
+                                attackers=[attacker_figures], kept=utility.summary())
     return replace(review, after=replace(run, result=run.result.with_inputs(redaction=lineage)), after_data=after_data,
                    utility=utility)
 

@@ -23,7 +23,7 @@ from cpa_core.redaction.decisions import (
     proposed_decisions,
     redaction_log,
 )
-from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, redacted_name, suggested_worklist
+from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, redacted_name, source_name, suggested_worklist
 from cpa_core.redaction.rewrite import Rewriter
 from cpa_core.redaction.utility import characters_utility
 from cpa_core.redaction.whatif import release_what_if
@@ -139,6 +139,7 @@ if rewrite:
     st.warning(f"The rewrite sends the text of up to {int(most):,} documents to "
                f"{redact_url(endpoint['base_url'])}.", icon=":material/cloud_upload:")
 ask = (run.key, strategy, float(confidence), policy, deny, allow, float(common), int(most) if rewrite else None)
+texts = data.documents.texts()  # the search's, the counts' and the edit log's
 review = current_review(run)
 if review is not None and review.table is not None:  # the lists decide the table's rows at once: no new search
     state.review = review = with_lists(review, deny, allow)
@@ -170,7 +171,7 @@ if not searched or not review.complete:
             if rewrite:
                 rewriter = Rewriter(make_llm_client(endpoint, purpose="The LLM rewrite"), seed=result.config.seed,
                                     max_documents=int(most))
-            table, found = proposed_decisions(result, run.attacker, data.registry, data.documents.texts(),
+            table, found = proposed_decisions(result, run.attacker, data.registry, texts,
                                               policy=policy, confidence=confidence, strategy=strategy, deny=deny,
                                               allow=allow, common_share=float(common) or None, progress=progress,
                                               rewriter=rewriter)
@@ -263,7 +264,7 @@ def review_table() -> None:
     columns[3].metric(f"Edits accepted (of {counts['edits']:,})", f"{counts['edits_accepted']:,}",
                       help=f"In the release: the {counts['folded']:,} edits of documents withheld are not counted.")
     columns[4].metric("Documents edited", f"{counts['edited']:,}")
-    kept = characters_utility(data.documents.texts(), *accepted_lengths(review.table)).summary()
+    kept = characters_utility(texts, *accepted_lengths(review.table)).summary()
     st.caption(f"Kept as accepted now: {kept_text(kept)}. The meaning each edited text keeps is scored when the "
                "redacted release is audited below.")
     downloads(review)
@@ -278,8 +279,8 @@ def downloads(review) -> None:
         def release() -> bytes:
             edits_of, withheld = accepted(table)
             return redacted_file(source, data.documents, edits_of, withheld)[1]
-        named = data.documents.file if isinstance(source, (bytes, bytearray)) else source
-        left.download_button("Download the redacted release", release, file_name=redacted_name(str(named)),
+        left.download_button("Download the redacted release", release,
+                             file_name=redacted_name(source_name(source, data.documents)),
                              icon=":material/download:", key="redact.download",
                              help="The input file with the accepted edits made and the documents to withhold left "
                                   "out: same format, encoding and columns, named after the input.")
@@ -296,7 +297,7 @@ def downloads(review) -> None:
                                                           confidence, decisions=table, deny=deny, allow=allow,
                                                           common_share=float(common) or None,
                                                           function_words=function_words(
-                                                              data.documents.texts().values(), float(common) or None),
+                                                              texts.values(), float(common) or None),
                                                           rewrite=review.rewrite), indent=2, ensure_ascii=False),
                          file_name="redactions.json", mime="application/json", icon=":material/download:",
                          key="redact.log")

@@ -883,7 +883,7 @@ def cmd_redact(args) -> int:
         verified = None
         if kept and held is not None:
             verified = _verify_redaction(folder, release, out / CONFIG_FILE, registry, drop, before, held_out,
-                                         audit_id, log, utility.summary(), inputs["documents"], decisions)
+                                         audit_id, log, utility.summary(), inputs["documents"])
         write_private(out / "redactions.json", json.dumps(log, indent=2, ensure_ascii=False))
         folder.complete(audit_id)
     _say_claimed(folder)
@@ -982,7 +982,7 @@ def _member_progress(names: list[str], engine=None):
 
 
 def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: str, before: dict, held_out: str,
-                      audit_id: str, log: dict, kept: dict, source: dict, decisions):
+                      audit_id: str, log: dict, kept: dict, source: dict):
     """Audit the redacted release with the panel and the held-out attacker (each calibrated on its own, the verdict the
     worst of them), into the redaction's :data:`REAUDIT_FOLDER`; each attacker's first-guess rate before and after
     goes into ``log`` (``redactions.json``) and the audit's summary. Returns what it verified (each attacker before
@@ -1016,8 +1016,8 @@ def _verify_redaction(folder, release: Path, config_file: Path, registry, drop: 
     attackers = [{"attacker": name, "held_out": name == held_out,
                   "before": first_guess_figures(before[name]) if name in before else None,
                   "after": first_guess_figures(member)} for name, member in zip(names, panel.members)]
-    verification = {**redaction_lineage(source, audit_id, decisions, attackers=attackers, held_out=held_out, kept=kept,
-                                        decisions=log.get("decisions")),
+    verification = {**redaction_lineage(source, audit_id, log["decisions"], attackers=attackers, held_out=held_out,
+                                        kept=kept),
                     "config_id": panel.config_id}
     summary = write_panel(panel, folder.staging / REAUDIT_FOLDER, explainers, redaction=verification,
                           texts=documents.texts())

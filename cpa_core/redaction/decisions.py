@@ -253,6 +253,12 @@ def curator_rows(table: pd.DataFrame, doc_id: str, released: str, edited: str) -
         else typed(kept)
 
 
+def withheld_edits(table: pd.DataFrame) -> np.ndarray:
+    """The edit rows of documents withheld (an accepted ``withhold`` row): not in the release, nor counted."""
+    withheld = table.loc[(table["action"] == WITHHOLD).to_numpy() & table["accept"].to_numpy(dtype=bool), "doc_id"]
+    return ((table["action"] == EDIT) & table["doc_id"].isin(set(withheld))).to_numpy()
+
+
 def accepted(table: pd.DataFrame) -> tuple[dict[str, list[Edit]], set[str]]:
     """The accepted edits by document (a no-op, whose replacement is its original, is no edit) and the documents
     to withhold; the edits of a document withheld are none: they are not in the release, nor counted."""
@@ -279,8 +285,7 @@ def _accepted_rows(table: pd.DataFrame):
     action, doc_ids = table["action"].to_numpy(dtype=object), table["doc_id"].astype(str).to_numpy(dtype=object)
     withheld = set(doc_ids[take & (action == WITHHOLD)].tolist())
     original, replacement = table["original"].to_numpy(dtype=object), table["replacement"].to_numpy(dtype=object)
-    released = np.fromiter((d not in withheld for d in doc_ids), dtype=bool, count=len(doc_ids))
-    rows = np.flatnonzero(take & (action == EDIT) & (original != replacement) & released)
+    rows = np.flatnonzero(take & (action == EDIT) & (original != replacement) & ~withheld_edits(table))
 
     def columns():
         return (doc_ids, table["offset"].to_numpy(dtype=np.int64, na_value=-1),
@@ -605,9 +610,7 @@ class EditCounts:
     @classmethod
     def of(cls, table: pd.DataFrame) -> "EditCounts":
         """Those of the released documents (a withheld document's edits are not in the release: not counted)."""
-        _, withheld = accepted(table)
-        take = table[(table["action"] == EDIT) & table["accept"].astype(bool)
-                     & ~table["doc_id"].astype(str).isin(withheld)]
+        take = table[((table["action"] == EDIT) & table["accept"].astype(bool)).to_numpy() & ~withheld_edits(table)]
         no_ops, keeping = [], []
         for index, original, replacement in zip(take.index, take["original"], take["replacement"]):
             if original == replacement:
@@ -654,26 +657,24 @@ def decisions_summary(table: pd.DataFrame, config_id: str, applied: str | None =
             "notes": list(notes)}
 
 
-def redaction_lineage(source: Mapping, source_config_id: str, table: pd.DataFrame, *, from_audit=None,
-                      attackers: Sequence[Mapping] = (), held_out: str | None = None, kept: Mapping | None = None,
-                      decisions: Mapping | None = None) -> dict:
+def redaction_lineage(source: Mapping, source_config_id: str, decisions: Mapping, *, from_audit=None,
+                      attackers: Sequence[Mapping] = (), held_out: str | None = None,
+                      kept: Mapping | None = None) -> dict:
     """What the audit of a redacted release records of where it comes from (its inputs' and summary's
     ``redaction``), read by its report, its sign-off and the History: the release it was redacted from (``source``:
     its documents' ``file``, ``sha256`` and ``rows``; ``source_config_id``, and ``from_audit``, the audit's id in the
-    history when it has one), what the decisions did to its documents (``counts``: withheld, edited, untouched, edits
-    applied, characters removed), the decisions (:func:`decisions_summary` of ``table``, or ``decisions`` as already
-    summarised), each attacker's first-guess rate before and after (``attackers``: ``attacker``, ``held_out``,
-    ``before``, ``after``, as :func:`~cpa_core.report.metrics.first_guess_figures` gives them), the attacker the
-    search never consulted (``held_out``) and what the release keeps (``kept``)."""
-    summary = dict(decisions) if decisions is not None else decisions_summary(table, source_config_id)
-    edits, withheld = accepted(table)
+    history when it has one), the ``decisions`` (their :func:`decisions_summary`) and what they did to its documents
+    (``counts``: withheld, edited, untouched, edits applied, characters removed, read from that summary), each
+    attacker's first-guess rate before and after (``attackers``: ``attacker``, ``held_out``, ``before``, ``after``, as
+    :func:`~cpa_core.report.metrics.first_guess_figures` gives them), the attacker the search never consulted
+    (``held_out``) and what the release keeps (``kept``)."""
+    summary = dict(decisions)
+    withheld, edited = len(summary["withheld"]), summary["documents_edited"]
     rows = int(source.get("rows") or 0)
     return {"from_audit": from_audit, "source_config_id": source_config_id,
             "source": {"file": source.get("file"), "sha256": source.get("sha256"), "rows": rows},
-            "counts": {"withheld": len(withheld), "edited": len(edits),
-                       "untouched": rows - len(withheld) - len(edits) if rows else None,
-                       "edits": sum(len(document) for document in edits.values()),
-                       "characters": sum(e.length for document in edits.values() for e in document)},
+            "counts": {"withheld": withheld, "edited": edited, "untouched": rows - withheld - edited if rows else None,
+                       "edits": summary["applied_edits"], "characters": summary["characters"]},
             "decisions": summary, "attackers": [dict(a) for a in attackers], "held_out": held_out, "kept": kept}
 
 

@@ -627,16 +627,20 @@ def decided_frame(frame: pd.DataFrame, edits: Mapping[str, Sequence[Edit]], with
     return out[~ids.isin({str(d) for d in withheld})].reset_index(drop=True)
 
 
+def source_name(source, documents: Documents) -> str:
+    """The name of the input file of :func:`redacted_file` (its path, or ``documents.file`` for its bytes as read):
+    the redacted release is named after it (:func:`redacted_name`)."""
+    return str(documents.file) if isinstance(source, (bytes, bytearray)) else str(source)
+
+
 def redacted_file(source, documents: Documents, edits: Mapping[str, Sequence[Edit]],
                   withheld: Collection[str] = ()) -> tuple[str, bytes]:
     """The release with the edits applied (doc id -> its edits) and the ``withheld`` documents left out, in the
     input's format, encoding and columns (and a ``doc_id`` column first when its rows were numbered, holding the
     numbers): its file name (:func:`redacted_name`) and bytes. ``source`` is the input file's path, or its bytes as
     read (named by ``documents.file``)."""
-    if isinstance(source, (bytes, bytearray)):
-        data, name = bytes(source), str(documents.file)
-    else:
-        data, name = Path(source), str(source)
+    name = source_name(source, documents)
+    data = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source)
     frame, _ = read_table(data, name, encoding=documents.encoding)
     columns = {"doc_id": "doc_id", "text": "text", **dict(documents.columns)}
     if columns["doc_id"] == ROW_NUMBERS:  # withheld rows would renumber the rest: the release keeps its ids

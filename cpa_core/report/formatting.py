@@ -196,11 +196,23 @@ def set_size_bins(set_sizes: np.ndarray, flag_below: int) -> pd.DataFrame:
         if uppers[-1] != top:
             uppers.append(top)
     lowers = [0] + [u + 1 for u in uppers[:-1]]
-    counts = np.bincount(np.searchsorted(np.asarray(uppers), sizes, side="left"), minlength=len(uppers))
+    counts = _per_bin(np.asarray(uppers), sizes)
     labels = [str(lo) if lo == hi else f"{lo}–{hi}" for lo, hi in zip(lowers, uppers)]
     cumulative = np.cumsum(counts) / max(sizes.size, 1)
     return pd.DataFrame({"lower": lowers, "upper": uppers, "label": labels, "count": counts[: len(uppers)],
                          "cumulative": cumulative})
+
+
+def bin_counts(bins: pd.DataFrame, set_sizes: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
+    """How many documents fall in each bin of :func:`set_size_bins` (``bins``), counting only those of the mask
+    ``among`` when given (e.g. the flagged ones)."""
+    sizes = np.asarray(set_sizes, dtype=np.int64)
+    return _per_bin(bins["upper"].to_numpy(), sizes if among is None else sizes[np.asarray(among, dtype=bool)])
+
+
+def _per_bin(uppers: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Documents per bin of inclusive upper bounds ``uppers`` (each size counted in the first bin that holds it)."""
+    return np.bincount(np.searchsorted(uppers, sizes), minlength=len(uppers))[: len(uppers)]
 
 
 def without_empty(frame: pd.DataFrame, columns: Sequence[str] = ("q_hat",)) -> pd.DataFrame:

@@ -34,6 +34,7 @@ from cpa_core.report.formatting import (
     GROUP_COLUMNS,
     SAFE_COLOR,
     TARGET_COLOR,
+    bin_counts,
     configuration_summary,
     fmt_confidence,
     fmt_coverage,
@@ -227,15 +228,6 @@ def _fitted_text(x: float, y: float, text: str, size: int, width: float, anchor:
     box = (f'<rect x="{start + shift - 1:.1f}" y="{y - size:.1f}" width="{extent + 2:.1f}" height="{size + 3:.1f}" '
            'fill="#ffffff" fill-opacity="0.9"/>') if backdrop else ""
     return box + _svg_text(x + shift, y, text, size, anchor, color)
-
-
-def bin_counts(bins: pd.DataFrame, set_sizes: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
-    """How many documents fall in each bin of :func:`~cpa_core.report.formatting.set_size_bins` (``bins``), counting
-    only those of the mask ``among`` when given (e.g. the flagged ones)."""
-    sizes = np.asarray(set_sizes, dtype=np.int64)
-    if among is not None:
-        sizes = sizes[np.asarray(among, dtype=bool)]
-    return np.bincount(np.searchsorted(bins["upper"].to_numpy(), sizes), minlength=len(bins))[: len(bins)]
 
 
 def histogram_colours(flag_below: int, rule: str | None) -> str:

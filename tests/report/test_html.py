@@ -517,7 +517,7 @@ def test_nothing_left_to_release_is_decided_by_no_attacker():
 
 
 def test_a_redacted_release_s_report_is_its_own_certificate_naming_where_it_comes_from(audit):
-    from cpa_core.redaction.decisions import decisions_table, redaction_lineage
+    from cpa_core.redaction.decisions import decisions_summary, decisions_table, redaction_lineage
     from cpa_core.redaction.suggestions import WITHHOLD
 
     result, work = audit["result"], audit["worklist"]
@@ -536,7 +536,7 @@ def test_a_redacted_release_s_report_is_its_own_certificate_naming_where_it_come
              "term": "r", "kind": "placeholder", "source": "curator", "reason": "", "accept": False}]
     table = pd.concat([table, pd.DataFrame(rows)], ignore_index=True)
     source = {"file": "<i>ward</i>.csv", "sha256": "a" * 64, "rows": 400}
-    lineage = redaction_lineage(source, "parent123456", table, from_audit=7,
+    lineage = redaction_lineage(source, "parent123456", decisions_summary(table, "parent123456"), from_audit=7,
                                 attackers=[{"attacker": "tfidf", "held_out": False,
                                             "before": {"first_guess": 0.5, "low": 0.4, "high": 0.6, "n": 100},
                                             "after": {"first_guess": 0.1, "low": 0.05, "high": 0.2, "n": 90}}])

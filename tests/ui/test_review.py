@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from cpa_core.audit.rescoring import Risk
-from cpa_core.redaction.decisions import accepted, decisions_table, row_keys, word_rows
+from cpa_core.redaction.decisions import accepted, decisions_table, row_keys, withheld_edits, word_rows
 from cpa_core.redaction.suggestions import Edit, Suggestion
 from cpa_ui.redaction import (
     ALWAYS,
@@ -18,7 +18,6 @@ from cpa_ui.redaction import (
     NEVER,
     PAGE_ROWS,
     VIEWS,
-    folded,
     review_counts,
     review_page,
     review_positions,
@@ -73,7 +72,7 @@ def test_a_word_of_a_list_names_the_edits_of_its_term_or_of_text_that_holds_it_w
 def test_the_edits_of_a_withheld_document_are_folded_and_not_counted():
     review = searched()
     table = review.table
-    assert folded(table).tolist() == [False, False, False, True, True, False]
+    assert withheld_edits(table).tolist() == [False, False, False, True, True, False]
     counts = review_counts(review)
     assert counts == {"withheld": 1, "edits_accepted": 3, "edits": 3, "folded": 2, "edited": 1}
     edits, withheld = accepted(table)
