@@ -24,8 +24,11 @@ from cpa_core.audit.results import Certificate
 from cpa_core.common.errors import CPAError, DataError
 from cpa_core.io.columns import redacted_columns
 from cpa_core.redaction.decisions import (
+    ALLOW_LIST,
     CURATOR,
     EDIT,
+    SUGGESTED,
+    DecisionRows,
     accepted,
     curator_rows,
     decisions_summary,
@@ -34,7 +37,6 @@ from cpa_core.redaction.decisions import (
     redaction_lineage,
     row_keys,
     typed,
-    withheld_edits,
     word_rows,
 )
 from cpa_core.redaction.suggestions import (
@@ -47,13 +49,14 @@ from cpa_core.redaction.suggestions import (
     redacted_name,
     suggest_redactions,
 )
-from cpa_core.redaction.utility import ReleaseUtility, packaged_embedder, release_utility
+from cpa_core.redaction.utility import ReleaseUtility, characters_utility, packaged_embedder, release_utility
 from cpa_core.report.metrics import first_guess_figures
 from cpa_core.store.reopen import declared_attacker
 from cpa_ui.analysis import row_of
 from cpa_ui.attackers import declare_panel
 from cpa_ui.cache import audit_run, fingerprint
-from cpa_ui.state import AuditRun, DataSet, Review, state
+from cpa_ui.state import AuditRun, DataSet, Review, state, widget_value
+from cpa_ui.text import plain
 
 STRATEGY_LABELS = {"placeholder": "a placeholder ([REDACTED], or its category where the registry says)",
                    "generalize": "a generalisation where the data allows (city → region, year → decade)",
@@ -180,12 +183,13 @@ def rescore(run: AuditRun, data: DataSet, confidence: float, doc_id: str, text: 
     return Rescored(found.risk.set_size, tuple(explain.spans(text, list(found.rows))) if explain is not None else ())
 
 
-BY_YOU = "you"
-"""Who decided a row the curator ticked, or decided in bulk (the review table's ``decided by``)."""
+BY_YOU, SEARCH = "you", "search"
+"""Who decided a row the curator ticked, or decided in bulk, and a row as proposed (the review table's
+``decided by``)."""
 NEVER, ALWAYS = "never redact: ", "always redact: "
 """How a row decided by a word of the deny or allow list names it (the word follows)."""
-PAGE_ROWS = 100
-"""Rows of the review table shown at once: a tick redraws nothing, and no page sends the browser the whole table."""
+PAGE_ROWS = 50
+"""Rows of the review table shown at once: no page sends the browser the whole table."""
 VIEWS = ("rows to review", "documents to withhold", "accepted edits", "rejected rows",
          "edits of documents withheld (folded)")
 """Which rows of the decisions table the review table shows; the edits of a document withheld are folded under its
@@ -195,16 +199,15 @@ withhold row (not in the release) and shown only on their own."""
 def review_positions(review: Review, view: str, term: str | None = None, doc_id: str = "") -> np.ndarray:
     """The rows of the decisions table the review table shows, in order: those of the ``view``
     (:data:`VIEWS`), of edits of ``term`` only when one is chosen, of one document when ``doc_id`` is given."""
-    table = review.table
-    hidden = withheld_edits(table)
-    is_edit = (table["action"] == EDIT).to_numpy()
+    table, rows = review.table, review.rows
     accept = table["accept"].to_numpy(dtype=bool)
-    shown = {VIEWS[0]: ~hidden, VIEWS[1]: (table["action"] == WITHHOLD).to_numpy(),
-             VIEWS[2]: is_edit & accept & ~hidden, VIEWS[3]: ~accept & ~hidden, VIEWS[4]: hidden}[view]
+    hidden = rows.withheld_edits(accept)
+    shown = {VIEWS[0]: ~hidden, VIEWS[1]: rows.is_withhold, VIEWS[2]: rows.is_edit & accept & ~hidden,
+             VIEWS[3]: ~accept & ~hidden, VIEWS[4]: hidden}[view]
     if term is not None:
-        shown = shown & is_edit & (table["term"] == term).to_numpy()
+        shown = shown & rows.is_edit & (table["term"] == term).to_numpy()
     if doc_id:
-        shown = shown & (table["doc_id"] == str(doc_id)).to_numpy()
+        shown = shown & (rows.doc_ids == str(doc_id))
     return np.flatnonzero(shown)
 
 
@@ -215,7 +218,7 @@ def review_page(review: Review, positions: np.ndarray) -> pd.DataFrame:
     table = review.table
     rows = table.iloc[positions]
     page = rows[list(REVIEW_COLUMNS)].rename(columns=REVIEW_COLUMNS).reset_index(drop=True)
-    page.insert(1, "decided_by", [review.decided.get(review.keys[p], (None, "search"))[1] for p in positions])
+    page.insert(1, "decided_by", [review.decided.get(review.keys[p], (None, SEARCH))[1] for p in positions])
     withhold = rows["action"].to_numpy() == WITHHOLD
     if withhold.any():
         counts = table.loc[table["action"] == EDIT, "doc_id"].value_counts()
@@ -224,15 +227,60 @@ def review_page(review: Review, positions: np.ndarray) -> pd.DataFrame:
     return page
 
 
-def drawn_page(review: Review, positions: np.ndarray) -> tuple[Review, str, pd.DataFrame]:
-    """The review table's page of the rows at ``positions``: the review (holding the page as drawn), the editor's key
-    and its rows. A page drawn before under the same key is given as it was drawn: the editor shows the ticks since
-    as its own edits, and the data it is given does not change under them."""
-    key = f"redact.review.{review.version}.{hashlib.sha256(positions.tobytes()).hexdigest()[:16]}"
-    if review.page is not None and review.page[0] == key:
-        return review, key, review.page[1]
-    frame = review_page(review, positions)
-    return replace(review, page=(key, frame)), key, frame
+def review_rows(review: Review, positions: np.ndarray) -> list[tuple[int, str, bool, str]]:
+    """The rows at ``positions`` as the review table shows them, each a checkbox: its position in the decisions
+    table, the checkbox's key (named by its place on the page), whether the row is accepted, and its label
+    (:func:`row_label`). Each checkbox shows its row as decided (:func:`~cpa_ui.state.widget_showing`), so that a bulk
+    action, a list, a search or another page updates the page's checkboxes in place."""
+    accept = review.table["accept"].to_numpy(dtype=bool)
+    page = review_page(review, positions)
+    return [(int(p), f"redact.row.{place}", bool(accept[p]), row_label(row))
+            for place, (p, row) in enumerate(zip(positions, page.to_dict("records")))]
+
+
+def _number(value, digits: int = 0) -> str | None:
+    """A set size or a linkage probability as the review table says it (``None`` when it has none)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return f"{int(value):,}" if digits == 0 else f"{float(value):.{digits}f}"
+
+
+ORIGINS = {SUGGESTED: "suggested", ALLOW_LIST: "from the allow list", CURATOR: "your own edit"}
+"""Where a row of the review table comes from, as its line says it."""
+
+
+def _change(name: str, before: str | None, after: str | None) -> str:
+    """``name before → after``, or what of it is known (nothing when neither is)."""
+    if before is None and after is None:
+        return ""
+    return f"{name} {before or '?'}" + ("" if after is None else f" → {after}")
+
+
+def row_label(row: dict) -> str:
+    """A review table's row in one line (a row of :func:`review_page`), every value from the data shown as text:
+    the document, what is done to it (the words and what they become, or withholding it, with its edits folded),
+    the evidence term, the document's |C| and linkage probability before and once its term is redacted
+    (indicative), where the row comes from and who decided it when not as proposed."""
+    withhold = row["action"] == WITHHOLD
+    sizes = _number(row["set_size_before"]), None if withhold else _number(row["indicative_after"])
+    linkages = _number(row["linkage_before"], 3), None if withhold else _number(row["linkage_after_indicative"], 3)
+    if withhold:
+        folded = row.get("folded_edits")
+        folded = 0 if folded is None or folded is pd.NA else int(folded)
+        what = "withhold the document" + (f" ({folded:,} edit{'s' * (folded != 1)} folded)" if folded else "")
+    else:
+        what = f"«{row['original']}» → {row['replacement'] or '(deleted)'}"
+    parts = [what, "" if withhold or not row["term"] else f"evidence: {row['term']}",
+             ", ".join(p for p in (_change("|C|", *sizes), _change("linkage", *linkages)) if p),
+             row["reason"] if withhold else "", ORIGINS.get(row["origin"], row["origin"]),
+             "" if row["decided_by"] == SEARCH else f"decided by {row['decided_by']}"]
+    return f"**{plain(row['doc_id'])}** · " + plain(" · ".join(part for part in parts if part))
+
+
+def tick_row(position: int, key: str) -> None:
+    """The review table's tick: the row at ``position`` accepted or not as its checkbox ``key`` says (a
+    checkbox's callback)."""
+    state.review = with_ticks(state.review, [position], [bool(widget_value(key))])
 
 
 def evidence_terms(review: Review, work: pd.DataFrame) -> list[str]:
@@ -249,14 +297,19 @@ def evidence_terms(review: Review, work: pd.DataFrame) -> list[str]:
 def review_counts(review: Review) -> dict[str, int]:
     """What the decisions put in the release, in numbers: documents to withhold, edits accepted of the edits
     proposed (a withheld document's are not counted: not in the release), documents edited."""
-    table = review.table
-    hidden = withheld_edits(table)
-    is_edit = (table["action"] == EDIT).to_numpy()
-    accept = table["accept"].to_numpy(dtype=bool)
-    kept_edits = is_edit & accept & ~hidden
-    return {"withheld": int(((table["action"] == WITHHOLD).to_numpy() & accept).sum()),
-            "edits_accepted": int(kept_edits.sum()), "edits": int((is_edit & ~hidden).sum()),
-            "folded": int(hidden.sum()), "edited": int(table.loc[kept_edits, "doc_id"].nunique())}
+    rows = review.rows
+    accept = review.table["accept"].to_numpy(dtype=bool)
+    hidden = rows.withheld_edits(accept)
+    kept_edits = rows.is_edit & accept & ~hidden
+    return {"withheld": int((rows.is_withhold & accept).sum()), "edits_accepted": int(kept_edits.sum()),
+            "edits": int((rows.is_edit & ~hidden).sum()), "folded": int(hidden.sum()),
+            "edited": len(np.unique(rows.codes[kept_edits]))}
+
+
+def kept_now(review: Review, texts) -> dict:
+    """What the release the review's decisions make keeps of the ``texts``, in characters (its summary)."""
+    return characters_utility(texts, *review.rows.accepted_lengths(review.table["accept"].to_numpy(dtype=bool))
+                              ).summary()
 
 
 def _decided(review: Review, proposed: pd.DataFrame, decided: dict, **changes) -> Review:
@@ -270,8 +323,8 @@ def _decided(review: Review, proposed: pd.DataFrame, decided: dict, **changes) -
             accept[row] = decided[key][0]
     table = proposed.copy()
     table["accept"] = accept
-    return replace(review, table=table, proposed=wanted, keys=keys, decided=decided, after=None, after_data=None,
-                   utility=None, **changes)
+    return replace(review, table=table, proposed=wanted, keys=keys, decided=decided, rows=DecisionRows.of(table),
+                   after=None, after_data=None, utility=None, **changes)
 
 
 def proposed_table(review: Review) -> pd.DataFrame:
@@ -284,23 +337,23 @@ def proposed_table(review: Review) -> pd.DataFrame:
 
 
 def with_ticks(review: Review, positions, accept) -> Review:
-    """The review once the curator has ticked or unticked the rows at ``positions`` of the review table (the table
-    editor is not drawn anew: it shows the ticks as its own)."""
+    """The review once the curator has ticked or unticked the rows at ``positions`` of the review table."""
     positions = np.asarray(positions, dtype=np.int64)
-    table = review.table.copy()
     values = np.asarray(accept, dtype=bool)
-    table.loc[table.index[positions], "accept"] = values
+    column = review.table["accept"].to_numpy(dtype=bool).copy()
+    column[positions] = values
+    table = review.table.assign(accept=column)
     decided = {**review.decided, **{review.keys[p]: (bool(v), BY_YOU) for p, v in zip(positions, values)}}
     return replace(review, table=table, decided=decided, after=None, after_data=None, utility=None)
 
 
 def with_bulk(review: Review, rows: np.ndarray, accept: bool) -> Review:
     """The review with every row of the mask ``rows`` decided at once (accept all, reject all, reject the edits of a
-    term): the review table is drawn anew."""
+    term)."""
     rows = np.asarray(rows, dtype=bool)
-    decided = {**review.decided, **dict.fromkeys((review.keys[p] for p in np.flatnonzero(rows)), (bool(accept), BY_YOU))}
-    table = review.table.copy()
-    table["accept"] = np.where(rows, bool(accept), table["accept"].to_numpy(dtype=bool))
+    decided = dict(review.decided)
+    decided.update(dict.fromkeys(map(review.keys.__getitem__, np.flatnonzero(rows).tolist()), (bool(accept), BY_YOU)))
+    table = review.table.assign(accept=np.where(rows, bool(accept), review.table["accept"].to_numpy(dtype=bool)))
     return replace(review, table=table, decided=decided, version=review.version + 1, after=None, after_data=None,
                    utility=None)
 

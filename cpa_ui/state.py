@@ -28,6 +28,7 @@ from cpa_core.audit.project import ProjectConfig
 from cpa_core.audit.results import AuditResult
 from cpa_core.io.candidate_scores import CandidateScores
 from cpa_core.io.tables import Documents, Registry
+from cpa_core.redaction.decisions import DecisionRows
 from cpa_core.redaction.utility import ReleaseUtility
 
 T = TypeVar("T")
@@ -175,9 +176,9 @@ class Review:
 
     ``decided`` holds every decision taken on the table, by row key, in the order taken: the curator's ticks and bulk
     actions, and the rows a word of the deny or allow list (``lists``, as applied to the table) rejects or accepts.
-    A new search keeps them: a row of the same key is decided as before. ``version`` names the review table's editor:
-    a bulk action draws it anew, a tick does not (``page``: the rows the editor was drawn from, kept as they were, so
-    that the editor keeps the ticks as its own)."""
+    A new search keeps them: a row of the same key is decided as before. ``version`` counts the table's changes other
+    than ticks (a bulk action, a list, a search, the curator's own text); ``rows`` is what its rows are
+    (:class:`~cpa_core.redaction.decisions.DecisionRows`), read when they change, not at each tick."""
 
     ask: tuple
     before: AuditRun = field(compare=False)
@@ -194,7 +195,7 @@ class Review:
     keys: tuple = field(default=(), compare=False)
     decided: dict = field(default_factory=dict, compare=False)  # row key -> (accept, who decided it)
     lists: tuple = field(default=((), ()), compare=False)  # the deny and allow lists applied to the table
-    page: tuple | None = field(default=None, compare=False)  # (editor key, rows) of the review table as last drawn
+    rows: DecisionRows | None = field(default=None, compare=False)  # what the table's rows are, read once per table
 
     @property
     def complete(self) -> bool:
@@ -284,6 +285,14 @@ def widget_value(key: str) -> Any:
 def set_widget(key: str, value: Any) -> None:
     """Change what the widget with key ``key`` shows at the next run (call from a callback or before it is drawn)."""
     st.session_state[key] = value
+
+
+def widget_showing(key: str, value: Any) -> str:
+    """``key``, the widget set to show ``value`` when it holds anything else: what it shows is decided elsewhere
+    (a callback, a bulk action), and it is updated in place, not drawn anew."""
+    if st.session_state.get(key, not value) != value:
+        st.session_state[key] = value
+    return key
 
 
 def reseeded_widget(key: str, signature: Any, value: Callable[[], Any]) -> str:

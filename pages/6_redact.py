@@ -15,9 +15,7 @@ from cpa_core.audit.project import make_llm_client
 from cpa_core.common.errors import CPAError
 from cpa_core.llm.client import redact_url
 from cpa_core.redaction.decisions import (
-    EDIT,
     accepted,
-    accepted_lengths,
     decisions_csv,
     decisions_table,
     proposed_decisions,
@@ -25,7 +23,6 @@ from cpa_core.redaction.decisions import (
 )
 from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, redacted_name, source_name, suggested_worklist
 from cpa_core.redaction.rewrite import Rewriter
-from cpa_core.redaction.utility import characters_utility
 from cpa_core.redaction.whatif import release_what_if
 from cpa_core.report.formatting import fmt_confidence, kept_text
 from cpa_core.report.help import HELP
@@ -44,20 +41,21 @@ from cpa_ui.redaction import (
     change_counts,
     current_review,
     decide_rows,
-    drawn_page,
     evidence_terms,
+    kept_now,
     reaudit,
     redaction_settings,
     reset_decisions,
     review_counts,
     review_positions,
+    review_rows,
     rewrite_endpoint,
     strategy_label,
+    tick_row,
     with_lists,
     with_search,
-    with_ticks,
 )
-from cpa_ui.state import state, widget_key
+from cpa_ui.state import state, widget_key, widget_showing
 from cpa_ui.text import plain
 
 
@@ -189,62 +187,47 @@ if not searched or not review.complete:
         st.stop()
 
 st.subheader("Review")
-st.caption("Every suggested edit (its document, the words, what they become, the evidence term and the document's "
-           "|C| and linkage probability before and once that term is redacted, indicative), every allow-list edit "
-           "and every edit you wrote in the drill-down, and a row per document to withhold, whose edits are folded "
-           "under it (not in the release). Tick or untick 'accept'; the release is built from the accepted rows only. "
+st.caption("A row per suggested edit (its document, «the words» → what they become, the evidence term, and the "
+           "document's |C| and linkage probability before → once that term is redacted, indicative), per allow-list "
+           "edit and per edit you wrote in the drill-down, and a row per document to withhold, whose edits are folded "
+           "under it (not in the release). Tick a row to accept it; the release is built from the ticked rows only. "
            "Your decisions, and the rows the deny and allow lists decide, are kept when you search again.")
 declared = result.with_policy(confidence, policy)  # what the worklist declares, as on the Report page
 work = suggested_worklist(explained_worklist(run.key, declared.config.config_id, declared, data, run),
                           review.suggestions)
 terms = evidence_terms(review, work)  # a tick changes no row's term: found once per run of the page
+left, middle, right = st.columns([1.2, 1, 1])  # the filters: a choice reruns the page, a tick only the table
+view = left.selectbox("Show", VIEWS, key=widget_key("redact.view", VIEWS[0]))
+term = middle.selectbox("Evidence term", terms, key="redact.term", index=None, placeholder="every term",
+                        disabled=not terms, help="Show the edits of one evidence term only (and reject them all "
+                                                 "below).")
+doc_id = right.text_input("Document", key="redact.doc", placeholder="every document",
+                          help="A doc_id: its rows only.")
 
 
 @st.fragment
-def review_table() -> None:
-    """The review table, its bulk actions, its counts and the downloads of what it decides: a fragment, so that a
-    tick or a bulk action reruns this part only, whatever the size of the table."""
+def review_table(audited: bool, view: str, term: str | None, doc_id: str) -> None:
+    """The review table of the rows the filters above choose (``view``, ``term``, ``doc_id``), its bulk actions, its
+    counts and the downloads of what it decides: a fragment, so that a tick or a bulk action reruns this part only,
+    whatever the size of the table (the whole page when it drops the audit of the release the decisions made
+    before, ``audited``)."""
     review = state.review
+    if audited and review.after is None:
+        st.rerun()
     table = review.table
-    is_edit = (table["action"] == EDIT).to_numpy()
-    left, middle, right = st.columns([1.2, 1, 1])
-    view = left.selectbox("Show", VIEWS, key=widget_key("redact.view", VIEWS[0]))
-    term = middle.selectbox("Evidence term", terms, key="redact.term", index=None, placeholder="every term",
-                            disabled=not terms, help="Show the edits of one evidence term only (and reject them "
-                                                     "all below).")
-    doc_id = right.text_input("Document", key="redact.doc", placeholder="every document",
-                              help="A doc_id: its rows only.")
-    positions = review_positions(review, view, term, doc_id.strip())
+    positions = review_positions(review, view, term, doc_id)
     pages = max(1, -(-len(positions) // PAGE_ROWS))
     page = 1 if pages == 1 else int(st.number_input(f"Page (of {pages:,}, {PAGE_ROWS} rows each)", min_value=1,
                                                     max_value=pages, step=1, key="redact.page"))
     shown = positions[(min(page, pages) - 1) * PAGE_ROWS:][:PAGE_ROWS]
-    review, key, frame = drawn_page(review, shown)
-    state.review = review
     if term is not None and not len(positions):
         st.caption(f"No row of the table redacts {plain(term)}: it is evidence, but the search found that redacting "
                    "it would not lower the risk of the documents where it is, or it is a function word of the release, "
                    "or on the deny list.")
-    edited = st.data_editor(frame, hide_index=True, width="stretch", height=min(38 + 35 * len(frame), 420), key=key,
-                            num_rows="fixed", disabled=[c for c in frame.columns if c != "accept"],
-                            column_config={**table_columns(frame), "accept": st.column_config.CheckboxColumn(
-                                "accept", help="Apply this edit, or withhold this document, in the redacted release."),
-                                "decided_by": st.column_config.TextColumn(
-                                    "decided by", help="Who decided this row: the search (as proposed), you, or a "
-                                                       "word of the deny or allow list."),
-                                "folded_edits": st.column_config.NumberColumn(
-                                    "folded edits", help="The edits of a document withheld: not in the release.")})
-    # against the table as decided now: the page as drawn may be older than the ticks the editor holds (a tick
-    # taken back leaves the editor with no edit of that row, so it shows the row as drawn)
-    ticked = edited["accept"].to_numpy(dtype=bool) != review.table["accept"].to_numpy(dtype=bool)[shown]
-    if ticked.any():
-        had_audit = review.after is not None
-        state.review = review = with_ticks(review, shown[ticked], edited["accept"].to_numpy(dtype=bool)[ticked])
-        if had_audit:  # the audit below was of the release before this tick
-            st.rerun()
-        if not np.array_equal(review_positions(review, view, term, doc_id.strip()), positions):
-            st.rerun(scope="fragment")  # a document withheld or released: its edits fold or unfold
-    where = (is_edit & (table["term"] == term).to_numpy()) if term is not None else None
+    with st.container(height=min(60 + 40 * len(shown), 460), border=True):
+        for position, key, accept, label in review_rows(review, shown):
+            st.checkbox(label, key=widget_showing(key, accept), on_change=tick_row, args=(position, key))
+    where = (review.rows.is_edit & (table["term"] == term).to_numpy()) if term is not None else None
     bulk = st.columns(4, vertical_alignment="bottom")
     bulk[0].button("Accept all", key="redact.accept_all", icon=":material/done_all:", on_click=decide_rows,
                    args=(np.ones(len(table), dtype=bool), True))
@@ -264,9 +247,8 @@ def review_table() -> None:
     columns[3].metric(f"Edits accepted (of {counts['edits']:,})", f"{counts['edits_accepted']:,}",
                       help=f"In the release: the {counts['folded']:,} edits of documents withheld are not counted.")
     columns[4].metric("Documents edited", f"{counts['edited']:,}")
-    kept = characters_utility(texts, *accepted_lengths(review.table)).summary()
-    st.caption(f"Kept as accepted now: {kept_text(kept)}. The meaning each edited text keeps is scored when the "
-               "redacted release is audited below.")
+    st.caption(f"Kept as accepted now: {kept_text(kept_now(review, texts))}. The meaning each edited text keeps is "
+               "scored when the redacted release is audited below.")
     downloads(review)
 
 
@@ -303,7 +285,7 @@ def downloads(review) -> None:
                          key="redact.log")
 
 
-review_table()
+review_table(state.review.after is not None, view, term, doc_id.strip())
 review = state.review
 table = review.table
 what_if_section(release_what_if(result, review.suggestions, policy, confidence), "redact", True)

@@ -330,17 +330,24 @@ def calibrate(driver, timeout: float = 180, attackers: tuple[str, ...] | None = 
     wait(driver, settled, "the calibration to settle")
 
 
-def tick(driver, row: int) -> None:
-    """Click the 'accept' cell (the first column) of a row of the review table, and wait for the page to settle."""
-    from selenium.webdriver.common.action_chains import ActionChains
+REVIEW_ROWS = '[class*="st-key-redact-row-"] label'
+"""The checkboxes of the review table's rows, in the order it shows them (keyed ``redact.row.<version>.<row>``)."""
+
+
+def tick_box(driver, row: int) -> None:
+    """Click the 'accept' checkbox of a row of the review table (its ``row``-th shown), scrolled into view first."""
     from selenium.webdriver.common.by import By
 
-    canvas = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stDataFrame"] canvas')[0]
-    width, height = canvas.size["width"], canvas.size["height"]
-    row_height = 35
-    ActionChains(driver).move_to_element_with_offset(
-        canvas, -width // 2 + 40, -height // 2 + row_height * (row + 1) + row_height // 2).click().perform()
-    time.sleep(0.5)
+    box = driver.find_elements(By.CSS_SELECTOR, REVIEW_ROWS)[row]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'nearest'});", box)
+    box.click()
+
+
+def tick(driver, row: int) -> None:
+    """Tick or untick a row of the review table (its ``row``-th shown), and wait for the page to settle."""
+    wait(driver, lambda d: len(d.find_elements("css selector", REVIEW_ROWS)) > row and settled(d), "the review table")
+    tick_box(driver, row)
+    time.sleep(0.3)
     wait(driver, settled, "the review table to settle")
 
 

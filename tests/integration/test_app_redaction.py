@@ -1,7 +1,8 @@
 """The dashboard's redaction loop: suggestions in the drill-down, the edited text re-scored against the stored
 calibration and kept as the curator's decision, the review table decided in bulk, the release its accepted rows
 make downloaded and audited in place (recorded in the history as redacted from the audit, made the current audit,
-reported and reproduced), before and after side by side. Ticking rows of the review table: the browser test."""
+reported and reproduced), before and after side by side, and the review table ticked row by row (in a real browser
+too: the browser tests)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from apptest import assert_clean, calibrate, metric, new_app, shown
 
 from cpa_ui import nav
+from cpa_ui.redaction import PAGE_ROWS, VIEWS, review_counts, review_positions
 
 
 def _number(text: str) -> int:
@@ -292,3 +294,41 @@ def test_the_deny_list_decides_the_table_s_rows_at_once_and_every_decision_survi
     reset = at.session_state["cpa.review"]
     assert reset.table["accept"].tolist() == [bool(a) and not denied_row for a, denied_row in zip(
         reset.proposed, (reset.table["action"] == "edit") & (reset.table["term"].str.casefold() == word.casefold()))]
+
+
+def test_a_tick_decides_its_row_alone_and_keeps_every_checkbox_of_the_page(sample_paths):
+    at = calibrate(new_app().run())
+    at.switch_page(nav.REDACT).run()
+    at.button(key="redact.suggest").click().run()
+    assert_clean(at)
+    review = at.session_state["cpa.review"]
+    boxes = [box for box in at.checkbox if str(box.key).startswith("redact.row.")]
+    assert 1 < len(boxes) <= PAGE_ROWS and all(box.value for box in boxes)  # a page, every row proposed accepted
+    accepted_before = _number(metric(at, f"Edits accepted (of {review_counts(review)['edits']:,})"))
+    first = boxes[0]
+    position = int(review_positions(review, VIEWS[0])[0])
+    first.uncheck().run()
+    assert_clean(at)
+    ticked = at.session_state["cpa.review"]
+    assert ticked.version == review.version  # a tick is not a change of the table's rows
+    assert [bool(a) for a in ticked.table["accept"]] == [p != position for p in range(len(ticked.table))]
+    assert ticked.decided == {ticked.keys[position]: (False, "you")}
+    assert _number(metric(at, f"Edits accepted (of {review_counts(review)['edits']:,})")) == accepted_before - 1
+    after = [box for box in at.checkbox if str(box.key).startswith("redact.row.")]
+    assert [box.key for box in after] == [box.key for box in boxes] and not after[0].value
+    assert after[0].label.endswith("decided by you")
+    after[0].check().run()  # ticked again: accepted, decided by the curator
+    assert bool(at.session_state["cpa.review"].table["accept"].iloc[position])
+    # a bulk action: the page's checkboxes show it in place
+    at.button(key="redact.reject_all").click().run()
+    assert_clean(at)
+    shown_now = [box for box in at.checkbox if str(box.key).startswith("redact.row.")]
+    rejected = at.session_state["cpa.review"]  # documents to withhold released too: their edits unfold
+    rows = review_positions(rejected, VIEWS[0])[:PAGE_ROWS]
+    assert [box.key for box in shown_now] == [f"redact.row.{place}" for place in range(len(rows))]
+    assert not any(box.value for box in shown_now) and not rejected.table["accept"].any()
+    shown_now[1].check().run()  # the second row shown now
+    table = at.session_state["cpa.review"].table
+    assert table["accept"].sum() == 1 and bool(table["accept"].iloc[rows[1]])
+    at.button(key="redact.accept_all").click().run()
+    assert all(box.value for box in at.checkbox if str(box.key).startswith("redact.row."))

@@ -434,3 +434,9 @@ def test_the_characters_an_accepted_table_redacts_are_those_of_its_accepted_edit
     assert removed == {d: sum(e.length for e in document) for d, document in edits.items()}
     texts = {d: "y" * 60 for d in "abcd"}
     assert characters_utility(texts, removed, withheld).summary() == release_utility(texts, edits, withheld).summary()
+    # and both are what the rows say, read one by one: the edits that change the text, accepted, of a document
+    # released (no accepted withhold row of its own)
+    take = [(d, length) for d, action, _, length, same, keep in rows if action == "edit" and keep and not same
+            and not any(w == d and a == "withhold" and k for w, a, _, _, _, k in rows)]
+    assert removed == {d: sum(n for w, n in take if w == d) for d in dict.fromkeys(w for w, _ in take)}
+    assert withheld == {d for d, action, *_, keep in rows if action == "withhold" and keep}

@@ -163,3 +163,38 @@ def test_a_search_s_lists_are_those_its_table_reflects_and_a_cleared_list_stays_
     assert review.lists == (("urlLink",), ("Ann",))
     cleared = with_lists(review, (), ())
     assert cleared.lists == ((), ()) and cleared.table["accept"].tolist() == review.table["accept"].tolist()
+
+
+def test_each_row_is_one_line_of_text_with_a_checkbox_that_shows_it_as_decided():
+    from cpa_ui.redaction import review_rows
+
+    review = with_ticks(searched(), [1], [False])
+    rows = review_rows(review, review_positions(review, VIEWS[0]))
+    assert [(p, accept) for p, _, accept, _ in rows] == [(0, True), (1, False), (2, True), (5, True)]
+    assert [key for _, key, _, _ in rows] == [f"redact.row.{place}" for place in range(4)]
+    labels = [label for *_, label in rows]
+    # hand-written: the document in bold, the words and what they become, the evidence term, |C| and linkage
+    # before (-> after, when the search scored its term on its own), who decided a row not as proposed
+    assert labels[0] == "**a** · «Leeds» → \\[X\\] · evidence\\: leeds · \\|C\\| 2, linkage 0.500 · suggested"
+    assert labels[1].endswith(" · suggested · decided by you")
+    assert labels[3] == ("**b** · withhold the document \\(2 edits folded\\) · \\|C\\| 1, linkage 0.700 · "
+                         "too risky · suggested")
+    # a bulk action: the same checkboxes, showing the rows as decided now
+    bulk = review_rows(with_bulk(review, np.ones(6, dtype=bool), True), np.array([1, 3]))
+    assert [(p, key, accept) for p, key, accept, _ in bulk] == [(1, "redact.row.0", True), (3, "redact.row.1", True)]
+
+
+def test_a_row_s_line_shows_text_from_the_data_as_text():
+    from cpa_ui.redaction import review_rows
+
+    found = search()
+    hostile = "![x](http://host/beacon.png) *b* <img src=x> :smile:"
+    rows = [{"doc_id": "**d**", "action": "edit", "offset": 0, "length": 3, "original": hostile,
+             "replacement": "", "term": "[t](u)", "kind": "placeholder", "source": "curator", "reason": "",
+             "accept": True}]
+    review = with_search(("ask",), RUN, SimpleNamespace(), found, len(found), decisions_table([], rows), None)
+    (_, _, _, label), = review_rows(review, np.arange(1))
+    assert label.startswith("**\\*\\*d\\*\\*** · «")
+    assert "\\!\\[x\\]\\(http\\://host/beacon.png\\)" in label and "\\<img src=x\\>" in label
+    assert "\\:smile\\:" in label and "→ \\(deleted\\)" in label
+    assert label.endswith(" · evidence\\: \\[t\\]\\(u\\) · your own edit")
