@@ -8,7 +8,7 @@ import streamlit as st
 from cpa_core.redaction.suggestions import WITHHOLD, apply_edits
 from cpa_core.redaction.whatif import release_what_if
 from cpa_core.report.evidence import N_CANDIDATES, document_evidence, driving_terms, release_function_words
-from cpa_core.report.formatting import fmt_confidence, fmt_number
+from cpa_core.report.formatting import counted, fmt_confidence, fmt_number
 from cpa_core.report.help import HELP
 from cpa_core.report.metrics import summarize
 from cpa_core.report.verdict import release_verdict
@@ -190,7 +190,8 @@ def edit_and_rescore(doc_id: str, certified: int, released: str, flagged: bool) 
                          "suggest the same edits."))
     accepted = []
     if suggestion is not None and suggestion.edits:
-        st.markdown(f"**Suggested:** {len(suggestion.edits)} edits, {suggestion.characters:,} characters; |C| "
+        st.markdown(f"**Suggested:** {counted(len(suggestion.edits), 'edit')}, "
+                    f"{counted(suggestion.characters, 'character')}; |C| "
                     f"{suggestion.set_size_before:,} → {suggestion.set_size_after:,} (indicative); each lowers the "
                     "document's risk" + ("" if suggestion.action != WITHHOLD else
                                          f". Not enough: withhold it ({plain(suggestion.reason)})"))

@@ -24,7 +24,7 @@ from cpa_core.redaction.decisions import (
 from cpa_core.redaction.suggestions import WITHHOLD, redacted_file, redacted_name, source_name, suggested_worklist
 from cpa_core.redaction.rewrite import Rewriter
 from cpa_core.redaction.whatif import release_what_if
-from cpa_core.report.formatting import fmt_confidence, kept_text
+from cpa_core.report.formatting import counted, fmt_confidence, kept_text
 from cpa_core.report.help import HELP
 from cpa_core.report.worklist import worklist_csv
 from cpa_ui import nav
@@ -245,7 +245,7 @@ def review_table(audited: bool, view: str, term: str | None, doc_id: str) -> Non
     columns[2].metric("To withhold", f"{counts['withheld']:,}", help="Documents left out of the release while "
                                                                      "accepted; their edits are folded, not counted.")
     columns[3].metric(f"Edits accepted (of {counts['edits']:,})", f"{counts['edits_accepted']:,}",
-                      help=f"In the release: the {counts['folded']:,} edits of documents withheld are not counted.")
+                      help=f"In the release: {counted(counts['folded'], 'edit')} of documents withheld, not counted.")
     columns[4].metric("Documents edited", f"{counts['edited']:,}")
     st.caption(f"Kept as accepted now: {kept_text(kept_now(review, texts))}. The meaning each edited text keeps is "
                "scored when the redacted release is audited below.")
@@ -331,10 +331,10 @@ st.plotly_chart(fig_set_size_histogram({"before": cert.set_sizes, "after redacti
                 key="redact.histogram")
 st.dataframe(sides, hide_index=True, width="stretch", height=360, key="redact.sides",
              column_config=table_columns(sides))
-st.caption(f"{counts['cleared']:,} documents flagged before are no longer flagged; {counts['newly_flagged']:,} are "
-           f"newly flagged. {counts['smaller_set']:,} released documents have a smaller certified set under the new "
-           f"calibration ({counts['smaller_set_unchanged']:,} of them unchanged: the new calibration's threshold "
-           "moved, not their text). Sizes after are certified by the new calibration, recorded in the history"
+st.caption(f"No longer flagged: {counted(counts['cleared'], 'document')} flagged before. Newly flagged: "
+           f"{counted(counts['newly_flagged'], 'document')}. A smaller certified set under the new calibration: "
+           f"{counted(counts['smaller_set'], 'released document')} ({counts['smaller_set_unchanged']:,} of them "
+           "unchanged: the new calibration's threshold moved, not their text). Sizes after are certified by the new calibration, recorded in the history"
            + (f" as audit {after.audit_id}" if after.audit_id else "") + ".")
 if st.button("Make it the current audit", key="redact.adopt", icon=":material/swap_horiz:",
              help="Every page then shows the redacted release's audit: its flagged documents, its report and PDF."):

@@ -36,6 +36,7 @@ from cpa_core.report.formatting import (
     TARGET_COLOR,
     bin_counts,
     configuration_summary,
+    counted,
     fmt_confidence,
     fmt_coverage,
     fmt_interval,
@@ -839,8 +840,8 @@ def redaction_counts_text(redaction: Mapping) -> str:
     edited (by how many edits, removing how many characters) and untouched."""
     counts = redaction.get("counts") or {}
     untouched = counts.get("untouched")
-    return (f"{counts.get('withheld', 0):,} documents withheld, {counts.get('edited', 0):,} edited by "
-            f"{counts.get('edits', 0):,} edits ({counts.get('characters', 0):,} characters removed)"
+    return (f"{counted(counts.get('withheld', 0), 'document')} withheld, {counts.get('edited', 0):,} edited by "
+            f"{counted(counts.get('edits', 0), 'edit')} ({counted(counts.get('characters', 0), 'character')} removed)"
             + ("" if untouched is None else f", {untouched:,} released untouched"))
 
 

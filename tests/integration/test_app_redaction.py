@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from apptest import assert_clean, calibrate, metric, new_app, shown
 
+from cpa_core.report.formatting import counted
 from cpa_ui import nav
 from cpa_ui.redaction import PAGE_ROWS, VIEWS, review_counts, review_positions
 
@@ -101,7 +102,7 @@ def test_the_drill_down_proposes_the_edits_the_search_proposed(sample_paths):
         assert text == apply_edits(original, found.edits)
         said = " ".join(m.value for m in at.markdown if "**Suggested:**" in m.value)
         if found.edits:
-            assert f"**Suggested:** {len(found.edits)} edits, {found.characters:,} characters" in said
+            assert f"**Suggested:** {counted(len(found.edits), 'edit')}, {found.characters:,} characters" in said
             assert ("Not enough: withhold it" in said) == (found.action == "withhold")
 
 

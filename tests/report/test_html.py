@@ -548,7 +548,7 @@ def test_a_redacted_release_s_report_is_its_own_certificate_naming_where_it_come
                               generated_at=GENERATED, for_print=True)
     found = parsed(html)
     section = " ".join(found.texts["redaction"].split())
-    assert ("made from audit 7, configuration parent123456 of <i>ward</i>.csv (400 documents): 1 documents withheld, 2 "
+    assert ("made from audit 7, configuration parent123456 of <i>ward</i>.csv (400 documents): 1 document withheld, 2 "
             "edited by 3 edits (12 characters removed), 397 released untouched") in section
     assert "a" * 64 in section and lineage["decisions"]["sha256"] in section
     assert "50.0 %" in section and "10.0 %" in section  # the first-guess rate before and after
@@ -603,3 +603,12 @@ def test_an_excerpt_marks_each_span_in_its_context_and_merges_close_ones():
     assert evidence_excerpt(text, [{"offset": 0, "length": 4}], context=100) == "«aaaa» bbbb cccc dddd eeee ffff " \
                                                                                 "gggg hhhh iiii jjjj"
     assert evidence_excerpt(text, []) == ""
+
+
+def test_the_counts_of_a_redacted_release_agree_with_their_numbers():
+    from cpa_core.report.html import redaction_counts_text
+
+    one = {"counts": {"withheld": 1, "edited": 1, "edits": 1, "characters": 1, "untouched": 0}}
+    assert redaction_counts_text(one) == ("1 document withheld, 1 edited by 1 edit (1 character removed), "
+                                          "0 released untouched")
+    assert redaction_counts_text({"counts": {}}) == "0 documents withheld, 0 edited by 0 edits (0 characters removed)"
