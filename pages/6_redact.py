@@ -334,7 +334,8 @@ st.dataframe(sides, hide_index=True, width="stretch", height=360, key="redact.si
 st.caption(f"No longer flagged: {counted(counts['cleared'], 'document')} flagged before. Newly flagged: "
            f"{counted(counts['newly_flagged'], 'document')}. A smaller certified set under the new calibration: "
            f"{counted(counts['smaller_set'], 'released document')} ({counts['smaller_set_unchanged']:,} of them "
-           "unchanged: the new calibration's threshold moved, not their text). Sizes after are certified by the new calibration, recorded in the history"
+           "unchanged: the new calibration's threshold moved, not their text). Sizes after are certified by the new "
+           "calibration, recorded in the history"
            + (f" as audit {after.audit_id}" if after.audit_id else "") + ".")
 if st.button("Make it the current audit", key="redact.adopt", icon=":material/swap_horiz:",
              help="Every page then shows the redacted release's audit: its flagged documents, its report and PDF."):
