@@ -216,14 +216,20 @@ def no_errors(driver) -> None:
     assert "Traceback" not in driver.find_element(By.TAG_NAME, "body").text
 
 
-def metric_value(driver, label: str) -> str | None:
-    from selenium.webdriver.common.by import By
+METRIC_VALUE = """
+for (const metric of document.querySelectorAll('[data-testid="stMetric"]')) {
+  const label = metric.querySelector('[data-testid="stMetricLabel"]');
+  const value = metric.querySelector('[data-testid="stMetricValue"]');
+  if (label && value && label.innerText.trim() === arguments[0]) return value.innerText.trim();
+}
+return null;
+"""
 
-    for element in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]'):
-        shown = element.find_elements(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]')
-        if shown and shown[0].text.strip() == label:
-            return element.find_element(By.CSS_SELECTOR, '[data-testid="stMetricValue"]').text
-    return None
+
+def metric_value(driver, label: str) -> str | None:
+    """The value of the metric ``label`` (``None`` while none is shown), read in one call: a page that re-renders
+    meanwhile leaves no stale element to read."""
+    return driver.execute_script(METRIC_VALUE, label)
 
 
 def edit_and_rescore_seconds(driver, text: str, label: str = "|C| of the edited text (indicative)") -> tuple[float, str]:
