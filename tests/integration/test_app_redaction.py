@@ -251,11 +251,17 @@ def test_review_the_redactions_build_the_release_and_certify_it_in_place(sample_
     assert "cpa redact --audit out/original --decisions decisions.csv" in script
 
 
-def test_the_deny_list_decides_the_table_s_rows_at_once_and_every_decision_survives_a_new_search(sample_paths):
+def searched_redact_page():
+    """The Redact page of the calibrated sample, its search run."""
     at = calibrate(new_app().run())
     at.switch_page(nav.REDACT).run()
     at.button(key="redact.suggest").click().run()
     assert_clean(at)
+    return at
+
+
+def test_the_deny_list_decides_the_table_s_rows_at_once_and_every_decision_survives_a_new_search(sample_paths):
+    at = searched_redact_page()
     review = at.session_state["cpa.review"]
     edits = review.table[review.table["action"] == "edit"]
     word = edits["term"].value_counts().index[0]  # the commonest evidence term
@@ -298,10 +304,7 @@ def test_the_deny_list_decides_the_table_s_rows_at_once_and_every_decision_survi
 
 
 def test_a_tick_decides_its_row_alone_and_keeps_every_checkbox_of_the_page(sample_paths):
-    at = calibrate(new_app().run())
-    at.switch_page(nav.REDACT).run()
-    at.button(key="redact.suggest").click().run()
-    assert_clean(at)
+    at = searched_redact_page()
     review = at.session_state["cpa.review"]
     boxes = [box for box in at.checkbox if str(box.key).startswith("redact.row.")]
     assert 1 < len(boxes) <= PAGE_ROWS and all(box.value for box in boxes)  # a page, every row proposed accepted
