@@ -50,6 +50,7 @@ from cpa_core.redaction.suggestions import (
     suggest_redactions,
 )
 from cpa_core.redaction.utility import ReleaseUtility, characters_utility, packaged_embedder, release_utility
+from cpa_core.report.formatting import counted
 from cpa_core.report.metrics import first_guess_figures
 from cpa_core.store.reopen import declared_attacker
 from cpa_ui.analysis import row_of
@@ -267,7 +268,7 @@ def row_label(row: dict) -> str:
     if withhold:
         folded = row.get("folded_edits")
         folded = 0 if folded is None or folded is pd.NA else int(folded)
-        what = "withhold the document" + (f" ({folded:,} edit{'s' * (folded != 1)} folded)" if folded else "")
+        what = "withhold the document" + (f" ({counted(folded, 'edit')} folded)" if folded else "")
     else:
         what = f"«{row['original']}» → {row['replacement'] or '(deleted)'}"
     parts = [what, "" if withhold or not row["term"] else f"evidence: {row['term']}",

@@ -240,6 +240,8 @@ class AuditState:
     acceptable_linkage: _Slot[float | None] = _Slot(lambda: None)  # None: 1/k
     comparison: _Slot[Comparison] = _Slot(Comparison)
     review: _Slot[Review | None] = _Slot(lambda: None)  # the redaction under review (Redact page)
+    # the Redact page's last run drew the audit of the release its decisions made (a tick that drops it reruns the page)
+    audit_drawn: _Slot[bool] = _Slot(lambda: False)
     # weak references to the results of audits let go, each with the runs of the app left to wait for it to be gone
     # (cpa_ui.memory gives their memory back)
     letting_go: _Slot[tuple] = _Slot(tuple)

@@ -206,13 +206,13 @@ doc_id = right.text_input("Document", key="redact.doc", placeholder="every docum
 
 
 @st.fragment
-def review_table(audited: bool, view: str, term: str | None, doc_id: str) -> None:
+def review_table(view: str, term: str | None, doc_id: str) -> None:
     """The review table of the rows the filters above choose (``view``, ``term``, ``doc_id``), its bulk actions, its
     counts and the downloads of what it decides: a fragment, so that a tick or a bulk action reruns this part only,
-    whatever the size of the table (the whole page when it drops the audit of the release the decisions made
-    before, ``audited``)."""
+    whatever the size of the table (the whole page when it drops the audit drawn below, of the release the decisions
+    made before)."""
     review = state.review
-    if audited and review.after is None:
+    if state.audit_drawn and review.after is None:
         st.rerun()
     table = review.table
     positions = review_positions(review, view, term, doc_id)
@@ -285,7 +285,9 @@ def downloads(review) -> None:
                          key="redact.log")
 
 
-review_table(state.review.after is not None, view, term, doc_id.strip())
+if state.review.after is None:
+    state.audit_drawn = False  # none is drawn below (unless audited now)
+review_table(view, term, doc_id.strip())
 review = state.review
 table = review.table
 what_if_section(release_what_if(result, review.suggestions, policy, confidence), "redact", True)
@@ -310,6 +312,7 @@ if review.after is None:
         st.stop()
 
 after = review.after
+state.audit_drawn = True
 after_cert = after.result.certificate(confidence)
 sides = before_after(cert, after_cert, policy, table, review.utility)
 counts = change_counts(sides)
