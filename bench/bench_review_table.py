@@ -44,6 +44,7 @@ from browser import (  # noqa: E402
     dashboard,
     exit_if_missing,
     go,
+    page_metrics,
     settled,
     text_present,
     upload,
@@ -96,24 +97,14 @@ def button(driver, label: str):
     return driver.find_element(By.XPATH, f"//button[.//p[text()='{label}']]").click
 
 
-PROBE = """
-const settled = !document.querySelector('[data-testid="stStatusWidget"]')
-    && !document.querySelector('[data-stale="true"]');
-for (const metric of document.querySelectorAll('[data-testid="stMetric"]')) {
-  const label = metric.querySelector('[data-testid="stMetricLabel"]').innerText.trim();
-  if (label.startsWith(arguments[0])) {
-    return [label + ': ' + metric.querySelector('[data-testid="stMetricValue"]').innerText.trim(), settled];
-  }
-}
-return [null, settled];
-"""
-"""What the page shows, read in one call: the first metric whose label starts with the argument (``label: value``,
-``null`` until one is shown) and whether Streamlit has settled (no running indicator, no stale element)."""
-
-
 def shown_metric(driver, start: str) -> str | None:
-    """The first metric whose label starts with ``start``, as ``label: value`` (``None`` until one is shown)."""
-    return driver.execute_script(PROBE, start)[0]
+    """The first metric of the page whose label starts with ``start``, as ``label: value`` (``None`` until one is
+    shown)."""
+    return first_metric(page_metrics(driver)[0], start)
+
+
+def first_metric(metrics: list[tuple[str, str]], start: str) -> str | None:
+    return next((f"{label}: {value}" for label, value in metrics if label.startswith(start)), None)
 
 
 def timed(driver, target, start: str) -> float:
@@ -126,8 +117,8 @@ def timed(driver, target, start: str) -> float:
     begin = time.perf_counter()
     act()
     while True:
-        shown, done = driver.execute_script(PROBE, start)
-        if shown not in (None, before) and done:
+        metrics, done = page_metrics(driver)
+        if first_metric(metrics, start) not in (None, before) and done:
             return time.perf_counter() - begin
         if time.perf_counter() - begin > WAIT_S:
             raise AssertionError(f"timed out waiting for {start} to change")

@@ -220,11 +220,12 @@ def review_page(review: Review, positions: np.ndarray) -> pd.DataFrame:
     rows = table.iloc[positions]
     page = rows[list(REVIEW_COLUMNS)].rename(columns=REVIEW_COLUMNS).reset_index(drop=True)
     page.insert(1, "decided_by", [review.decided.get(review.keys[p], (None, SEARCH))[1] for p in positions])
-    withhold = rows["action"].to_numpy() == WITHHOLD
+    facts = review.rows
+    withhold = facts.is_withhold[positions]
     if withhold.any():
-        counts = table.loc[table["action"] == EDIT, "doc_id"].value_counts()
-        page["folded_edits"] = pd.array([int(counts.get(d, 0)) if w and a else None for d, w, a in
-                                         zip(rows["doc_id"], withhold, rows["accept"])], dtype="Int64")
+        edits = np.bincount(facts.codes[facts.is_edit], minlength=len(facts.documents))[facts.codes[positions]]
+        page["folded_edits"] = pd.array([int(n) if w and a else None for n, w, a in
+                                         zip(edits, withhold, rows["accept"])], dtype="Int64")
     return page
 
 
@@ -233,9 +234,8 @@ def review_rows(review: Review, positions: np.ndarray) -> list[tuple[int, str, b
     table, the checkbox's key (named by its place on the page), whether the row is accepted, and its label
     (:func:`row_label`). Each checkbox shows its row as decided (:func:`~cpa_ui.state.widget_showing`), so that a bulk
     action, a list, a search or another page updates the page's checkboxes in place."""
-    accept = review.table["accept"].to_numpy(dtype=bool)
     page = review_page(review, positions)
-    return [(int(p), f"redact.row.{place}", bool(accept[p]), row_label(row))
+    return [(int(p), f"redact.row.{place}", bool(row["accept"]), row_label(row))
             for place, (p, row) in enumerate(zip(positions, page.to_dict("records")))]
 
 

@@ -216,20 +216,28 @@ def no_errors(driver) -> None:
     assert "Traceback" not in driver.find_element(By.TAG_NAME, "body").text
 
 
-METRIC_VALUE = """
+PAGE_METRICS = """
+const metrics = [];
 for (const metric of document.querySelectorAll('[data-testid="stMetric"]')) {
   const label = metric.querySelector('[data-testid="stMetricLabel"]');
   const value = metric.querySelector('[data-testid="stMetricValue"]');
-  if (label && value && label.innerText.trim() === arguments[0]) return value.innerText.trim();
+  if (label && value) metrics.push([label.innerText.trim(), value.innerText.trim()]);
 }
-return null;
+return [metrics, !document.querySelector('[data-testid="stStatusWidget"]')
+                 && !document.querySelector('[data-stale="true"]')];
 """
 
 
+def page_metrics(driver) -> tuple[list[tuple[str, str]], bool]:
+    """The metrics the page shows (label, value, in order) and whether Streamlit has settled, read in one call: a
+    page that re-renders meanwhile leaves no stale element to read."""
+    metrics, done = driver.execute_script(PAGE_METRICS)
+    return [tuple(m) for m in metrics], bool(done)
+
+
 def metric_value(driver, label: str) -> str | None:
-    """The value of the metric ``label`` (``None`` while none is shown), read in one call: a page that re-renders
-    meanwhile leaves no stale element to read."""
-    return driver.execute_script(METRIC_VALUE, label)
+    """The value of the metric ``label`` (``None`` while none is shown)."""
+    return next((value for name, value in page_metrics(driver)[0] if name == label), None)
 
 
 def edit_and_rescore_seconds(driver, text: str, label: str = "|C| of the edited text (indicative)") -> tuple[float, str]:
